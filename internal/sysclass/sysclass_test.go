@@ -83,9 +83,9 @@ func TestEnter(t *testing.T) {
 
 	type result struct {
 		abi, ibdev, ibdevAfter string
-		classes               []string
-		loErr                 error
-		err                   error
+		classes                []string
+		loErr                  error
+		err                    error
 	}
 	done := make(chan result)
 	go func() {
