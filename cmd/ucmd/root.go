@@ -10,24 +10,43 @@ import (
 // version is set by the linker for release builds.
 var version = "dev"
 
+// defaultRuntimeDir holds the control socket and the infiniband_cm class tree.
+const defaultRuntimeDir = "/run/ucmd"
+
+type globalFlags struct {
+	runtimeDir string
+}
+
 func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
 	root := &cobra.Command{
 		Use:           "ucmd",
 		Short:         "userspace /dev/infiniband/ucmN (the deleted ib_ucm driver) over CUSE",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			v := version
-			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" {
-				v = bi.Main.Version
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ucmd %s (ucm ABI 5)\n", v)
+	root.PersistentFlags().StringVar(&g.runtimeDir, "runtime-dir", defaultRuntimeDir,
+		"directory for the control socket and the infiniband_cm class tree")
+	root.AddCommand(
+		&cobra.Command{
+			Use:   "version",
+			Short: "print the version",
+			Args:  cobra.NoArgs,
+			Run: func(cmd *cobra.Command, _ []string) {
+				fmt.Fprintf(cmd.OutOrStdout(), "ucmd %s (ucm ABI 5)\n", buildVersion())
+			},
 		},
-	})
+		newExecCmd(g),
+	)
 	return root
+}
+
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
 }
