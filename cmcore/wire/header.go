@@ -71,11 +71,11 @@ func DecodeHeader(mad *hw.MAD) (Header, error) {
 	case h.BaseVersion != BaseVersion:
 		return h, fmt.Errorf("decode MAD header: base version %d, want %d: %w", h.BaseVersion, BaseVersion, ErrNotCM)
 	case h.MgmtClass != MgmtClassCM:
-		return h, fmt.Errorf("decode MAD header: management class %#02x, want %#02x: %w", h.MgmtClass, MgmtClassCM, ErrNotCM)
+		return h, fmt.Errorf("decode MAD header: management class 0x%02x, want 0x%02x: %w", h.MgmtClass, MgmtClassCM, ErrNotCM)
 	case h.ClassVersion != ClassVersion:
 		return h, fmt.Errorf("decode MAD header: class version %d, want %d: %w", h.ClassVersion, ClassVersion, ErrNotCM)
 	case h.Method != MethodSend:
-		return h, fmt.Errorf("decode MAD header: method %#02x, want SEND: %w", h.Method, ErrNotCM)
+		return h, fmt.Errorf("decode MAD header: method 0x%02x, want SEND: %w", h.Method, ErrNotCM)
 	}
 	return h, nil
 }
