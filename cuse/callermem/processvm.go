@@ -1,0 +1,61 @@
+package callermem
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// ProcessVM accesses client memory with process_vm_readv and
+// process_vm_writev. It needs ptrace access to the client
+// (PTRACE_MODE_ATTACH_REALCREDS: same thread group, matching real ids, or
+// CAP_SYS_PTRACE; Yama ptrace_scope 3 forbids it even to root). Like
+// copy_to_user, writes do not override read-only mappings.
+type ProcessVM struct{}
+
+var _ Memory = ProcessVM{}
+
+// Read implements Memory.
+func (ProcessVM) Read(pid int, addr uint64, dst []byte) error {
+	return transfer("read", unix.ProcessVMReadv, pid, addr, dst)
+}
+
+// Write implements Memory.
+func (ProcessVM) Write(pid int, addr uint64, src []byte) error {
+	return transfer("write", unix.ProcessVMWritev, pid, addr, src)
+}
+
+type vmFunc func(pid int, local []unix.Iovec, remote []unix.RemoteIovec, flags uint) (int, error)
+
+func transfer(op string, fn vmFunc, pid int, addr uint64, buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	if err := check(op, pid, addr, len(buf)); err != nil {
+		return err
+	}
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(len(buf))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
+	done := 0
+	for done < len(buf) {
+		// The kernel copies page by page and returns a short count when
+		// it faults after copying something; retrying the rest then
+		// yields the fault as EFAULT or a zero count.
+		n, err := fn(pid, local, remote, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &Error{Op: op, Pid: pid, Addr: addr, Len: len(buf), Done: done, Err: err}
+		}
+		if n <= 0 {
+			return &Error{Op: op, Pid: pid, Addr: addr, Len: len(buf), Done: done, Err: errShort}
+		}
+		done += n
+		if done < len(buf) {
+			local[0] = unix.Iovec{Base: &buf[done]}
+			local[0].SetLen(len(buf) - done)
+			remote[0] = unix.RemoteIovec{Base: uintptr(addr) + uintptr(done), Len: len(buf) - done}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package callermem
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+
+// mmapPages maps n anonymous pages; memory outside the Go heap, so its
+// address is stable and can be unmapped under the test's control.
+func mmapPages(t *testing.T, n int, prot int) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, n*os.Getpagesize(), prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatalf("mmap: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Munmap(b) })
+	return b
+}
+
+func wantEFAULT(t *testing.T, err error, cause error) {
+	t.Helper()
+	var errno unix.Errno
+	if !errors.As(err, &errno) || errno != unix.EFAULT {
+		t.Fatalf("err = %v, want errno EFAULT first", err)
+	}
+	if cause != nil && !errors.Is(err, cause) {
+		t.Fatalf("err = %v, want cause %v", err, cause)
+	}
+}
+
+func TestProcessVMReadWriteSelf(t *testing.T) {
+	mem := ProcessVM{}
+	page := mmapPages(t, 2, unix.PROT_READ|unix.PROT_WRITE)
+	// The pid of a request is a thread id; any thread of ours will do.
+	for _, pid := range []int{os.Getpid(), unix.Gettid()} {
+		msg := []byte("RESPONSE-FROM-DAEMON")
+		// Straddle the page boundary to exercise a multi-page copy.
+		at := os.Getpagesize() - 7
+		if err := mem.Write(pid, addrOf(page)+uint64(at), msg); err != nil {
+			t.Fatalf("Write(pid %d): %v", pid, err)
+		}
+		if !bytes.Equal(page[at:at+len(msg)], msg) {
+			t.Fatalf("memory holds %q, want %q", page[at:at+len(msg)], msg)
+		}
+		copy(page[at:], "client-wrote-this")
+		got := make([]byte, len("client-wrote-this"))
+		if err := mem.Read(pid, addrOf(page)+uint64(at), got); err != nil {
+			t.Fatalf("Read(pid %d): %v", pid, err)
+		}
+		if string(got) != "client-wrote-this" {
+			t.Fatalf("Read = %q", got)
+		}
+	}
+	// Go heap memory works the same way.
+	heap := make([]byte, 32)
+	if err := mem.Write(os.Getpid(), addrOf(heap), []byte{1, 2, 3}); err != nil || heap[2] != 3 {
+		t.Fatalf("Write to heap: %v, %v", err, heap[:3])
+	}
+}
+
+func TestProcessVMUnmappedIsEFAULT(t *testing.T) {
+	mem := ProcessVM{}
+	ps := os.Getpagesize()
+	b := mmapPages(t, 2, unix.PROT_READ|unix.PROT_WRITE)
+	// Unmap the second page; the first stays mapped.
+	// Raw munmap: unix.Munmap only accepts whole slices it mapped.
+	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(addrOf(b[ps:])), uintptr(ps), 0); e != 0 {
+		t.Fatalf("munmap: %v", e)
+	}
+	hole := addrOf(b) + uint64(ps)
+
+	err := mem.Read(os.Getpid(), hole, make([]byte, 8))
+	wantEFAULT(t, err, unix.EFAULT)
+	err = mem.Write(os.Getpid(), hole, []byte("x"))
+	wantEFAULT(t, err, unix.EFAULT)
+
+	// A transfer that starts mapped and runs into the hole is short, and
+	// short is EFAULT, as copy_to_user's uncopied bytes were.
+	start := hole - 4
+	err = mem.Write(os.Getpid(), start, []byte("12345678"))
+	wantEFAULT(t, err, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Done != 4 {
+		t.Fatalf("err = %#v, want *Error with Done 4", err)
+	}
+	if string(b[ps-4:ps]) != "1234" {
+		t.Fatalf("bytes before the hole = %q, want them written like the kernel does", b[ps-4:ps])
+	}
+}
+
+func TestProcessVMReadOnlyIsEFAULT(t *testing.T) {
+	ro := mmapPages(t, 1, unix.PROT_READ)
+	err := ProcessVM{}.Write(os.Getpid(), addrOf(ro), []byte("x"))
+	wantEFAULT(t, err, nil)
+	if ro[0] != 0 {
+		t.Fatal("read-only page was written")
+	}
+}
+
+func TestProcessVMBadTarget(t *testing.T) {
+	mem := ProcessVM{}
+	buf := make([]byte, 8)
+	// pid 0 is what the kernel sends for a caller outside our pid namespace.
+	wantEFAULT(t, mem.Read(0, addrOf(buf), buf), nil)
+	wantEFAULT(t, mem.Write(-1, addrOf(buf), buf), nil)
+	// Above pid_max (at most 2^22), so no such process.
+	wantEFAULT(t, mem.Read(1<<30, addrOf(buf), buf), unix.ESRCH)
+	// A range that wraps the address space never reaches the kernel.
+	wantEFAULT(t, mem.Read(os.Getpid(), ^uint64(0)-2, buf), nil)
+	// Nothing to copy is never an error, even at a bad address.
+	if err := mem.Write(os.Getpid(), 0, nil); err != nil {
+		t.Fatalf("empty write: %v", err)
+	}
+}
