@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"syscall"
+
+	"github.com/ucmd/ucmd/hw"
+)
+
+// CM class constants the KernelCM emulation needs.
+const (
+	mgmtClassCM       = 0x07
+	cmClassVersion    = 2
+	methodSend        = 0x03
+	maxMethods        = 128 // the kernel's method mask has 128 bits
+	responseMethodBit = 0x80
+)
+
+type endpoint struct {
+	port    *Port
+	class   uint8
+	version uint8
+	methods [maxMethods / 64]uint64
+	hiTID   uint32
+	q       chan hw.Received
+	done    chan struct{}
+	closed  bool // guarded by the fabric's lock
+}
+
+var _ hw.Endpoint = (*endpoint)(nil)
+
+func (e *endpoint) hasMethod(m uint8) bool {
+	return m < maxMethods && e.methods[m/64]&(1<<(m%64)) != 0
+}
+
+// accepts reports whether mad is for this endpoint. As in the kernel's MAD
+// layer, requests match the registration and responses go to the agent
+// whose id is in the upper half of the TID.
+func (e *endpoint) accepts(mad *hw.MAD) bool {
+	if mad[3]&responseMethodBit != 0 {
+		return binary.BigEndian.Uint32(mad[8:12]) == e.hiTID && mad[1] == e.class
+	}
+	return mad[1] == e.class && mad[2] == e.version && e.hasMethod(mad[3])
+}
+
+// OpenMAD registers an endpoint on the port. Like the kernel's MAD layer it
+// refuses a method another endpoint already owns for the same class and
+// class version; for the CM class the error wraps hw.ErrCMClassInUse.
+func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
+	f := p.dev.fabric
+	e := &endpoint{
+		port:    p,
+		class:   reg.MgmtClass,
+		version: reg.ClassVersion,
+		q:       make(chan hw.Received, f.queueLen),
+		done:    make(chan struct{}),
+	}
+	if reg.MgmtClass == 0 {
+		return nil, einval("%s: register class 0: invalid management class", p)
+	}
+	for _, m := range reg.Methods {
+		if m >= maxMethods {
+			return nil, einval("%s: register class %#x: method %#x is not a request method", p, reg.MgmtClass, m)
+		}
+		e.methods[m/64] |= 1 << (m % 64)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p.kernelCM && reg.MgmtClass == mgmtClassCM && reg.ClassVersion == cmClassVersion && e.hasMethod(methodSend) {
+		return nil, inUse(p, reg, methodSend, "the kernel's ib_cm")
+	}
+	for _, o := range p.eps {
+		if o.class != e.class || o.version != e.version {
+			continue
+		}
+		for _, m := range reg.Methods {
+			if o.hasMethod(m) {
+				return nil, inUse(p, reg, m, "another endpoint")
+			}
+		}
+	}
+	f.nextAgent++
+	e.hiTID = f.nextAgent
+	p.eps = append(p.eps, e)
+	return e, nil
+}
+
+func inUse(p *Port, reg hw.Registration, m uint8, owner string) error {
+	if reg.MgmtClass == mgmtClassCM {
+		return fmt.Errorf("sim: %s: register class %#x version %d: method %#x already in use by %s: %w (%w)",
+			p, reg.MgmtClass, reg.ClassVersion, m, owner, hw.ErrCMClassInUse, syscall.EINVAL)
+	}
+	return einval("%s: register class %#x version %d: method %#x already in use by %s", p, reg.MgmtClass, reg.ClassVersion, m, owner)
+}
+
+// Send never blocks unless the SendBlock knob is set.
+func (e *endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f := e.port.dev.fabric
+	f.mu.Lock()
+	block := f.knobs.SendBlock
+	f.mu.Unlock()
+	if block > 0 {
+		ch := make(chan struct{})
+		t := f.clk.AfterFunc(block, func() { close(ch) })
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-e.done:
+			t.Stop()
+			return hw.ErrClosed
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e.closed {
+		return hw.ErrClosed
+	}
+	return f.send(e, &dst, mad)
+}
+
+func (e *endpoint) Recv(ctx context.Context) (hw.Received, error) {
+	select {
+	case <-e.done:
+		return hw.Received{}, hw.ErrClosed
+	default:
+	}
+	select {
+	case r := <-e.q:
+		return r, nil
+	case <-ctx.Done():
+		return hw.Received{}, ctx.Err()
+	case <-e.done:
+		return hw.Received{}, hw.ErrClosed
+	}
+}
+
+// Close unregisters the endpoint and wakes blocked Recv and Send calls.
+func (e *endpoint) Close() error {
+	f := e.port.dev.fabric
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e.closed {
+		return hw.ErrClosed
+	}
+	e.closed = true
+	p := e.port
+	p.eps = slices.DeleteFunc(p.eps, func(o *endpoint) bool { return o == e })
+	close(e.done)
+	return nil
+}
