@@ -9,7 +9,7 @@ BENCHCOUNT ?= 6
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test race vet fmt fmtcheck fuzz bench check run clean
+.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup e2e check run clean
 
 all: build
 
@@ -23,6 +23,7 @@ test:
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e ./test/e2e/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -38,7 +39,17 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) $(PKGS)
 
-check: fmtcheck vet build test fuzz
+# The test VM (qemu + Debian's kernel, cached in .cache/vm/): installs with
+# apt-get, so run it as root once; later runs are a quick no-op.
+vm-setup:
+	@./test/vm/setup.sh
+
+# The real-kernel tests (test/e2e, tag e2e) inside the VM: /dev/cuse, umad and
+# Soft-RoCE. Fails when the VM cannot run, unless E2E=skip (refused in CI).
+e2e:
+	@./test/vm/e2e.sh
+
+check: fmtcheck vet build test fuzz e2e
 	@echo "make check: all stages passed"
 
 run: build

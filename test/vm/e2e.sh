@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make e2e: build the e2e tests (test/e2e, tag e2e) and ucmd on the host, then
+# run the test binary inside the VM with the RDMA setup (run.sh -r).
+#
+# Env: E2E=skip     skip, loudly (refused when CI=true: CI never skips)
+#      E2E_FLAGS    extra test flags, e.g. '-test.run=Smoke -test.count=3'
+#      E2E_TIMEOUT  guest timeout in seconds (default 900)
+# Exit status: the test binary's, or one of run.sh's (121-125, see there).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+OUT=$REPO/bin/e2e
+
+if [ "${E2E:-}" = skip ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "e2e: E2E=skip is not allowed in CI: the real-kernel tests must run" >&2
+    exit 1
+  fi
+  echo "e2e: SKIPPED because E2E=skip: nothing was tested in the VM" >&2
+  exit 0
+fi
+
+t0=$(date +%s.%N)
+mkdir -p "$OUT"
+cd "$REPO"
+# static binaries: the guest runs them from the host filesystem as they are
+CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
+CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./test/e2e
+
+cd "$REPO/test/e2e" # where `go test` would run the package's tests
+rc=0
+# shellcheck disable=SC2086 # E2E_FLAGS is a list of flags
+"$HERE/run.sh" -r -t "${E2E_TIMEOUT:-900}" -- \
+  env UCMD_BIN="$OUT/ucmd" "$OUT/e2e.test" -test.v -test.count=1 ${E2E_FLAGS:-} || rc=$?
+
+wall=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')
+case $rc in
+  0) echo "e2e: PASS (build + VM: $wall s)" ;;
+  123) echo "e2e: FAIL: the test VM cannot run on this machine (see above). Run 'make vm-setup' as root, or set E2E=skip to skip the real-kernel tests explicitly." >&2 ;;
+  *) echo "e2e: FAIL with status $rc (build + VM: $wall s)" >&2 ;;
+esac
+exit "$rc"
