@@ -1,0 +1,262 @@
+package cmcore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/clock"
+)
+
+// Options configure a CM. The zero value is valid.
+type Options struct {
+	// Clock drives retransmission and timewait timers; nil means the real
+	// clock.
+	Clock clock.Clock
+	// CommIDOperand is XORed into every local comm ID (cm.c's
+	// random_id_operand); zero picks a random one.
+	CommIDOperand uint32
+	// Logger receives debug logs of dropped MADs; nil discards them.
+	Logger *slog.Logger
+}
+
+// CM is the communication manager of one device: it owns the CM MAD agent
+// of every port, the comm-ID and listen tables, and all ids created on it.
+type CM struct {
+	dev      hw.Device
+	clk      clock.Clock
+	log      *slog.Logger
+	nodeGUID uint64
+	ackDelay uint8
+	ports    []*port // index: port number - 1
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	cond       sync.Cond // signals running changes, for Destroy
+	started    bool
+	closed     bool
+	ids        commIDs
+	listen     listenTable
+	remoteIDs  map[remoteKey]*ID // (remote comm ID, remote CA GUID)
+	remoteQPNs map[remoteKey]*ID // (remote QPN, remote CA GUID)
+	sidr       map[sidrKey]*ID
+	events     []queuedEvent
+	delivering bool  // some goroutine is draining events
+	running    *ID   // owner whose handler is running
+	deliverGo  int64 // goroutine id of the drainer while delivering
+}
+
+type port struct {
+	num int
+	hw  hw.Port
+	ep  hw.Endpoint
+}
+
+type remoteKey struct {
+	id   uint32
+	guid uint64
+}
+
+type sidrKey struct {
+	reqID uint32
+	lid   uint16
+	gid   hw.GID
+}
+
+// New creates the CM for dev. Nothing is sent or received until Start.
+func New(dev hw.Device, opts Options) *CM {
+	cm := &CM{
+		dev:        dev,
+		clk:        opts.Clock,
+		log:        opts.Logger,
+		nodeGUID:   dev.NodeGUID(),
+		ackDelay:   dev.LocalCAAckDelay(),
+		remoteIDs:  make(map[remoteKey]*ID),
+		remoteQPNs: make(map[remoteKey]*ID),
+		sidr:       make(map[sidrKey]*ID),
+	}
+	if cm.clk == nil {
+		cm.clk = clock.Real{}
+	}
+	if cm.log == nil {
+		cm.log = slog.New(slog.DiscardHandler)
+	}
+	op := opts.CommIDOperand
+	if op == 0 {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		op = binary.LittleEndian.Uint32(b[:])
+	}
+	cm.ids = newCommIDs(op)
+	cm.cond.L = &cm.mu
+	for _, p := range dev.Ports() {
+		cm.ports = append(cm.ports, &port{num: p.Num(), hw: p})
+	}
+	return cm
+}
+
+// Start registers the CM agent (class 0x07 version 2, method SEND) on every
+// port and starts receiving. It fails if any port refuses, typically
+// because the kernel's ib_cm owns the class (hw.ErrCMClassInUse).
+func (cm *CM) Start() error {
+	cm.mu.Lock()
+	if cm.started || cm.closed {
+		cm.mu.Unlock()
+		return errors.New("cmcore: Start called twice or after Close")
+	}
+	cm.started = true
+	cm.mu.Unlock()
+	reg := hw.Registration{MgmtClass: wire.MgmtClassCM, ClassVersion: wire.ClassVersion, Methods: []uint8{wire.MethodSend}}
+	for i, p := range cm.ports {
+		ep, err := p.hw.OpenMAD(reg)
+		if err != nil {
+			for _, q := range cm.ports[:i] {
+				q.ep.Close()
+			}
+			return fmt.Errorf("cmcore: %s port %d: open CM agent: %w", cm.dev.Name(), p.num, err)
+		}
+		p.ep = ep
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cm.cancel = cancel
+	for _, p := range cm.ports {
+		cm.wg.Add(1)
+		go cm.recvLoop(ctx, p)
+	}
+	return nil
+}
+
+// Close stops the CM: it closes the endpoints, waits for the receivers,
+// and stops every timer. Ids stay usable as objects but send nothing and
+// get no more events; Destroy on them is still safe.
+func (cm *CM) Close() error {
+	cm.mu.Lock()
+	if cm.closed {
+		cm.mu.Unlock()
+		return nil
+	}
+	cm.closed = true
+	for _, id := range cm.ids.byID {
+		id.cancelMsg()
+		if id.twTimer != nil {
+			id.twTimer.Stop()
+			id.twTimer = nil
+		}
+	}
+	cm.events = nil
+	cm.mu.Unlock()
+	if cm.cancel != nil {
+		cm.cancel()
+	}
+	var errs []error
+	for _, p := range cm.ports {
+		if p.ep != nil {
+			if err := p.ep.Close(); err != nil && !errors.Is(err, hw.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	cm.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Device returns the device the CM runs on.
+func (cm *CM) Device() hw.Device { return cm.dev }
+
+// Count returns how many ids exist (including destroyed ones whose comm ID
+// is held until their timewait ends) and how many events are queued.
+// Tests use it to check for leaks.
+func (cm *CM) Count() (ids, events int) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	return len(cm.ids.byID), len(cm.events)
+}
+
+func (cm *CM) recvLoop(ctx context.Context, p *port) {
+	defer cm.wg.Done()
+	for {
+		r, err := p.ep.Recv(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, hw.ErrClosed) {
+				cm.log.Warn("cmcore: receive failed, port stops", "port", p.num, "err", err)
+			}
+			return
+		}
+		cm.handleMAD(p, &r)
+	}
+}
+
+func (cm *CM) portByNum(n uint8) *port {
+	if n == 0 || int(n) > len(cm.ports) {
+		return nil
+	}
+	return cm.ports[n-1]
+}
+
+// outMAD is one MAD to send once the CM lock is released.
+type outMAD struct {
+	p   *port
+	dst hw.Address
+	mad *hw.MAD
+}
+
+// txn collects what a locked section decided to send, so the sends (which
+// may block on RoCE) and event delivery happen without the lock.
+type txn struct {
+	out []outMAD
+	buf [4]outMAD
+}
+
+func (t *txn) send(p *port, dst hw.Address, mad *hw.MAD) {
+	if t.out == nil {
+		t.out = t.buf[:0]
+	}
+	t.out = append(t.out, outMAD{p, dst, mad})
+}
+
+// unlock releases cm.mu, then sends and delivers what t collected.
+func (cm *CM) unlock(t *txn) {
+	deliver := len(cm.events) > 0 && !cm.delivering
+	closed := cm.closed
+	cm.mu.Unlock()
+	if !closed {
+		for _, o := range t.out {
+			if o.p.ep == nil {
+				continue
+			}
+			if err := o.p.ep.Send(context.Background(), o.dst, o.mad); err != nil {
+				// Lost like any MAD on the fabric: retransmission or the
+				// peer's retry repairs it, final timeouts report it.
+				cm.log.Debug("cmcore: send failed", "port", o.p.num, "err", err)
+			}
+		}
+	}
+	if deliver {
+		cm.deliver()
+	}
+}
+
+// encode builds a MAD; encoding failures mean a cmcore bug (all user
+// input is validated first), so they are logged and the MAD dropped.
+func (cm *CM) encode(tid uint64, m wire.Message) *hw.MAD {
+	mad := new(hw.MAD)
+	if err := wire.Encode(mad, tid, m); err != nil {
+		cm.log.Error("cmcore: encode failed", "attr", m.AttrID(), "err", err)
+		return nil
+	}
+	return mad
+}
+
+func (cm *CM) sendMsg(t *txn, p *port, dst hw.Address, tid uint64, m wire.Message) {
+	if mad := cm.encode(tid, m); mad != nil && p != nil {
+		t.send(p, dst, mad)
+	}
+}

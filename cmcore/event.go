@@ -1,0 +1,123 @@
+package cmcore
+
+// Handler receives the events of an id. It runs with no cmcore lock held,
+// one event at a time per CM, in the order the CM generated them, and must
+// not block. It may call any ID method, Destroy included, even on the id
+// the event is for.
+//
+// Returning a non-nil error destroys ev.ID as if Destroy had been called,
+// like a kernel cm handler returning non-zero. For a REQ_RECEIVED event an
+// error wrapping unix.ENOMEM drops the new connection silently (no REJ), so
+// that the peer's retransmitted REQ can succeed later; any other error
+// rejects it with REJ 28 (consumer defined).
+type Handler func(ev *Event) error
+
+// Event is one CM event. It and the slices it holds are valid only during
+// the Handler call; copy what must outlive it.
+type Event struct {
+	Type EventType
+	// ID is the id the event is about. For REQ_RECEIVED and
+	// SIDR_REQ_RECEIVED it is the new id created for the request; it
+	// inherited the listener's handler and context.
+	ID *ID
+	// Listener is the listening id for REQ_RECEIVED and SIDR_REQ_RECEIVED.
+	Listener *ID
+	// PrivateData is the message's whole private data area (the receiver
+	// cannot know how much the sender meant).
+	PrivateData []byte
+	// Info is the REJ ARI, APR additional information or SIDR_REP
+	// additional information, as long as the message's length field says.
+	Info []byte
+	// SendStatus is the ib_wc_status of *_ERROR events.
+	SendStatus WCStatus
+
+	Req     ReqEventParam     // REQ_RECEIVED
+	Rep     RepEventParam     // REP_RECEIVED
+	Rej     RejEventParam     // REJ_RECEIVED
+	MRA     MRAEventParam     // MRA_RECEIVED
+	Lap     LapEventParam     // LAP_RECEIVED
+	APR     APREventParam     // APR_RECEIVED
+	SIDRReq SIDRReqEventParam // SIDR_REQ_RECEIVED
+	SIDRRep SIDRRepEventParam // SIDR_REP_RECEIVED
+}
+
+// ReqEventParam is ib_cm_req_event_param, already seen from the receiver's
+// side: ResponderResources is the REQ's Initiator Depth and vice versa, and
+// the local/remote CM response timeouts are swapped likewise.
+type ReqEventParam struct {
+	Primary                 PathRecord
+	Alternate               *PathRecord // nil when the REQ had none
+	RemoteCAGUID            uint64
+	RemoteQKey              uint32
+	RemoteQPN               uint32
+	QPType                  QPType // 0 when the transport type is unknown
+	StartingPSN             uint32
+	ResponderResources      uint8
+	InitiatorDepth          uint8
+	LocalCMResponseTimeout  uint8
+	FlowControl             bool
+	RemoteCMResponseTimeout uint8
+	RetryCount              uint8
+	RNRRetryCount           uint8
+	SRQ                     bool
+	Port                    uint8
+	BTHPKey                 uint16 // P_Key the REQ arrived with
+}
+
+// RepEventParam is ib_cm_rep_event_param (perspective already swapped).
+type RepEventParam struct {
+	RemoteCAGUID       uint64
+	RemoteQKey         uint32
+	RemoteQPN          uint32
+	StartingPSN        uint32
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	TargetACKDelay     uint8
+	FailoverAccepted   uint8
+	FlowControl        bool
+	RNRRetryCount      uint8
+	SRQ                bool
+}
+
+// RejEventParam carries the reject reason; the ARI is Event.Info.
+type RejEventParam struct {
+	Reason uint16
+}
+
+// MRAEventParam carries the peer's service timeout (5-bit IBTA time).
+type MRAEventParam struct {
+	ServiceTimeout uint8
+}
+
+// LapEventParam carries the proposed alternate path.
+type LapEventParam struct {
+	Alternate PathRecord
+}
+
+// APREventParam carries the AP status; the additional info is Event.Info.
+type APREventParam struct {
+	Status uint8
+}
+
+// SIDRReqEventParam is ib_cm_sidr_req_event_param.
+type SIDRReqEventParam struct {
+	ServiceID uint64
+	PKey      uint16
+	Port      uint8
+	BTHPKey   uint16
+}
+
+// SIDRRepEventParam is ib_cm_sidr_rep_event_param; the info is Event.Info.
+type SIDRRepEventParam struct {
+	Status uint8
+	QKey   uint32
+	QPN    uint32
+}
+
+// queuedEvent is an event waiting for delivery. owner is whose handler
+// receives it and whose destruction discards it: the listener for new
+// requests (as ucm attributed them), ev.ID otherwise.
+type queuedEvent struct {
+	ev    *Event
+	owner *ID
+}

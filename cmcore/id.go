@@ -1,0 +1,282 @@
+package cmcore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/clock"
+	"golang.org/x/sys/unix"
+)
+
+var bgctx = context.Background()
+
+// ID is one CM id (the kernel's cm_id): a listener, a connection end or a
+// SIDR exchange. All its methods are safe for concurrent use.
+type ID struct {
+	cm      *CM
+	handler Handler
+
+	// Everything below is guarded by cm.mu.
+	context     any
+	destroyed   bool
+	state       State
+	lapState    LapState
+	localID     uint32 // wire value
+	remoteID    uint32
+	serviceID   uint64
+	serviceMask uint64
+	tid         uint64
+
+	// Connection parameters (cm_id_priv fields).
+	qpType             QPType
+	localQPN           uint32
+	remoteQPN          uint32
+	remoteCAGUID       uint64
+	remoteQKey         uint32
+	initiatorDepth     uint8
+	responderResources uint8
+	rqPSN, sqPSN       uint32
+	pathMTU            uint8
+	retryCount         uint8
+	rnrRetryCount      uint8
+	targetAckDelay     uint8
+	pkey               uint16
+	av, altAV          AddressVector
+	port               *port
+	dst                hw.Address // where this id's MADs go
+	timeout            time.Duration
+	maxRetries         uint8
+
+	msg       *outMsg     // the outstanding retransmitted message
+	twTimer   clock.Timer // pending timewait expiry
+	inRemote  bool        // in remoteIDs/remoteQPNs
+	sidrEntry *sidrKey    // in the SIDR dedupe table
+
+	// Saved for answering duplicates (§4.6).
+	mraTimeout uint8
+	mraPD      []byte
+	rtuPD      []byte
+	drepPD     []byte
+}
+
+// CreateID creates an id in state IDLE with a fresh local comm ID. The
+// handler receives its events (and, for a listener, the new connections'
+// first events).
+func (cm *CM) CreateID(h Handler) *ID {
+	id := &ID{cm: cm, handler: h}
+	cm.mu.Lock()
+	id.localID = cm.ids.alloc(id)
+	cm.mu.Unlock()
+	return id
+}
+
+// SetContext attaches a caller value to the id (ucm: its context).
+func (id *ID) SetContext(v any) {
+	id.cm.mu.Lock()
+	id.context = v
+	id.cm.mu.Unlock()
+}
+
+// Context returns the value set by SetContext; a new connection's id
+// starts with its listener's.
+func (id *ID) Context() any {
+	id.cm.mu.Lock()
+	defer id.cm.mu.Unlock()
+	return id.context
+}
+
+// Attr is what ATTR_ID reports.
+type Attr struct {
+	ServiceID    uint64
+	ServiceMask  uint64
+	LocalCommID  uint32 // wire value
+	RemoteCommID uint32
+}
+
+// Attr returns the id's service ID, mask and comm IDs.
+func (id *ID) Attr() Attr {
+	id.cm.mu.Lock()
+	defer id.cm.mu.Unlock()
+	return Attr{id.serviceID, id.serviceMask, id.localID, id.remoteID}
+}
+
+// State returns the connection state and LAP sub-state.
+func (id *ID) State() (State, LapState) {
+	id.cm.mu.Lock()
+	defer id.cm.mu.Unlock()
+	return id.state, id.lapState
+}
+
+// Listen makes an IDLE id listen for REQs and SIDR_REQs whose service ID
+// matches sid under mask (mask 0: exact). sid AssignServiceID makes the CM
+// pick a fresh service ID (see Attr). EINVAL: not IDLE, or a sid in the
+// CM-assigned range; EBUSY: overlaps another listener on this device.
+func (id *ID) Listen(sid, mask uint64) error {
+	cm := id.cm
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	if id.destroyed || id.state != StateIdle {
+		return fmt.Errorf("cmcore: listen in state %v: %w", id.state, unix.EINVAL)
+	}
+	if err := cm.listen.add(id, sid, mask); err != nil {
+		return err
+	}
+	id.state = StateListen
+	return nil
+}
+
+// Destroy tears the id down as ib_destroy_cm_id did (per-state REJ, DREQ,
+// DREP or SIDR_REP; see doc.go) and releases its comm ID once its timewait
+// is over. When it returns, no event for the id is being or will be
+// delivered, except that a handler calling Destroy on its own id finishes
+// its own call. Destroying twice is harmless.
+func (id *ID) Destroy() {
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	if !id.destroyed {
+		cm.destroyLocked(&t, id, false)
+	}
+	cm.waitHandler(id)
+	cm.unlock(&t)
+}
+
+// destroyLocked implements the destroy table of ib-cm.md §3.2. silent
+// skips the REJ of a REQ_RCVD id (handler failed with ENOMEM).
+func (cm *CM) destroyLocked(t *txn, id *ID, silent bool) {
+	id.destroyed = true
+	switch id.state {
+	case StateListen:
+		cm.listen.remove(id)
+	case StateSIDRReqSent:
+		id.cancelMsg()
+	case StateSIDRReqRcvd:
+		cm.sendSIDRRepLocked(t, id, &SIDRRepParams{Status: sidrReject})
+	case StateReqSent, StateMRAReqRcvd:
+		id.cancelMsg()
+		var ari [8]byte
+		putBE64(ari[:], cm.nodeGUID)
+		cm.sendRejLocked(t, id, rejTimeout, ari[:], nil)
+	case StateReqRcvd:
+		if silent {
+			cm.resetToIdle(id)
+		} else {
+			cm.sendRejLocked(t, id, rejConsumerDefined, nil, nil)
+		}
+	case StateRepSent, StateMRARepRcvd, StateMRAReqSent, StateRepRcvd, StateMRARepSent:
+		id.cancelMsg()
+		cm.sendRejLocked(t, id, rejConsumerDefined, nil, nil)
+	case StateEstablished:
+		if id.qpType != QPTypeXRCTgt {
+			// The DREQ goes out exactly once: it is not retransmitted.
+			cm.sendDReqLocked(t, id, nil)
+			id.cancelMsg()
+		}
+		cm.enterTimewait(id)
+	case StateDReqSent:
+		id.cancelMsg()
+		cm.enterTimewait(id)
+	case StateDReqRcvd:
+		cm.sendDRepLocked(t, id, nil)
+	}
+	if id.sidrEntry != nil {
+		delete(cm.sidr, *id.sidrEntry)
+		id.sidrEntry = nil
+	}
+	cm.removeRemote(id)
+	// Keep the comm ID until timewait ends so it is not reused while the
+	// peer may still send to it; the timer releases it.
+	if id.twTimer == nil {
+		cm.ids.release(id.localID)
+	}
+	// Its undelivered events are skipped by deliver.
+}
+
+// resetToIdle is cm_reset_to_idle.
+func (cm *CM) resetToIdle(id *ID) {
+	id.cancelMsg()
+	cm.removeRemote(id)
+	id.state = StateIdle
+}
+
+// enterTimewait is cm_enter_timewait: the duplicate-tracking entries go
+// away, and after ms(av.timeout) the id returns to IDLE with TIMEWAIT_EXIT.
+func (cm *CM) enterTimewait(id *ID) {
+	id.cancelMsg()
+	cm.removeRemote(id)
+	id.state = StateTimewait
+	if id.twTimer != nil {
+		id.twTimer.Stop()
+	}
+	if cm.closed {
+		id.twTimer = nil
+		return
+	}
+	var tm clock.Timer
+	tm = cm.clk.AfterFunc(msDuration(convertToMs(id.av.Timeout)), func() {
+		cm.mu.Lock()
+		if id.twTimer != tm {
+			cm.mu.Unlock()
+			return
+		}
+		id.twTimer = nil
+		if id.destroyed {
+			cm.ids.release(id.localID)
+		} else if id.state == StateTimewait {
+			id.state = StateIdle
+			cm.queue(&Event{Type: EventTimewaitExit, ID: id}, id)
+		}
+		var t txn
+		cm.unlock(&t)
+	})
+	id.twTimer = tm
+}
+
+// insertRemote records (remote comm ID, CA GUID) and (remote QPN, CA GUID).
+// It returns the id holding a colliding comm ID (duplicate) or QPN (stale).
+func (cm *CM) insertRemote(id *ID) (dup, stale *ID) {
+	rk := remoteKey{id.remoteID, id.remoteCAGUID}
+	if cur := cm.remoteIDs[rk]; cur != nil {
+		return cur, nil
+	}
+	qk := remoteKey{id.remoteQPN, id.remoteCAGUID}
+	if cur := cm.remoteQPNs[qk]; cur != nil {
+		return nil, cur
+	}
+	cm.remoteIDs[rk] = id
+	cm.remoteQPNs[qk] = id
+	id.inRemote = true
+	return nil, nil
+}
+
+func (cm *CM) removeRemote(id *ID) {
+	if !id.inRemote {
+		return
+	}
+	id.inRemote = false
+	if rk := (remoteKey{id.remoteID, id.remoteCAGUID}); cm.remoteIDs[rk] == id {
+		delete(cm.remoteIDs, rk)
+	}
+	if qk := (remoteKey{id.remoteQPN, id.remoteCAGUID}); cm.remoteQPNs[qk] == id {
+		delete(cm.remoteQPNs, qk)
+	}
+}
+
+// acquire is cm_acquire_id: the live id with local comm ID local whose
+// remote ID is remote (0: not learned yet).
+func (cm *CM) acquire(local, remote uint32) *ID {
+	id := cm.ids.lookup(local)
+	if id == nil || id.destroyed || id.remoteID != remote {
+		return nil
+	}
+	return id
+}
+
+func putBE64(b []byte, v uint64) {
+	for i := 7; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+}

@@ -1,0 +1,129 @@
+package cmcore
+
+import (
+	"fmt"
+
+	"github.com/ucmd/ucmd/hw"
+	"golang.org/x/sys/unix"
+)
+
+// PathRecord is an SA path record as ucm clients exchange it
+// (struct ib_user_path_rec, host-order fields). The ucm layer converts the
+// 64-byte user layout to and from this.
+type PathRecord struct {
+	DGID, SGID             hw.GID
+	DLID, SLID             uint16
+	RawTraffic             bool
+	FlowLabel              uint32 // 20 bits
+	Reversible             bool
+	MTU                    uint8 // IB MTU enum 1..5
+	PKey                   uint16
+	HopLimit               uint8
+	TrafficClass           uint8
+	NumbPath               uint8
+	SL                     uint8
+	MTUSelector            uint8
+	RateSelector           uint8
+	Rate                   uint8 // IB rate enum, 6 bits
+	PacketLifeTimeSelector uint8
+	PacketLifeTime         uint8
+	Preference             uint8
+	// GIDType selects among identical GIDs of different RoCE types; zero
+	// takes the first table entry with the SGID.
+	GIDType hw.GIDType
+}
+
+// GRHAttr is the global route of an address vector (struct ib_global_route).
+type GRHAttr struct {
+	DGID         hw.GID
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// AddressVector is where a connection's QP (and the CM's MADs) go: the
+// kernel's cm_av, i.e. an rdma_ah_attr plus port, P_Key index and the QP
+// local ACK timeout.
+type AddressVector struct {
+	PortNum     uint8
+	PKeyIndex   uint16
+	Timeout     uint8 // 5-bit IBTA time: the QP's local ACK timeout
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8
+	IsGlobal    bool
+	GRH         GRHAttr
+}
+
+// madAddress is where the CM sends MADs for a connection with this AV.
+func (av *AddressVector) madAddress() hw.Address {
+	a := hw.Address{
+		LID:       av.DLID,
+		SL:        av.SL,
+		PathBits:  av.SrcPathBits,
+		QPN:       remoteCMQPN,
+		QKey:      cmQKey,
+		PKeyIndex: av.PKeyIndex,
+	}
+	if av.IsGlobal {
+		a.GRH = &hw.GRH{
+			GID:          av.GRH.DGID,
+			SGIDIndex:    av.GRH.SGIDIndex,
+			HopLimit:     av.GRH.HopLimit,
+			TrafficClass: av.GRH.TrafficClass,
+			FlowLabel:    av.GRH.FlowLabel,
+		}
+	}
+	return a
+}
+
+// avFromPath is cm_init_av_by_path + ib_init_ah_attr_from_path: the port is
+// the one whose GID table holds the path's SGID, the P_Key index comes from
+// the port's table. A GRH is used when hop_limit > 0 or on RoCE. Errors:
+// EINVAL when no port has the SGID (the kernel's -EINVAL from
+// cm_find_port... surfaces as such), ENOENT when the P_Key is unknown
+// (ib_find_cached_pkey, passed through by ib_send_cm_req).
+func (cm *CM) avFromPath(p *PathRecord) (AddressVector, *port, error) {
+	for _, pt := range cm.ports {
+		attr, err := pt.hw.Attr()
+		if err != nil {
+			continue
+		}
+		gidIdx, ok := attr.GIDIndex(p.SGID, p.GIDType)
+		if !ok {
+			continue
+		}
+		pkIdx, ok := attr.PKeyIndex(p.PKey)
+		if !ok {
+			return AddressVector{}, nil, fmt.Errorf("cmcore: P_Key %#04x not in port %d's table: %w", p.PKey, pt.num, unix.ENOENT)
+		}
+		av := AddressVector{
+			PortNum:    uint8(pt.num),
+			PKeyIndex:  uint16(pkIdx),
+			Timeout:    min(p.PacketLifeTime+1, 31),
+			SL:         p.SL,
+			StaticRate: p.Rate,
+		}
+		roce := attr.LinkLayer == hw.LinkEthernet
+		if !roce {
+			av.DLID = p.DLID
+			if attr.LMC > 0 {
+				av.SrcPathBits = uint8(p.SLID & (1<<attr.LMC - 1))
+			}
+		}
+		if p.HopLimit > 0 || roce {
+			av.IsGlobal = true
+			av.GRH = GRHAttr{
+				DGID:         p.DGID,
+				FlowLabel:    p.FlowLabel & 0xFFFFF,
+				SGIDIndex:    uint8(gidIdx),
+				HopLimit:     p.HopLimit,
+				TrafficClass: p.TrafficClass,
+			}
+		}
+		return av, pt, nil
+	}
+	return AddressVector{}, nil, fmt.Errorf("cmcore: path SGID %v is not on any port of %s: %w", p.SGID, cm.dev.Name(), unix.EINVAL)
+}

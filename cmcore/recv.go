@@ -1,0 +1,373 @@
+package cmcore
+
+import (
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
+)
+
+// rx is one received CM message being handled.
+type rx struct {
+	p   *port
+	src hw.Address // echo to answer
+	tid uint64
+}
+
+// handleMAD decodes one received MAD and runs the §3.4 row for it. Bad
+// MADs are dropped: nothing from the wire can panic or block the CM.
+func (cm *CM) handleMAD(p *port, r *hw.Received) {
+	h, m, err := wire.Decode(&r.MAD)
+	if err != nil {
+		cm.log.Debug("cmcore: dropping MAD", "port", p.num, "err", err)
+		return
+	}
+	in := rx{p: p, src: r.Src, tid: h.TID}
+	var t txn
+	cm.mu.Lock()
+	if !cm.closed {
+		switch m := m.(type) {
+		case *wire.Req:
+			cm.recvReq(&t, &in, m)
+		case *wire.MRA:
+			cm.recvMRA(&t, &in, m)
+		case *wire.Rej:
+			cm.recvRej(&t, &in, m)
+		case *wire.Rep:
+			cm.recvRep(&t, &in, m)
+		case *wire.RTU:
+			cm.recvRTU(&t, &in, m)
+		case *wire.DReq:
+			cm.recvDReq(&t, &in, m)
+		case *wire.DRep:
+			cm.recvDRep(&t, &in, m)
+		case *wire.LAP:
+			cm.recvLAP(&t, &in, m)
+		case *wire.APR:
+			cm.recvAPR(&t, &in, m)
+		case *wire.SIDRReq:
+			cm.recvSIDRReq(&t, &in, m)
+		case *wire.SIDRRep:
+			cm.recvSIDRRep(&t, &in, m)
+		}
+	}
+	cm.unlock(&t)
+}
+
+// issueRej is cm_issue_rej: a REJ built from a received message without an
+// id, sent back to its source.
+func (cm *CM) issueRej(t *txn, in *rx, local, remote uint32, rejected uint8, reason uint16, ari []byte) {
+	cm.sendMsg(t, in.p, in.src, in.tid, &wire.Rej{
+		LocalCommID: local, RemoteCommID: remote, MessageRejected: rejected, Reason: reason, ARI: ari,
+	})
+}
+
+func (cm *CM) recvRep(t *txn, in *rx, m *wire.Rep) {
+	id := cm.acquire(m.RemoteCommID, 0)
+	if id == nil {
+		cm.dupRep(t, in, m)
+		return
+	}
+	if id.state != StateReqSent && id.state != StateMRAReqRcvd {
+		return
+	}
+	id.remoteID = m.LocalCommID
+	id.remoteCAGUID = m.LocalCAGUID
+	id.remoteQPN = m.LocalQPN
+	if id.qpType == QPTypeXRCIni {
+		id.remoteQPN = m.LocalEECN
+	}
+	dup, stale := cm.insertRemote(id)
+	switch {
+	case dup != nil:
+		id.remoteID = 0
+		return
+	case stale != nil:
+		id.remoteID = 0
+		cm.issueRej(t, in, m.RemoteCommID, m.LocalCommID, msgREP, rejStaleConn, nil)
+		if stale.state == StateEstablished {
+			cm.sendDReqLocked(t, stale, nil)
+		}
+		return
+	}
+	id.cancelMsg()
+	id.initiatorDepth = m.ResponderResources
+	id.responderResources = m.InitiatorDepth
+	id.sqPSN = m.StartingPSN
+	id.rnrRetryCount = m.RNRRetryCount
+	id.targetAckDelay = m.TargetACKDelay
+	id.remoteQKey = m.LocalQKey
+	id.av.Timeout = ackTimeout(m.TargetACKDelay, id.av.Timeout-1)
+	if id.altAV.DLID != 0 || id.altAV.IsGlobal {
+		id.altAV.Timeout = ackTimeout(m.TargetACKDelay, id.altAV.Timeout-1)
+	}
+	id.state = StateRepRcvd
+	cm.queue(&Event{
+		Type:        EventRepReceived,
+		ID:          id,
+		PrivateData: clone(m.PrivateData),
+		Rep: RepEventParam{
+			RemoteCAGUID:       m.LocalCAGUID,
+			RemoteQKey:         m.LocalQKey,
+			RemoteQPN:          id.remoteQPN,
+			StartingPSN:        m.StartingPSN,
+			ResponderResources: m.InitiatorDepth,
+			InitiatorDepth:     m.ResponderResources,
+			TargetACKDelay:     m.TargetACKDelay,
+			FailoverAccepted:   m.FailoverAccepted,
+			FlowControl:        m.EndToEndFlowControl,
+			RNRRetryCount:      m.RNRRetryCount,
+			SRQ:                m.SRQ,
+		},
+	}, id)
+}
+
+// dupRep is cm_dup_rep_handler: the REP was already processed, so the
+// peer lost our answer.
+func (cm *CM) dupRep(t *txn, in *rx, m *wire.Rep) {
+	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
+	if id == nil {
+		return
+	}
+	switch id.state {
+	case StateEstablished:
+		cm.sendRTULocked(t, id)
+	case StateMRARepSent:
+		cm.sendMRALocked(t, id, msgREP)
+	}
+}
+
+func (cm *CM) recvRTU(t *txn, in *rx, m *wire.RTU) {
+	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
+	if id == nil || (id.state != StateRepSent && id.state != StateMRARepRcvd) {
+		return
+	}
+	id.cancelMsg()
+	id.state = StateEstablished
+	cm.queue(&Event{Type: EventRTUReceived, ID: id, PrivateData: clone(m.PrivateData)}, id)
+}
+
+func (cm *CM) recvDReq(t *txn, in *rx, m *wire.DReq) {
+	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
+	if id == nil {
+		// cm_issue_drep: answer so the peer can leave DREQ_SENT.
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.DRep{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID})
+		return
+	}
+	if m.RemoteQPN != id.localQPN {
+		return
+	}
+	switch id.state {
+	case StateRepSent, StateDReqSent, StateMRARepRcvd:
+		id.cancelMsg()
+	case StateEstablished:
+		if id.lapState == LapSent || id.lapState == LapMRALapRcvd {
+			id.cancelMsg()
+		}
+	case StateTimewait:
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.DRep{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.drepPD})
+		return
+	default:
+		return
+	}
+	id.tid = in.tid
+	id.state = StateDReqRcvd
+	cm.queue(&Event{Type: EventDReqReceived, ID: id, PrivateData: clone(m.PrivateData)}, id)
+}
+
+func (cm *CM) recvDRep(t *txn, in *rx, m *wire.DRep) {
+	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
+	if id == nil || (id.state != StateDReqSent && id.state != StateDReqRcvd) {
+		return
+	}
+	cm.enterTimewait(id)
+	cm.queue(&Event{Type: EventDRepReceived, ID: id, PrivateData: clone(m.PrivateData)}, id)
+}
+
+func (cm *CM) recvRej(t *txn, in *rx, m *wire.Rej) {
+	var id *ID
+	switch {
+	case m.Reason == rejTimeout:
+		if len(m.ARI) >= 8 {
+			if cur := cm.remoteIDs[remoteKey{m.LocalCommID, be64(m.ARI)}]; cur != nil && !cur.destroyed {
+				id = cur
+			}
+		}
+	case m.MessageRejected == msgREQ:
+		id = cm.acquire(m.RemoteCommID, 0)
+	default:
+		id = cm.acquire(m.RemoteCommID, m.LocalCommID)
+	}
+	if id == nil {
+		return
+	}
+	switch id.state {
+	case StateReqSent, StateMRAReqRcvd, StateRepSent, StateMRARepRcvd, StateReqRcvd, StateMRAReqSent:
+		if m.Reason == rejStaleConn {
+			cm.enterTimewait(id)
+		} else {
+			cm.resetToIdle(id)
+		}
+	case StateDReqSent, StateRepRcvd, StateMRARepSent:
+		cm.enterTimewait(id)
+	case StateEstablished:
+		if id.lapState != LapUninit && id.lapState != LapSent {
+			return
+		}
+		cm.enterTimewait(id)
+	default:
+		return
+	}
+	cm.queue(&Event{
+		Type: EventRejReceived, ID: id, Rej: RejEventParam{Reason: m.Reason},
+		Info: clone(m.ARI), PrivateData: clone(m.PrivateData),
+	}, id)
+}
+
+func (cm *CM) recvMRA(t *txn, in *rx, m *wire.MRA) {
+	var id *ID
+	switch m.MessageMRAed {
+	case msgREQ:
+		id = cm.acquire(m.RemoteCommID, 0)
+	case msgREP, msgOther:
+		id = cm.acquire(m.RemoteCommID, m.LocalCommID)
+	}
+	if id == nil || id.msg == nil {
+		return
+	}
+	var next State
+	switch {
+	case m.MessageMRAed == msgREQ && id.state == StateReqSent:
+		next = StateMRAReqRcvd
+	case m.MessageMRAed == msgREP && id.state == StateRepSent:
+		next = StateMRARepRcvd
+	case m.MessageMRAed == msgOther && id.state == StateEstablished && id.lapState == LapSent:
+		next = StateEstablished
+		id.lapState = LapMRALapRcvd
+	default:
+		return // wrong state, or a second MRA
+	}
+	id.state = next
+	cm.extendMsg(id.msg, msDuration(convertToMs(m.ServiceTimeout)+convertToMs(id.av.Timeout)), next)
+	cm.queue(&Event{Type: EventMRAReceived, ID: id, MRA: MRAEventParam{ServiceTimeout: m.ServiceTimeout}, PrivateData: clone(m.PrivateData)}, id)
+}
+
+func (cm *CM) recvAPR(t *txn, in *rx, m *wire.APR) {
+	if cm.isRoCE(in.p) {
+		return
+	}
+	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
+	if id == nil || id.state != StateEstablished || (id.lapState != LapSent && id.lapState != LapMRALapRcvd) {
+		return
+	}
+	id.lapState = LapIdle
+	id.cancelMsg()
+	cm.queue(&Event{Type: EventAPRReceived, ID: id, APR: APREventParam{Status: m.APStatus}, Info: clone(m.Info), PrivateData: clone(m.PrivateData)}, id)
+}
+
+func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
+	if cm.isRoCE(in.p) {
+		return
+	}
+	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
+	if id == nil || id.state != StateEstablished {
+		return
+	}
+	switch id.lapState {
+	case LapUninit, LapIdle:
+	case LapMRALapSent:
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.MRA{
+			LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageMRAed: msgOther,
+			ServiceTimeout: id.mraTimeout, PrivateData: id.mraPD,
+		})
+		return
+	default:
+		return
+	}
+	a := &m.Alternate
+	path := PathRecord{
+		DGID: a.LocalGID, SGID: a.RemoteGID, DLID: a.LocalLID, SLID: a.RemoteLID,
+		FlowLabel: a.FlowLabel, TrafficClass: a.TrafficClass, HopLimit: a.HopLimit,
+		SL: a.SL, Rate: a.PacketRate, PKey: id.pkey, MTU: id.pathMTU, Reversible: true,
+		MTUSelector: 1, RateSelector: 1, PacketLifeTimeSelector: 1,
+	}
+	if a.LocalACKTimeout > 0 {
+		path.PacketLifeTime = a.LocalACKTimeout - 1
+	}
+	// The primary AV follows the LAP's source (cm_init_av_for_lap).
+	id.port, id.dst = in.p, in.src
+	if av, _, err := cm.avFromPath(&path); err == nil {
+		id.altAV = av
+	}
+	id.tid = in.tid
+	id.lapState = LapRcvd
+	cm.queue(&Event{Type: EventLapReceived, ID: id, Lap: LapEventParam{Alternate: path}, PrivateData: clone(m.PrivateData)}, id)
+}
+
+func (cm *CM) isRoCE(p *port) bool {
+	attr, err := p.hw.Attr()
+	return err == nil && attr.LinkLayer == hw.LinkEthernet
+}
+
+func (cm *CM) recvSIDRRep(t *txn, in *rx, m *wire.SIDRRep) {
+	id := cm.acquire(m.RequestID, 0)
+	if id == nil || id.state != StateSIDRReqSent {
+		return
+	}
+	id.cancelMsg()
+	id.state = StateIdle
+	cm.queue(&Event{
+		Type: EventSIDRRepReceived, ID: id,
+		SIDRRep:     SIDRRepEventParam{Status: m.Status, QKey: m.QKey, QPN: m.QPN},
+		Info:        clone(m.Info),
+		PrivateData: clone(m.PrivateData),
+	}, id)
+}
+
+func (cm *CM) recvSIDRReq(t *txn, in *rx, m *wire.SIDRReq) {
+	key := sidrKey{reqID: m.RequestID, lid: in.src.LID}
+	if in.src.GRH != nil {
+		key.gid = in.src.GRH.GID
+	}
+	if cm.sidr[key] != nil {
+		return // duplicate
+	}
+	l := cm.listen.find(m.ServiceID)
+	if l == nil {
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.SIDRRep{RequestID: m.RequestID, Status: sidrUnsupported, ServiceID: m.ServiceID})
+		return
+	}
+	id := &ID{cm: cm, handler: l.handler, context: l.context}
+	id.localID = cm.ids.alloc(id)
+	id.state = StateSIDRReqRcvd
+	id.remoteID = m.RequestID
+	id.serviceID, id.serviceMask = m.ServiceID, ^uint64(0)
+	id.tid = in.tid
+	id.port, id.dst = in.p, in.src
+	id.sidrEntry = &key
+	cm.sidr[key] = id
+	cm.queue(&Event{
+		Type: EventSIDRReqReceived, ID: id, Listener: l,
+		SIDRReq: SIDRReqEventParam{
+			ServiceID: m.ServiceID, PKey: m.PartitionKey, Port: uint8(in.p.num),
+			BTHPKey: cm.pkeyAt(in.p, in.src.PKeyIndex),
+		},
+		PrivateData: clone(m.PrivateData),
+	}, l)
+}
+
+// pkeyAt returns the P_Key at index i of p's table (the BTH P_Key of a
+// MAD received with that index).
+func (cm *CM) pkeyAt(p *port, i uint16) uint16 {
+	attr, err := p.hw.Attr()
+	if err != nil || int(i) >= len(attr.PKeys) {
+		return 0
+	}
+	return attr.PKeys[i]
+}
+
+func be64(b []byte) uint64 {
+	var v uint64
+	for _, c := range b[:8] {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}

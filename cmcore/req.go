@@ -1,0 +1,176 @@
+package cmcore
+
+import (
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
+)
+
+// recvReq is the passive REQ pipeline of ib-cm.md §5.4, in its order:
+// duplicate, stale connection, listener, path, then the new id.
+func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
+	// 4. Duplicate: this REQ's connection already has an id.
+	if cur := cm.remoteIDs[remoteKey{m.LocalCommID, m.LocalCAGUID}]; cur != nil {
+		switch cur.state {
+		case StateMRAReqSent:
+			cm.sendMRALocked(t, cur, msgREQ)
+		case StateTimewait:
+			cm.sendMsg(t, cur.port, cur.dst, in.tid, &wire.Rej{
+				LocalCommID: cur.localID, RemoteCommID: cur.remoteID,
+				MessageRejected: msgOther, Reason: rejStaleConn,
+			})
+		}
+		return
+	}
+	// 5. Stale: the peer reuses a QPN we still consider connected.
+	if cur := cm.remoteQPNs[remoteKey{m.LocalQPN, m.LocalCAGUID}]; cur != nil {
+		cm.issueRej(t, in, 0, m.LocalCommID, msgREQ, rejStaleConn, nil)
+		if cur.state == StateEstablished {
+			cm.sendDReqLocked(t, cur, nil)
+		}
+		return
+	}
+	// 6. Listener.
+	l := cm.listen.find(m.ServiceID)
+	if l == nil {
+		cm.issueRej(t, in, 0, m.LocalCommID, msgREQ, rejInvalidServiceID, nil)
+		return
+	}
+	// 1-3. The new id, answering to the REQ's source until the user's REP.
+	id := &ID{cm: cm, handler: l.handler, context: l.context}
+	id.localID = cm.ids.alloc(id)
+	id.remoteID = m.LocalCommID
+	id.remoteCAGUID = m.LocalCAGUID
+	id.remoteQPN = m.LocalQPN
+	id.remoteQKey = m.LocalQKey
+	id.serviceID, id.serviceMask = m.ServiceID, ^uint64(0)
+	id.tid = in.tid
+	id.port, id.dst = in.p, in.src
+	id.timeout = msDuration(convertToMs(m.LocalCMResponseTimeout))
+	id.maxRetries = m.MaxCMRetries
+	id.qpType = reqQPType(m)
+	id.sqPSN = m.StartingPSN
+	id.initiatorDepth = m.ResponderResources
+	id.responderResources = m.InitiatorDepth
+	id.retryCount = m.RetryCount
+	id.rnrRetryCount = m.RNRRetryCount
+	id.pathMTU = m.PathMTU
+	id.pkey = m.PartitionKey
+	id.state = StateReqRcvd
+	cm.insertRemote(id) // cannot collide: both keys were checked above
+
+	// 7-8. Paths and the QP's address vectors.
+	attr, _ := in.p.hw.Attr()
+	primary := cm.pathFromReq(in, &attr, m, &m.Primary, true)
+	av, _, err := cm.avFromPath(&primary)
+	if err != nil {
+		var ari []byte
+		if len(attr.GIDs) > 0 {
+			g := attr.GIDs[0].GID
+			ari = g[:]
+		}
+		cm.sendRejLocked(t, id, rejInvalidGID, ari, nil)
+		cm.ids.release(id.localID)
+		id.destroyed = true
+		return
+	}
+	if m.Primary.LocalACKTimeout > 0 {
+		av.Timeout = m.Primary.LocalACKTimeout
+	}
+	id.av = av
+	var alt *PathRecord
+	if m.Alternate.LocalLID != 0 {
+		p := cm.pathFromReq(in, &attr, m, &m.Alternate, false)
+		altAV, _, err := cm.avFromPath(&p)
+		if err != nil {
+			cm.sendRejLocked(t, id, rejInvalidAltGID, primary.SGID[:], nil)
+			cm.ids.release(id.localID)
+			id.destroyed = true
+			return
+		}
+		if m.Alternate.LocalACKTimeout > 0 {
+			altAV.Timeout = m.Alternate.LocalACKTimeout
+		}
+		id.altAV = altAV
+		alt = &p
+	}
+
+	// 9. Deliver on the listener.
+	cm.queue(&Event{
+		Type:        EventReqReceived,
+		ID:          id,
+		Listener:    l,
+		PrivateData: clone(m.PrivateData),
+		Req: ReqEventParam{
+			Primary:                 primary,
+			Alternate:               alt,
+			RemoteCAGUID:            m.LocalCAGUID,
+			RemoteQKey:              m.LocalQKey,
+			RemoteQPN:               m.LocalQPN,
+			QPType:                  id.qpType,
+			StartingPSN:             m.StartingPSN,
+			ResponderResources:      m.InitiatorDepth,
+			InitiatorDepth:          m.ResponderResources,
+			LocalCMResponseTimeout:  m.RemoteCMResponseTimeout,
+			FlowControl:             m.EndToEndFlowControl,
+			RemoteCMResponseTimeout: m.LocalCMResponseTimeout,
+			RetryCount:              m.RetryCount,
+			RNRRetryCount:           m.RNRRetryCount,
+			SRQ:                     m.SRQ,
+			Port:                    uint8(in.p.num),
+			BTHPKey:                 cm.pkeyAt(in.p, in.src.PKeyIndex),
+		},
+	}, l)
+}
+
+func reqQPType(m *wire.Req) QPType {
+	switch {
+	case m.TransportType == wire.TransportRC:
+		return QPTypeRC
+	case m.TransportType == wire.TransportUC:
+		return QPTypeUC
+	case m.TransportType == wire.TransportExtended && m.ExtendedTransport == wire.ExtendedTransportXRC:
+		return QPTypeXRCTgt
+	}
+	return 0
+}
+
+// pathFromReq is cm_format_path_from_req (ib-cm.md §6.2): the REQ seen from
+// the passive side. On IB the primary DLID is the REQ's source LID
+// (v5.10+), which also fixes up permissive LIDs of routed REQs; the hop
+// limit follows the received MAD's GRH.
+func (cm *CM) pathFromReq(in *rx, attr *hw.PortAttr, m *wire.Req, rp *wire.Path, primary bool) PathRecord {
+	p := PathRecord{
+		DGID: rp.LocalGID, SGID: rp.RemoteGID,
+		DLID: rp.LocalLID, SLID: rp.RemoteLID,
+		FlowLabel: rp.FlowLabel, TrafficClass: rp.TrafficClass, HopLimit: rp.HopLimit,
+		SL: rp.SL, Rate: rp.PacketRate, PKey: m.PartitionKey, MTU: m.PathMTU,
+		Reversible: true, MTUSelector: 1, RateSelector: 1, PacketLifeTimeSelector: 1,
+	}
+	if rp.LocalACKTimeout > 0 {
+		p.PacketLifeTime = rp.LocalACKTimeout - 1
+	}
+	roce := attr.LinkLayer == hw.LinkEthernet
+	if primary {
+		if roce {
+			p.DLID, p.SLID = 0, 0
+		} else {
+			p.DLID = in.src.LID
+			if p.SLID == permissiveLID {
+				p.SLID = attr.LID
+			}
+		}
+		p.HopLimit = 0
+		if g := in.src.GRH; g != nil {
+			p.HopLimit = 0xFF
+			if roce {
+				p.HopLimit = g.HopLimit
+			}
+			for _, e := range attr.GIDs {
+				if e.Index == int(g.SGIDIndex) {
+					p.GIDType = e.Type
+				}
+			}
+		}
+	}
+	return p
+}

@@ -1,0 +1,118 @@
+package cmcore
+
+import (
+	"time"
+
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/clock"
+)
+
+// outMsg is a request-like message (REQ, REP, DREQ, LAP, SIDR_REQ) that the
+// CM retransmits itself: umad cannot cancel a send, so every MAD goes out
+// with no MAD-layer timeout and this timer plays the kernel MAD layer's
+// part (at most 1 + retries transmissions, each followed by a wait).
+type outMsg struct {
+	id      *ID
+	p       *port
+	dst     hw.Address
+	mad     *hw.MAD
+	timeout time.Duration
+	retries int   // transmissions left after the current one
+	state   State // id state the message belongs to (updated by MRA)
+	timer   clock.Timer
+}
+
+// startMsg sends mad now and keeps retransmitting it until cancelled or
+// out of retries. Called with cm.mu held.
+func (cm *CM) startMsg(t *txn, id *ID, mad *hw.MAD, timeout time.Duration, retries uint8) {
+	id.cancelMsg()
+	if mad == nil {
+		return
+	}
+	m := &outMsg{id: id, p: id.port, dst: id.dst, mad: mad, timeout: timeout, retries: int(retries), state: id.state}
+	id.msg = m
+	t.send(m.p, m.dst, m.mad)
+	cm.armMsg(m)
+}
+
+func (cm *CM) armMsg(m *outMsg) {
+	if cm.closed {
+		return
+	}
+	m.timer = cm.clk.AfterFunc(m.timeout, func() { cm.msgTimeout(m) })
+}
+
+// cancelMsg stops the outstanding message (ib_cancel_mad).
+func (id *ID) cancelMsg() {
+	if id.msg != nil {
+		if id.msg.timer != nil {
+			id.msg.timer.Stop()
+		}
+		id.msg = nil
+	}
+}
+
+// extendMsg applies an MRA: the current wait and every later one become
+// timeout (v5.x ib_modify_mad); the retry count is not reset.
+func (cm *CM) extendMsg(m *outMsg, timeout time.Duration, state State) {
+	m.timeout = timeout
+	m.state = state
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	cm.armMsg(m)
+}
+
+func (cm *CM) msgTimeout(m *outMsg) {
+	cm.mu.Lock()
+	var t txn
+	id := m.id
+	if id.msg != m || cm.closed {
+		cm.mu.Unlock()
+		return
+	}
+	if m.retries > 0 {
+		m.retries--
+		t.send(m.p, m.dst, m.mad)
+		cm.armMsg(m)
+		cm.unlock(&t)
+		return
+	}
+	id.msg = nil
+	cm.sendFailed(id, m.state, WCRespTimeout)
+	cm.unlock(&t)
+}
+
+// sendFailed is cm_process_send_error for a final timeout: only if the id
+// is still in the state the message was sent in.
+func (cm *CM) sendFailed(id *ID, sentState State, status WCStatus) {
+	if id.destroyed || id.state != sentState {
+		return
+	}
+	var ev EventType
+	switch id.state {
+	case StateReqSent, StateMRAReqRcvd:
+		cm.resetToIdle(id)
+		ev = EventReqError
+	case StateRepSent, StateMRARepRcvd:
+		cm.resetToIdle(id)
+		ev = EventRepError
+	case StateDReqSent:
+		cm.enterTimewait(id)
+		ev = EventDReqError
+	case StateSIDRReqSent:
+		id.state = StateIdle
+		ev = EventSIDRReqError
+	case StateEstablished:
+		// A LAP that was never answered. Linux discards this (LAP_ERROR is
+		// never generated); we also reopen the LAP sub-state so a new LAP
+		// can be sent.
+		if id.lapState == LapSent || id.lapState == LapMRALapRcvd {
+			id.lapState = LapIdle
+		}
+		return
+	default:
+		return
+	}
+	cm.queue(&Event{Type: ev, ID: id, SendStatus: status}, id)
+}

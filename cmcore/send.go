@@ -1,0 +1,410 @@
+package cmcore
+
+import (
+	"fmt"
+
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"golang.org/x/sys/unix"
+)
+
+func errInval(what string, args ...any) error {
+	return fmt.Errorf("cmcore: "+what+": %w", append(args, unix.EINVAL)...)
+}
+
+func checkLen(what string, b []byte, limit int) error {
+	if len(b) > limit {
+		return errInval("%s of %d bytes exceeds %d", what, len(b), limit)
+	}
+	return nil
+}
+
+// newTID is the TID of a message that starts a transaction (REQ, DREQ,
+// LAP, SIDR_REQ): the local comm ID in the low 32 bits, the only part umad
+// leaves alone.
+func (id *ID) newTID() uint64 { return uint64(id.localID) }
+
+// SendREQ starts a connection (ib_send_cm_req). EINVAL: no primary path,
+// unsupported QP type, private data over 92 bytes, an alternate path whose
+// P_Key or MTU differs from the primary's, PeerToPeer, not IDLE, or a path
+// SGID not on this device; ENOENT: P_Key not in the port's table.
+func (id *ID) SendREQ(p *ReqParams) error {
+	if err := checkLen("REQ private data", p.PrivateData, wire.ReqPrivateDataSize); err != nil {
+		return err
+	}
+	if p.Primary == nil {
+		return errInval("REQ without a primary path")
+	}
+	switch p.QPType {
+	case QPTypeRC, QPTypeUC, QPTypeXRCIni:
+	default:
+		return errInval("REQ for QP type %d", p.QPType)
+	}
+	if alt := p.Alternate; alt != nil && (alt.PKey != p.Primary.PKey || alt.MTU != p.Primary.MTU) {
+		return errInval("alternate path P_Key/MTU %#x/%d differ from primary %#x/%d", alt.PKey, alt.MTU, p.Primary.PKey, p.Primary.MTU)
+	}
+	if p.PeerToPeer {
+		return errInval("peer-to-peer REQ is not supported")
+	}
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	if id.destroyed || id.state != StateIdle {
+		defer cm.mu.Unlock()
+		return errInval("send REQ in state %v", id.state)
+	}
+	av, pt, err := cm.avFromPath(p.Primary)
+	if err != nil {
+		cm.mu.Unlock()
+		return err
+	}
+	var altAV AddressVector
+	if p.Alternate != nil {
+		if altAV, _, err = cm.avFromPath(p.Alternate); err != nil {
+			cm.mu.Unlock()
+			return err
+		}
+	}
+	id.port, id.av, id.altAV, id.dst = pt, av, altAV, av.madAddress()
+	id.serviceID, id.serviceMask = p.ServiceID, ^uint64(0)
+	id.timeout = msDuration(2*convertToMs(p.Primary.PacketLifeTime) + convertToMs(p.RemoteCMResponseTimeout))
+	id.maxRetries = p.MaxCMRetries & 0xF
+	id.qpType = p.QPType
+	id.localQPN = p.QPN & 0xFFFFFF
+	id.rqPSN = p.StartingPSN & 0xFFFFFF
+	id.initiatorDepth, id.responderResources = p.InitiatorDepth, p.ResponderResources
+	id.retryCount = p.RetryCount & 7
+	id.pathMTU = p.Primary.MTU
+	id.pkey = p.Primary.PKey
+	id.remoteID = 0
+	id.tid = id.newTID()
+	req := cm.formatReq(id, p)
+	id.state = StateReqSent
+	cm.startMsg(&t, id, cm.encode(id.tid, req), id.timeout, id.maxRetries)
+	cm.unlock(&t)
+	return nil
+}
+
+// formatReq is cm_format_req.
+func (cm *CM) formatReq(id *ID, p *ReqParams) *wire.Req {
+	req := &wire.Req{
+		LocalCommID:             id.localID,
+		ServiceID:               p.ServiceID,
+		LocalCAGUID:             cm.nodeGUID,
+		LocalQPN:                p.QPN & 0xFFFFFF,
+		InitiatorDepth:          p.InitiatorDepth,
+		RemoteCMResponseTimeout: p.RemoteCMResponseTimeout & 0x1F,
+		EndToEndFlowControl:     p.FlowControl,
+		StartingPSN:             p.StartingPSN & 0xFFFFFF,
+		LocalCMResponseTimeout:  p.LocalCMResponseTimeout & 0x1F,
+		PartitionKey:            p.Primary.PKey,
+		PathMTU:                 p.Primary.MTU & 0xF,
+		MaxCMRetries:            p.MaxCMRetries & 0xF,
+		Primary:                 cm.reqPath(p.Primary),
+		PrivateData:             p.PrivateData,
+	}
+	switch p.QPType {
+	case QPTypeRC:
+		req.TransportType = wire.TransportRC
+	case QPTypeUC:
+		req.TransportType = wire.TransportUC
+	case QPTypeXRCIni:
+		req.TransportType = wire.TransportExtended
+		req.ExtendedTransport = wire.ExtendedTransportXRC
+	}
+	if p.QPType != QPTypeXRCIni {
+		req.ResponderResources = p.ResponderResources
+		req.RetryCount = p.RetryCount & 7
+		req.RNRRetryCount = p.RNRRetryCount & 7
+		req.SRQ = p.SRQ
+	}
+	if p.Alternate != nil {
+		req.Alternate = cm.reqPath(p.Alternate)
+	}
+	return req
+}
+
+// reqPath is the per-path part of cm_format_req (ib-cm.md §6.1): routed
+// paths get permissive LIDs until the remote LID info is known.
+func (cm *CM) reqPath(p *PathRecord) wire.Path {
+	local, remote := p.SLID, p.DLID
+	if p.HopLimit > 1 {
+		local, remote = permissiveLID, permissiveLID
+	}
+	return wire.Path{
+		LocalLID:        local,
+		RemoteLID:       remote,
+		LocalGID:        p.SGID,
+		RemoteGID:       p.DGID,
+		FlowLabel:       p.FlowLabel & 0xFFFFF,
+		PacketRate:      p.Rate & 0x3F,
+		TrafficClass:    p.TrafficClass,
+		HopLimit:        p.HopLimit,
+		SL:              p.SL & 0xF,
+		SubnetLocal:     p.HopLimit <= 1,
+		LocalACKTimeout: ackTimeout(cm.ackDelay, p.PacketLifeTime),
+	}
+}
+
+// SendREP accepts a REQ (ib_send_cm_rep). EINVAL: private data over 196
+// bytes, or not REQ_RCVD/MRA_REQ_SENT.
+func (id *ID) SendREP(p *RepParams) error {
+	if err := checkLen("REP private data", p.PrivateData, wire.RepPrivateDataSize); err != nil {
+		return err
+	}
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	if id.destroyed || (id.state != StateReqRcvd && id.state != StateMRAReqSent) {
+		defer cm.mu.Unlock()
+		return errInval("send REP in state %v", id.state)
+	}
+	id.localQPN = p.QPN & 0xFFFFFF
+	id.rqPSN = p.StartingPSN & 0xFFFFFF
+	id.initiatorDepth, id.responderResources = p.InitiatorDepth, p.ResponderResources
+	rep := &wire.Rep{
+		LocalCommID:        id.localID,
+		RemoteCommID:       id.remoteID,
+		StartingPSN:        id.rqPSN,
+		ResponderResources: p.ResponderResources,
+		TargetACKDelay:     cm.ackDelay & 0x1F,
+		FailoverAccepted:   p.FailoverAccepted & 3,
+		RNRRetryCount:      p.RNRRetryCount & 7,
+		SRQ:                p.SRQ,
+		LocalCAGUID:        cm.nodeGUID,
+		PrivateData:        p.PrivateData,
+	}
+	if id.qpType == QPTypeXRCTgt {
+		rep.LocalEECN = id.localQPN
+		rep.SRQ = true
+	} else {
+		rep.LocalQPN = id.localQPN
+		rep.InitiatorDepth = p.InitiatorDepth
+		rep.EndToEndFlowControl = p.FlowControl
+	}
+	id.state = StateRepSent
+	cm.startMsg(&t, id, cm.encode(id.tid, rep), id.timeout, id.maxRetries)
+	cm.unlock(&t)
+	return nil
+}
+
+// SendRTU completes the active side (ib_send_cm_rtu). The private data is
+// kept to answer duplicate REPs. EINVAL: over 224 bytes, or not
+// REP_RCVD/MRA_REP_SENT.
+func (id *ID) SendRTU(pd []byte) error {
+	if err := checkLen("RTU private data", pd, wire.RTUPrivateDataSize); err != nil {
+		return err
+	}
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	if id.destroyed || (id.state != StateRepRcvd && id.state != StateMRARepSent) {
+		defer cm.mu.Unlock()
+		return errInval("send RTU in state %v", id.state)
+	}
+	id.rtuPD = clone(pd)
+	id.state = StateEstablished
+	cm.sendRTULocked(&t, id)
+	cm.unlock(&t)
+	return nil
+}
+
+func (cm *CM) sendRTULocked(t *txn, id *ID) {
+	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.RTU{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.rtuPD})
+}
+
+// SendDREQ starts a disconnect (ib_send_cm_dreq); an outstanding LAP is
+// abandoned. EINVAL: over 220 bytes, or not ESTABLISHED.
+func (id *ID) SendDREQ(pd []byte) error {
+	if err := checkLen("DREQ private data", pd, wire.DReqPrivateDataSize); err != nil {
+		return err
+	}
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	if id.destroyed || id.state != StateEstablished {
+		defer cm.mu.Unlock()
+		return errInval("send DREQ in state %v", id.state)
+	}
+	cm.sendDReqLocked(&t, id, pd)
+	cm.unlock(&t)
+	return nil
+}
+
+func (cm *CM) sendDReqLocked(t *txn, id *ID, pd []byte) {
+	id.tid = id.newTID()
+	dreq := &wire.DReq{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN & 0xFFFFFF, PrivateData: pd}
+	id.state = StateDReqSent
+	cm.startMsg(t, id, cm.encode(id.tid, dreq), id.timeout, id.maxRetries)
+}
+
+// SendDREP answers a DREQ (ib_send_cm_drep) and enters TIMEWAIT. The
+// private data is kept to answer duplicate DREQs. EINVAL: over 224 bytes,
+// or not DREQ_RCVD.
+func (id *ID) SendDREP(pd []byte) error {
+	if err := checkLen("DREP private data", pd, wire.DRepPrivateDataSize); err != nil {
+		return err
+	}
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	if id.destroyed || id.state != StateDReqRcvd {
+		defer cm.mu.Unlock()
+		return errInval("send DREP in state %v", id.state)
+	}
+	id.drepPD = clone(pd)
+	cm.sendDRepLocked(&t, id, id.drepPD)
+	cm.unlock(&t)
+	return nil
+}
+
+func (cm *CM) sendDRepLocked(t *txn, id *ID, pd []byte) {
+	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.DRep{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: pd})
+	cm.enterTimewait(id)
+}
+
+// SendREJ rejects a connection being set up (ib_send_cm_rej). EINVAL:
+// private data over 148 bytes, ARI over 72, or a state other than
+// REQ_SENT, MRA_REQ_RCVD, REQ_RCVD, MRA_REQ_SENT, REP_RCVD, MRA_REP_SENT
+// (→ IDLE), REP_SENT, MRA_REP_RCVD (→ TIMEWAIT).
+func (id *ID) SendREJ(reason uint16, ari, pd []byte) error {
+	if err := checkLen("REJ private data", pd, wire.RejPrivateDataSize); err != nil {
+		return err
+	}
+	if err := checkLen("REJ ARI", ari, wire.RejARISize); err != nil {
+		return err
+	}
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	switch id.state {
+	case StateReqSent, StateMRAReqRcvd, StateReqRcvd, StateMRAReqSent, StateRepRcvd, StateMRARepSent, StateRepSent, StateMRARepRcvd:
+		if !id.destroyed {
+			break
+		}
+		fallthrough
+	default:
+		defer cm.mu.Unlock()
+		return errInval("send REJ in state %v", id.state)
+	}
+	cm.sendRejLocked(&t, id, reason, ari, pd)
+	cm.unlock(&t)
+	return nil
+}
+
+// sendRejLocked formats a REJ per ib-cm.md §3.3 and moves the id to IDLE or
+// (after a REP was sent) TIMEWAIT.
+func (cm *CM) sendRejLocked(t *txn, id *ID, reason uint16, ari, pd []byte) {
+	rej := &wire.Rej{LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageRejected: msgOther, Reason: reason, ARI: ari, PrivateData: pd}
+	switch id.state {
+	case StateReqRcvd:
+		rej.LocalCommID = 0
+		rej.MessageRejected = msgREQ
+	case StateMRAReqSent:
+		rej.MessageRejected = msgREQ
+	case StateRepRcvd, StateMRARepSent:
+		rej.MessageRejected = msgREP
+	}
+	cm.sendMsg(t, id.port, id.dst, id.tid, rej)
+	switch id.state {
+	case StateRepSent, StateMRARepRcvd:
+		cm.enterTimewait(id)
+	default:
+		cm.resetToIdle(id)
+	}
+}
+
+// SendMRA asks the peer to wait (ib_send_cm_mra): REQ_RCVD → MRA_REQ_SENT,
+// REP_RCVD → MRA_REP_SENT, ESTABLISHED with a LAP received → MRA_LAP_SENT.
+// serviceTimeout's low 5 bits are the Service Timeout; with MRAFlagDelay
+// set nothing is sent now, the MRA only answers duplicates. EINVAL: over
+// 222 bytes or another state.
+func (id *ID) SendMRA(serviceTimeout uint8, pd []byte) error {
+	if err := checkLen("MRA private data", pd, wire.MRAPrivateDataSize); err != nil {
+		return err
+	}
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	var mraed uint8
+	switch {
+	case id.destroyed:
+		mraed = 0xFF
+	case id.state == StateReqRcvd:
+		mraed = msgREQ
+		id.state = StateMRAReqSent
+	case id.state == StateRepRcvd:
+		mraed = msgREP
+		id.state = StateMRARepSent
+	case id.state == StateEstablished && id.lapState == LapRcvd:
+		mraed = msgOther
+		id.lapState = LapMRALapSent
+	default:
+		mraed = 0xFF
+	}
+	if mraed == 0xFF {
+		defer cm.mu.Unlock()
+		return errInval("send MRA in state %v/%v", id.state, id.lapState)
+	}
+	id.mraTimeout = serviceTimeout & 0x1F
+	id.mraPD = clone(pd)
+	if serviceTimeout&MRAFlagDelay == 0 {
+		cm.sendMRALocked(&t, id, mraed)
+	}
+	cm.unlock(&t)
+	return nil
+}
+
+func (cm *CM) sendMRALocked(t *txn, id *ID, mraed uint8) {
+	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.MRA{
+		LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageMRAed: mraed,
+		ServiceTimeout: id.mraTimeout, PrivateData: id.mraPD,
+	})
+}
+
+// Notify reports a QP event (ib_cm_notify). COMM_EST on REP_SENT or
+// MRA_REP_RCVD establishes the connection as if the RTU had come and queues
+// USER_ESTABLISHED (EISCONN if already ESTABLISHED); PATH_MIG on an
+// ESTABLISHED id with no LAP in progress swaps primary and alternate path.
+// Anything else is EINVAL.
+func (id *ID) Notify(ev NotifyEvent) error {
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	var err error
+	switch {
+	case id.destroyed:
+		err = errInval("notify on a destroyed id")
+	case ev == NotifyCommEst:
+		switch id.state {
+		case StateRepSent, StateMRARepRcvd:
+			id.cancelMsg()
+			id.state = StateEstablished
+			cm.queue(&Event{Type: EventUserEstablished, ID: id}, id)
+		case StateEstablished:
+			err = fmt.Errorf("cmcore: COMM_EST: already established: %w", unix.EISCONN)
+		default:
+			err = errInval("COMM_EST in state %v", id.state)
+		}
+	case ev == NotifyPathMig:
+		if id.state != StateEstablished || (id.lapState != LapUninit && id.lapState != LapIdle) {
+			err = errInval("PATH_MIG in state %v/%v", id.state, id.lapState)
+			break
+		}
+		id.av, id.altAV = id.altAV, id.av
+		if p := cm.portByNum(id.av.PortNum); p != nil {
+			id.port, id.dst = p, id.av.madAddress()
+		}
+		id.lapState = LapIdle
+	default:
+		err = errInval("notify event %d", ev)
+	}
+	cm.unlock(&t)
+	return err
+}
+
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

@@ -1,0 +1,138 @@
+package cmcore
+
+import "fmt"
+
+// State is a CM id's connection state (enum ib_cm_state). The numbers are
+// ABI-visible through ucm and must not change.
+type State uint8
+
+const (
+	StateIdle        State = 0
+	StateListen      State = 1
+	StateReqSent     State = 2
+	StateReqRcvd     State = 3
+	StateMRAReqSent  State = 4
+	StateMRAReqRcvd  State = 5
+	StateRepSent     State = 6
+	StateRepRcvd     State = 7
+	StateMRARepSent  State = 8
+	StateMRARepRcvd  State = 9
+	StateEstablished State = 10
+	StateDReqSent    State = 11
+	StateDReqRcvd    State = 12
+	StateTimewait    State = 13
+	StateSIDRReqSent State = 14
+	StateSIDRReqRcvd State = 15
+)
+
+var stateNames = [...]string{
+	"IDLE", "LISTEN", "REQ_SENT", "REQ_RCVD", "MRA_REQ_SENT", "MRA_REQ_RCVD",
+	"REP_SENT", "REP_RCVD", "MRA_REP_SENT", "MRA_REP_RCVD", "ESTABLISHED",
+	"DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "SIDR_REQ_SENT", "SIDR_REQ_RCVD",
+}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// LapState is the alternate-path sub-state of an ESTABLISHED id
+// (enum ib_cm_lap_state).
+type LapState uint8
+
+const (
+	LapUninit     LapState = 0
+	LapIdle       LapState = 1
+	LapSent       LapState = 2
+	LapRcvd       LapState = 3
+	LapMRALapSent LapState = 4
+	LapMRALapRcvd LapState = 5
+)
+
+var lapNames = [...]string{"LAP_UNINIT", "LAP_IDLE", "LAP_SENT", "LAP_RCVD", "MRA_LAP_SENT", "MRA_LAP_RCVD"}
+
+func (s LapState) String() string {
+	if int(s) < len(lapNames) {
+		return lapNames[s]
+	}
+	return fmt.Sprintf("LapState(%d)", uint8(s))
+}
+
+// EventType is enum ib_cm_event_type; ucm passes the numbers straight to
+// userspace.
+type EventType uint8
+
+const (
+	EventReqError        EventType = 0
+	EventReqReceived     EventType = 1
+	EventRepError        EventType = 2
+	EventRepReceived     EventType = 3
+	EventRTUReceived     EventType = 4
+	EventUserEstablished EventType = 5
+	EventDReqError       EventType = 6
+	EventDReqReceived    EventType = 7
+	EventDRepReceived    EventType = 8
+	EventTimewaitExit    EventType = 9
+	EventMRAReceived     EventType = 10
+	EventRejReceived     EventType = 11
+	EventLapError        EventType = 12
+	EventLapReceived     EventType = 13
+	EventAPRReceived     EventType = 14
+	EventSIDRReqError    EventType = 15
+	EventSIDRReqReceived EventType = 16
+	EventSIDRRepReceived EventType = 17
+)
+
+var eventNames = [...]string{
+	"REQ_ERROR", "REQ_RECEIVED", "REP_ERROR", "REP_RECEIVED", "RTU_RECEIVED",
+	"USER_ESTABLISHED", "DREQ_ERROR", "DREQ_RECEIVED", "DREP_RECEIVED",
+	"TIMEWAIT_EXIT", "MRA_RECEIVED", "REJ_RECEIVED", "LAP_ERROR", "LAP_RECEIVED",
+	"APR_RECEIVED", "SIDR_REQ_ERROR", "SIDR_REQ_RECEIVED", "SIDR_REP_RECEIVED",
+}
+
+func (e EventType) String() string {
+	if int(e) < len(eventNames) {
+		return eventNames[e]
+	}
+	return fmt.Sprintf("EventType(%d)", uint8(e))
+}
+
+// QPType is enum ib_qp_type, as ucm clients pass it.
+type QPType uint8
+
+const (
+	QPTypeRC     QPType = 2
+	QPTypeUC     QPType = 3
+	QPTypeXRCIni QPType = 9
+	QPTypeXRCTgt QPType = 10
+)
+
+// WCStatus is the enum ib_wc_status reported in *_ERROR events.
+type WCStatus uint32
+
+const (
+	// WCRespTimeout (IB_WC_RESP_TIMEOUT_ERR) is what a final retransmission
+	// timeout reports.
+	WCRespTimeout WCStatus = 20
+	// WCGeneralErr (IB_WC_GENERAL_ERR) reports a send the endpoint refused.
+	WCGeneralErr WCStatus = 21
+)
+
+// NotifyEvent is the event argument of Notify (enum ib_event_type values).
+type NotifyEvent uint32
+
+const (
+	NotifyCommEst NotifyEvent = 4 // IB_EVENT_COMM_EST
+	NotifyPathMig NotifyEvent = 6 // IB_EVENT_PATH_MIG
+)
+
+// Service ID constants (ib_cm.h).
+const (
+	ServiceIDAgnMask    uint64 = 0xFF00000000000000 // IB_SERVICE_ID_AGN_MASK
+	AssignServiceID     uint64 = 0x0200000000000000 // IB_CM_ASSIGN_SERVICE_ID
+	MRAFlagDelay        uint8  = 0x80               // IB_CM_MRA_FLAG_DELAY
+	remoteCMQPN                = 1
+	cmQKey              uint32 = 0x80010000 // IB_QP1_QKEY
+)
