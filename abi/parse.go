@@ -1,0 +1,115 @@
+package abi
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Command is a decoded command struct: one of *CreateID, *DestroyID, *AttrID,
+// *Listen, *Notify, *Req, *Rep, *PrivateData (RTU, DREQ, DREP), *Info (REJ,
+// APR), *MRA, *LAP, *SIDRReq, *SIDRRep, *EventGet or *InitQPAttr. The
+// header's Cmd tells the commands that share a struct apart.
+type Command interface {
+	Struct
+	isCommand()
+}
+
+func (*CreateID) isCommand()    {}
+func (*DestroyID) isCommand()   {}
+func (*AttrID) isCommand()      {}
+func (*InitQPAttr) isCommand()  {}
+func (*Listen) isCommand()      {}
+func (*Notify) isCommand()      {}
+func (*PrivateData) isCommand() {}
+func (*Req) isCommand()         {}
+func (*Rep) isCommand()         {}
+func (*Info) isCommand()        {}
+func (*MRA) isCommand()         {}
+func (*LAP) isCommand()         {}
+func (*SIDRReq) isCommand()     {}
+func (*SIDRRep) isCommand()     {}
+func (*EventGet) isCommand()    {}
+
+// NewCommand returns a zero command struct for c, or nil if c is not a command.
+func NewCommand(c Cmd) Command {
+	switch c {
+	case CmdCreateID:
+		return new(CreateID)
+	case CmdDestroyID:
+		return new(DestroyID)
+	case CmdAttrID:
+		return new(AttrID)
+	case CmdListen:
+		return new(Listen)
+	case CmdNotify:
+		return new(Notify)
+	case CmdSendReq:
+		return new(Req)
+	case CmdSendRep:
+		return new(Rep)
+	case CmdSendRTU, CmdSendDReq, CmdSendDRep:
+		return new(PrivateData)
+	case CmdSendRej, CmdSendAPR:
+		return new(Info)
+	case CmdSendMRA:
+		return new(MRA)
+	case CmdSendLAP:
+		return new(LAP)
+	case CmdSendSIDRReq:
+		return new(SIDRReq)
+	case CmdSendSIDRRep:
+		return new(SIDRRep)
+	case CmdEvent:
+		return new(EventGet)
+	case CmdInitQPAttr:
+		return new(InitQPAttr)
+	}
+	return nil
+}
+
+// ParseHeader applies the checks of the kernel's ib_ucm_write, in its order,
+// to the bytes of one write(): shorter than the header, command number out of
+// range, or in+8 beyond the write all fail with EINVAL. (The EACCES check of
+// ib_safe_file_access comes before these and is the caller's, as is the EFAULT
+// a CUSE daemon cannot get.) The returned error wraps the unix.Errno.
+func ParseHeader(b []byte) (Header, error) {
+	var h Header
+	if len(b) < HeaderSize {
+		return h, fmt.Errorf("ucm write of %d bytes: shorter than the %d-byte command header: %w",
+			len(b), HeaderSize, unix.EINVAL)
+	}
+	h.Decode(b)
+	if !h.Cmd.Valid() {
+		return h, fmt.Errorf("ucm write: command %d out of range (%d commands): %w",
+			uint32(h.Cmd), NumCmds, unix.EINVAL)
+	}
+	if int(h.In)+HeaderSize > len(b) {
+		return h, fmt.Errorf("ucm write of %d bytes: %v declares %d command bytes after the header: %w",
+			len(b), h.Cmd, h.In, unix.EINVAL)
+	}
+	return h, nil
+}
+
+// ParseCommand decodes one write(): the header, checked by ParseHeader, and
+// the command struct it names. As the kernel's handlers did, the struct is
+// read from the bytes after the header regardless of hdr.in: bytes beyond in
+// but within the write are used, bytes beyond the write read as zero (see the
+// package documentation). Command 4 with in == 4 is ABI 4's ESTABLISH and
+// decodes as Notify{ID, IBEventCommEst}.
+//
+// On success the write is to return len(b), not HeaderSize+in.
+func ParseCommand(b []byte) (Header, Command, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return h, nil, err
+	}
+	body := b[HeaderSize:]
+	if h.Cmd == CmdNotify && h.In == EstablishSize {
+		// ParseHeader checked that the write holds these 4 bytes.
+		return h, &Notify{ID: ne.Uint32(body), Event: IBEventCommEst}, nil
+	}
+	c := NewCommand(h.Cmd)
+	c.Decode(body)
+	return h, c, nil
+}
