@@ -130,9 +130,9 @@ const (
 
 // Service ID constants (ib_cm.h).
 const (
-	ServiceIDAgnMask    uint64 = 0xFF00000000000000 // IB_SERVICE_ID_AGN_MASK
-	AssignServiceID     uint64 = 0x0200000000000000 // IB_CM_ASSIGN_SERVICE_ID
-	MRAFlagDelay        uint8  = 0x80               // IB_CM_MRA_FLAG_DELAY
-	remoteCMQPN                = 1
-	cmQKey              uint32 = 0x80010000 // IB_QP1_QKEY
+	ServiceIDAgnMask uint64 = 0xFF00000000000000 // IB_SERVICE_ID_AGN_MASK
+	AssignServiceID  uint64 = 0x0200000000000000 // IB_CM_ASSIGN_SERVICE_ID
+	MRAFlagDelay     uint8  = 0x80               // IB_CM_MRA_FLAG_DELAY
+	remoteCMQPN             = 1
+	cmQKey           uint32 = 0x80010000 // IB_QP1_QKEY
 )
