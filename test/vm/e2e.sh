@@ -6,6 +6,7 @@
 #      E2E_FLAGS    extra test flags, e.g. '-test.run=Smoke -test.count=3'
 #      E2E_TIMEOUT  guest timeout in seconds (default 900)
 # Exit status: the test binary's, or one of run.sh's (121-125, see there).
+# Logs of the last run: bin/e2e/run/{output,console.log,scratch/}.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +32,8 @@ CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./test/e2e
 cd "$REPO/test/e2e" # where `go test` would run the package's tests
 rc=0
 # shellcheck disable=SC2086 # E2E_FLAGS is a list of flags
-"$HERE/run.sh" -r -t "${E2E_TIMEOUT:-900}" -- \
+# the run dir keeps the guest console, the output and $UCMD_VM_SCRATCH
+"$HERE/run.sh" -r -o "$OUT/run" -t "${E2E_TIMEOUT:-900}" -- \
   env UCMD_BIN="$OUT/ucmd" "$OUT/e2e.test" -test.v -test.count=1 ${E2E_FLAGS:-} || rc=$?
 
 wall=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')

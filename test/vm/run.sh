@@ -105,6 +105,17 @@ for i in "${!RW[@]}"; do
 done
 qemu+=("${EXTRA[@]}" -append "$append")
 
+# timeout puts qemu in its own process group, out of reach of a Ctrl-C or of
+# a killed parent: stop it explicitly rather than leave a VM spinning
+qpid=
+stop() {
+  trap - INT TERM HUP
+  [ -n "$qpid" ] && kill -TERM "$qpid" 2>/dev/null && wait "$qpid"
+  say "interrupted; guest stopped (run dir: $OUT)"
+  exit 130
+}
+trap stop INT TERM HUP
+
 t0=$(date +%s.%N)
 if [ -n "$INTERACTIVE" ]; then
   timeout --foreground -k 5 "$TIMEOUT" "${qemu[@]}" -serial mon:stdio
