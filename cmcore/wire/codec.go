@@ -15,25 +15,41 @@ var (
 	ErrTooLong = errors.New("longer than its area")
 )
 
-// codec is what every message type implements besides Message.
-type codec interface {
-	Message
-	encode(e *encoder)
-}
-
 // Encode writes m as a complete CM MAD with transaction ID tid into mad,
 // overwriting all 256 bytes: header, message, zero-padded private data and
 // zero reserved bits. It fails, leaving mad unspecified, if a field does not
 // fit its wire width (ErrFieldOverflow) or private data, ARI or info is
 // longer than its area (ErrTooLong).
 func Encode(mad *hw.MAD, tid uint64, m Message) error {
-	c, ok := m.(codec)
-	if !ok {
-		return fmt.Errorf("encode CM MAD: unsupported message type %T", m)
-	}
 	clear(mad[:])
 	e := encoder{d: mad[HeaderSize:]}
-	c.encode(&e)
+	// A type switch rather than an interface method keeps e on the stack.
+	switch m := m.(type) {
+	case *Req:
+		m.encode(&e)
+	case *MRA:
+		m.encode(&e)
+	case *Rej:
+		m.encode(&e)
+	case *Rep:
+		m.encode(&e)
+	case *RTU:
+		m.encode(&e)
+	case *DReq:
+		m.encode(&e)
+	case *DRep:
+		m.encode(&e)
+	case *LAP:
+		m.encode(&e)
+	case *APR:
+		m.encode(&e)
+	case *SIDRReq:
+		m.encode(&e)
+	case *SIDRRep:
+		m.encode(&e)
+	default:
+		return fmt.Errorf("encode CM MAD: unsupported message type %T", m)
+	}
 	if e.err != nil {
 		return e.err
 	}
@@ -103,7 +119,7 @@ func (e *encoder) start(msg string, isNil bool) bool {
 	return !isNil
 }
 
-func (e *encoder) put(f bitField, v uint64) {
+func (e *encoder) put(f *bitField, v uint64) {
 	if e.err != nil {
 		return
 	}
@@ -114,7 +130,7 @@ func (e *encoder) put(f bitField, v uint64) {
 	f.put(e.d, v)
 }
 
-func (e *encoder) flag(f bitField, v bool) {
+func (e *encoder) flag(f *bitField, v bool) {
 	if v {
 		e.put(f, 1)
 	}
@@ -134,17 +150,17 @@ func (e *encoder) bytes(a area, b []byte) {
 func (e *encoder) gid(a area, g hw.GID) { copy(e.d[a.off:a.off+a.size], g[:]) }
 
 func (e *encoder) path(l *pathLayout, p *Path) {
-	e.put(l.localLID, uint64(p.LocalLID))
-	e.put(l.remoteLID, uint64(p.RemoteLID))
+	e.put(&l.localLID, uint64(p.LocalLID))
+	e.put(&l.remoteLID, uint64(p.RemoteLID))
 	e.gid(l.localGID, p.LocalGID)
 	e.gid(l.remoteGID, p.RemoteGID)
-	e.put(l.flowLabel, uint64(p.FlowLabel))
-	e.put(l.packetRate, uint64(p.PacketRate))
-	e.put(l.trafficClass, uint64(p.TrafficClass))
-	e.put(l.hopLimit, uint64(p.HopLimit))
-	e.put(l.sl, uint64(p.SL))
-	e.flag(l.subnetLocal, p.SubnetLocal)
-	e.put(l.localACKTimeout, uint64(p.LocalACKTimeout))
+	e.put(&l.flowLabel, uint64(p.FlowLabel))
+	e.put(&l.packetRate, uint64(p.PacketRate))
+	e.put(&l.trafficClass, uint64(p.TrafficClass))
+	e.put(&l.hopLimit, uint64(p.HopLimit))
+	e.put(&l.sl, uint64(p.SL))
+	e.flag(&l.subnetLocal, p.SubnetLocal)
+	e.put(&l.localACKTimeout, uint64(p.LocalACKTimeout))
 }
 
 func decodePath(d []byte, l *pathLayout) Path {
@@ -165,7 +181,7 @@ func decodePath(d []byte, l *pathLayout) Path {
 
 // variable returns the first n bytes of area a, failing if the length
 // field says more than the area holds.
-func variable(msg string, d []byte, a area, lenField bitField) ([]byte, int, error) {
+func variable(msg string, d []byte, a area, lenField *bitField) ([]byte, int, error) {
 	n := int(lenField.get(d))
 	if n > a.size {
 		return nil, 0, fmt.Errorf("decode %s: %s %d, area holds %d: %w", msg, lenField.name, n, a.size, ErrBadLength)

@@ -42,7 +42,7 @@ func fBits(name string, off int, mask uint8) bitField {
 	return bitField{name, off, 1, shift, width}
 }
 
-func (f bitField) word(d []byte) uint64 {
+func (f *bitField) word(d []byte) uint64 {
 	switch f.size {
 	case 1:
 		return uint64(d[f.off])
@@ -55,31 +55,25 @@ func (f bitField) word(d []byte) uint64 {
 	}
 }
 
-func (f bitField) setWord(d []byte, w uint64) {
-	switch f.size {
-	case 1:
-		d[f.off] = uint8(w)
-	case 2:
-		binary.BigEndian.PutUint16(d[f.off:], uint16(w))
-	case 4:
-		binary.BigEndian.PutUint32(d[f.off:], uint32(w))
-	default:
-		binary.BigEndian.PutUint64(d[f.off:], w)
-	}
-}
-
-func (f bitField) max() uint64 {
+func (f *bitField) max() uint64 {
 	if f.width >= 64 {
 		return ^uint64(0)
 	}
 	return 1<<f.width - 1
 }
 
-func (f bitField) get(d []byte) uint64 { return f.word(d) >> f.shift & f.max() }
+func (f *bitField) get(d []byte) uint64 { return f.word(d) >> f.shift & f.max() }
 
-// put ORs v into place; the area must be zero there. The caller has
-// checked that v fits.
-func (f bitField) put(d []byte, v uint64) { f.setWord(d, f.word(d)|v<<f.shift) }
+// put ORs v into place, byte by byte, so fields sharing a byte or word
+// combine; the caller has checked that v fits.
+func (f *bitField) put(d []byte, v uint64) {
+	w := v << f.shift
+	b := d[f.off : f.off+f.size]
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] |= byte(w)
+		w >>= 8
+	}
+}
 
 // area is a byte string field: a GID, private data, ARI or info.
 type area struct {

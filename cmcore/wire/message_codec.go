@@ -7,31 +7,31 @@ func (m *Req) encode(e *encoder) {
 	if !e.start("REQ", m == nil) {
 		return
 	}
-	e.put(reqLocalCommID, uint64(m.LocalCommID))
-	e.put(reqServiceID, m.ServiceID)
-	e.put(reqLocalCAGUID, m.LocalCAGUID)
-	e.put(reqLocalQKey, uint64(m.LocalQKey))
-	e.put(reqLocalQPN, uint64(m.LocalQPN))
-	e.put(reqResponderResources, uint64(m.ResponderResources))
-	e.put(reqLocalEECN, uint64(m.LocalEECN))
-	e.put(reqInitiatorDepth, uint64(m.InitiatorDepth))
-	e.put(reqRemoteEECN, uint64(m.RemoteEECN))
-	e.put(reqRemoteCMResponseTimeout, uint64(m.RemoteCMResponseTimeout))
-	e.put(reqTransportType, uint64(m.TransportType))
-	e.flag(reqEndToEndFlowControl, m.EndToEndFlowControl)
-	e.put(reqStartingPSN, uint64(m.StartingPSN))
-	e.put(reqLocalCMResponseTimeout, uint64(m.LocalCMResponseTimeout))
-	e.put(reqRetryCount, uint64(m.RetryCount))
-	e.put(reqPartitionKey, uint64(m.PartitionKey))
-	e.put(reqPathMTU, uint64(m.PathMTU))
-	e.flag(reqRDCExists, m.RDCExists)
-	e.put(reqRNRRetryCount, uint64(m.RNRRetryCount))
-	e.put(reqMaxCMRetries, uint64(m.MaxCMRetries))
-	e.flag(reqSRQ, m.SRQ)
-	e.put(reqExtendedTransport, uint64(m.ExtendedTransport))
+	e.put(&reqLocalCommID, uint64(m.LocalCommID))
+	e.put(&reqServiceID, m.ServiceID)
+	e.put(&reqLocalCAGUID, m.LocalCAGUID)
+	e.put(&reqLocalQKey, uint64(m.LocalQKey))
+	e.put(&reqLocalQPN, uint64(m.LocalQPN))
+	e.put(&reqResponderResources, uint64(m.ResponderResources))
+	e.put(&reqLocalEECN, uint64(m.LocalEECN))
+	e.put(&reqInitiatorDepth, uint64(m.InitiatorDepth))
+	e.put(&reqRemoteEECN, uint64(m.RemoteEECN))
+	e.put(&reqRemoteCMResponseTimeout, uint64(m.RemoteCMResponseTimeout))
+	e.put(&reqTransportType, uint64(m.TransportType))
+	e.flag(&reqEndToEndFlowControl, m.EndToEndFlowControl)
+	e.put(&reqStartingPSN, uint64(m.StartingPSN))
+	e.put(&reqLocalCMResponseTimeout, uint64(m.LocalCMResponseTimeout))
+	e.put(&reqRetryCount, uint64(m.RetryCount))
+	e.put(&reqPartitionKey, uint64(m.PartitionKey))
+	e.put(&reqPathMTU, uint64(m.PathMTU))
+	e.flag(&reqRDCExists, m.RDCExists)
+	e.put(&reqRNRRetryCount, uint64(m.RNRRetryCount))
+	e.put(&reqMaxCMRetries, uint64(m.MaxCMRetries))
+	e.flag(&reqSRQ, m.SRQ)
+	e.put(&reqExtendedTransport, uint64(m.ExtendedTransport))
 	e.path(&reqPrimary, &m.Primary)
 	e.path(&reqAlternate, &m.Alternate)
-	e.flag(reqSAPSupported, m.SAPSupported)
+	e.flag(&reqSAPSupported, m.SAPSupported)
 	e.bytes(reqPrivateData, m.PrivateData)
 }
 
@@ -76,10 +76,10 @@ func (m *MRA) encode(e *encoder) {
 	if !e.start("MRA", m == nil) {
 		return
 	}
-	e.put(mraLocalCommID, uint64(m.LocalCommID))
-	e.put(mraRemoteCommID, uint64(m.RemoteCommID))
-	e.put(mraMessageMRAed, uint64(m.MessageMRAed))
-	e.put(mraServiceTimeout, uint64(m.ServiceTimeout))
+	e.put(&mraLocalCommID, uint64(m.LocalCommID))
+	e.put(&mraRemoteCommID, uint64(m.RemoteCommID))
+	e.put(&mraMessageMRAed, uint64(m.MessageMRAed))
+	e.put(&mraServiceTimeout, uint64(m.ServiceTimeout))
 	e.bytes(mraPrivateData, m.PrivateData)
 }
 
@@ -103,17 +103,17 @@ func (m *Rej) encode(e *encoder) {
 	if !e.start("REJ", m == nil) {
 		return
 	}
-	e.put(rejLocalCommID, uint64(m.LocalCommID))
-	e.put(rejRemoteCommID, uint64(m.RemoteCommID))
-	e.put(rejMessageRejected, uint64(m.MessageRejected))
+	e.put(&rejLocalCommID, uint64(m.LocalCommID))
+	e.put(&rejRemoteCommID, uint64(m.RemoteCommID))
+	e.put(&rejMessageRejected, uint64(m.MessageRejected))
 	e.bytes(rejARI, m.ARI)
-	e.put(rejARILength, uint64(len(m.ARI)))
-	e.put(rejReason, uint64(m.Reason))
+	e.put(&rejARILength, uint64(len(m.ARI)))
+	e.put(&rejReason, uint64(m.Reason))
 	e.bytes(rejPrivateData, m.PrivateData)
 }
 
 func decodeRej(d []byte) (*Rej, error) {
-	ari, n, err := variable("REJ", d, rejARI, rejARILength)
+	ari, n, err := variable("REJ", d, rejARI, &rejARILength)
 	if err != nil {
 		return nil, err
 	}
@@ -139,20 +139,20 @@ func (m *Rep) encode(e *encoder) {
 	if !e.start("REP", m == nil) {
 		return
 	}
-	e.put(repLocalCommID, uint64(m.LocalCommID))
-	e.put(repRemoteCommID, uint64(m.RemoteCommID))
-	e.put(repLocalQKey, uint64(m.LocalQKey))
-	e.put(repLocalQPN, uint64(m.LocalQPN))
-	e.put(repLocalEECN, uint64(m.LocalEECN))
-	e.put(repStartingPSN, uint64(m.StartingPSN))
-	e.put(repResponderResources, uint64(m.ResponderResources))
-	e.put(repInitiatorDepth, uint64(m.InitiatorDepth))
-	e.put(repTargetACKDelay, uint64(m.TargetACKDelay))
-	e.put(repFailoverAccepted, uint64(m.FailoverAccepted))
-	e.flag(repEndToEndFlowControl, m.EndToEndFlowControl)
-	e.put(repRNRRetryCount, uint64(m.RNRRetryCount))
-	e.flag(repSRQ, m.SRQ)
-	e.put(repLocalCAGUID, m.LocalCAGUID)
+	e.put(&repLocalCommID, uint64(m.LocalCommID))
+	e.put(&repRemoteCommID, uint64(m.RemoteCommID))
+	e.put(&repLocalQKey, uint64(m.LocalQKey))
+	e.put(&repLocalQPN, uint64(m.LocalQPN))
+	e.put(&repLocalEECN, uint64(m.LocalEECN))
+	e.put(&repStartingPSN, uint64(m.StartingPSN))
+	e.put(&repResponderResources, uint64(m.ResponderResources))
+	e.put(&repInitiatorDepth, uint64(m.InitiatorDepth))
+	e.put(&repTargetACKDelay, uint64(m.TargetACKDelay))
+	e.put(&repFailoverAccepted, uint64(m.FailoverAccepted))
+	e.flag(&repEndToEndFlowControl, m.EndToEndFlowControl)
+	e.put(&repRNRRetryCount, uint64(m.RNRRetryCount))
+	e.flag(&repSRQ, m.SRQ)
+	e.put(&repLocalCAGUID, m.LocalCAGUID)
 	e.bytes(repPrivateData, m.PrivateData)
 }
 
@@ -186,8 +186,8 @@ func (m *RTU) encode(e *encoder) {
 	if !e.start("RTU", m == nil) {
 		return
 	}
-	e.put(rtuLocalCommID, uint64(m.LocalCommID))
-	e.put(rtuRemoteCommID, uint64(m.RemoteCommID))
+	e.put(&rtuLocalCommID, uint64(m.LocalCommID))
+	e.put(&rtuRemoteCommID, uint64(m.RemoteCommID))
 	e.bytes(rtuPrivateData, m.PrivateData)
 }
 
@@ -209,9 +209,9 @@ func (m *DReq) encode(e *encoder) {
 	if !e.start("DREQ", m == nil) {
 		return
 	}
-	e.put(dreqLocalCommID, uint64(m.LocalCommID))
-	e.put(dreqRemoteCommID, uint64(m.RemoteCommID))
-	e.put(dreqRemoteQPN, uint64(m.RemoteQPN))
+	e.put(&dreqLocalCommID, uint64(m.LocalCommID))
+	e.put(&dreqRemoteCommID, uint64(m.RemoteCommID))
+	e.put(&dreqRemoteQPN, uint64(m.RemoteQPN))
 	e.bytes(dreqPrivateData, m.PrivateData)
 }
 
@@ -234,8 +234,8 @@ func (m *DRep) encode(e *encoder) {
 	if !e.start("DREP", m == nil) {
 		return
 	}
-	e.put(drepLocalCommID, uint64(m.LocalCommID))
-	e.put(drepRemoteCommID, uint64(m.RemoteCommID))
+	e.put(&drepLocalCommID, uint64(m.LocalCommID))
+	e.put(&drepRemoteCommID, uint64(m.RemoteCommID))
 	e.bytes(drepPrivateData, m.PrivateData)
 }
 
@@ -257,10 +257,10 @@ func (m *LAP) encode(e *encoder) {
 	if !e.start("LAP", m == nil) {
 		return
 	}
-	e.put(lapLocalCommID, uint64(m.LocalCommID))
-	e.put(lapRemoteCommID, uint64(m.RemoteCommID))
-	e.put(lapRemoteQPN, uint64(m.RemoteQPN))
-	e.put(lapRemoteCMResponseTimeout, uint64(m.RemoteCMResponseTimeout))
+	e.put(&lapLocalCommID, uint64(m.LocalCommID))
+	e.put(&lapRemoteCommID, uint64(m.RemoteCommID))
+	e.put(&lapRemoteQPN, uint64(m.RemoteQPN))
+	e.put(&lapRemoteCMResponseTimeout, uint64(m.RemoteCMResponseTimeout))
 	e.path(&lapAlternate, &m.Alternate)
 	e.bytes(lapPrivateData, m.PrivateData)
 }
@@ -286,16 +286,16 @@ func (m *APR) encode(e *encoder) {
 	if !e.start("APR", m == nil) {
 		return
 	}
-	e.put(aprLocalCommID, uint64(m.LocalCommID))
-	e.put(aprRemoteCommID, uint64(m.RemoteCommID))
+	e.put(&aprLocalCommID, uint64(m.LocalCommID))
+	e.put(&aprRemoteCommID, uint64(m.RemoteCommID))
 	e.bytes(aprInfo, m.Info)
-	e.put(aprInfoLength, uint64(len(m.Info)))
-	e.put(aprAPStatus, uint64(m.APStatus))
+	e.put(&aprInfoLength, uint64(len(m.Info)))
+	e.put(&aprAPStatus, uint64(m.APStatus))
 	e.bytes(aprPrivateData, m.PrivateData)
 }
 
 func decodeAPR(d []byte) (*APR, error) {
-	info, n, err := variable("APR", d, aprInfo, aprInfoLength)
+	info, n, err := variable("APR", d, aprInfo, &aprInfoLength)
 	if err != nil {
 		return nil, err
 	}
@@ -320,9 +320,9 @@ func (m *SIDRReq) encode(e *encoder) {
 	if !e.start("SIDR_REQ", m == nil) {
 		return
 	}
-	e.put(sidrReqRequestID, uint64(m.RequestID))
-	e.put(sidrReqPartitionKey, uint64(m.PartitionKey))
-	e.put(sidrReqServiceID, m.ServiceID)
+	e.put(&sidrReqRequestID, uint64(m.RequestID))
+	e.put(&sidrReqPartitionKey, uint64(m.PartitionKey))
+	e.put(&sidrReqServiceID, m.ServiceID)
 	e.bytes(sidrReqPrivateData, m.PrivateData)
 }
 
@@ -345,18 +345,18 @@ func (m *SIDRRep) encode(e *encoder) {
 	if !e.start("SIDR_REP", m == nil) {
 		return
 	}
-	e.put(sidrRepRequestID, uint64(m.RequestID))
-	e.put(sidrRepStatus, uint64(m.Status))
+	e.put(&sidrRepRequestID, uint64(m.RequestID))
+	e.put(&sidrRepStatus, uint64(m.Status))
 	e.bytes(sidrRepInfo, m.Info)
-	e.put(sidrRepInfoLength, uint64(len(m.Info)))
-	e.put(sidrRepQPN, uint64(m.QPN))
-	e.put(sidrRepServiceID, m.ServiceID)
-	e.put(sidrRepQKey, uint64(m.QKey))
+	e.put(&sidrRepInfoLength, uint64(len(m.Info)))
+	e.put(&sidrRepQPN, uint64(m.QPN))
+	e.put(&sidrRepServiceID, m.ServiceID)
+	e.put(&sidrRepQKey, uint64(m.QKey))
 	e.bytes(sidrRepPrivateData, m.PrivateData)
 }
 
 func decodeSIDRRep(d []byte) (*SIDRRep, error) {
-	info, n, err := variable("SIDR_REP", d, sidrRepInfo, sidrRepInfoLength)
+	info, n, err := variable("SIDR_REP", d, sidrRepInfo, &sidrRepInfoLength)
 	if err != nil {
 		return nil, err
 	}
