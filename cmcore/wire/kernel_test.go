@@ -67,8 +67,8 @@ func TestReqtestREQ(t *testing.T) {
 		MaxCMRetries:            15,
 		Primary: Path{
 			LocalLID: 0xffff, RemoteLID: 0xffff,
-			LocalGID:  ipv4MappedGID(192, 168, 77, 2),
-			RemoteGID: ipv4MappedGID(192, 168, 77, 1),
+			LocalGID:   ipv4MappedGID(192, 168, 77, 2),
+			RemoteGID:  ipv4MappedGID(192, 168, 77, 1),
 			PacketRate: 3, HopLimit: 64, LocalACKTimeout: 18,
 		},
 	}
