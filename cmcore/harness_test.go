@@ -1,0 +1,210 @@
+package cmcore
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/clock"
+)
+
+// The single-CM harness: a fake device whose endpoint records what the CM
+// sends, and a test that plays the peer by handing crafted MADs straight to
+// the CM's receive path. Everything runs on the test goroutine.
+
+const (
+	localGUID = 0x0002c90300000001
+	peerGUID  = 0x0002c90300000002
+	localLID  = 1
+	peerLID   = 2
+	peerComm  = 0x5eed0001
+	peerQPN   = 0x000222
+	localQPN  = 0x000111
+)
+
+var (
+	localGID = hw.GID{0xfe, 0x80, 15: 1}
+	peerGID  = hw.GID{0xfe, 0x80, 15: 2}
+	peerAddr = hw.Address{LID: peerLID, QPN: 1, QKey: cmQKey}
+)
+
+type fakeDev struct {
+	guid  uint64
+	ports []*fakePort
+}
+
+func (d *fakeDev) Name() string           { return "fake0" }
+func (d *fakeDev) NodeGUID() uint64       { return d.guid }
+func (d *fakeDev) LocalCAAckDelay() uint8 { return 15 }
+func (d *fakeDev) Ports() []hw.Port {
+	ps := make([]hw.Port, len(d.ports))
+	for i, p := range d.ports {
+		ps[i] = p
+	}
+	return ps
+}
+
+type fakePort struct {
+	dev  *fakeDev
+	num  int
+	attr hw.PortAttr
+	ep   *fakeEP
+}
+
+func (p *fakePort) Device() hw.Device          { return p.dev }
+func (p *fakePort) Num() int                   { return p.num }
+func (p *fakePort) Attr() (hw.PortAttr, error) { return p.attr, nil }
+func (p *fakePort) OpenMAD(hw.Registration) (hw.Endpoint, error) {
+	p.ep = &fakeEP{closed: make(chan struct{})}
+	return p.ep, nil
+}
+
+type sentMAD struct {
+	dst hw.Address
+	mad hw.MAD
+}
+
+type fakeEP struct {
+	mu        sync.Mutex
+	sent      []sentMAD
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func (e *fakeEP) Send(_ context.Context, dst hw.Address, mad *hw.MAD) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sent = append(e.sent, sentMAD{dst, *mad})
+	return nil
+}
+
+func (e *fakeEP) Recv(ctx context.Context) (hw.Received, error) {
+	select {
+	case <-ctx.Done():
+		return hw.Received{}, ctx.Err()
+	case <-e.closed:
+		return hw.Received{}, hw.ErrClosed
+	}
+}
+
+func (e *fakeEP) Close() error {
+	e.closeOnce.Do(func() { close(e.closed) })
+	return nil
+}
+
+type harness struct {
+	t      *testing.T
+	cm     *CM
+	clk    *clock.Fake
+	port   *fakePort
+	events []*Event
+	// onEvent, if set, runs inside the handler (e.g. to answer a REQ).
+	onEvent func(*Event) error
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: clock.NewFake(time.Unix(1_000_000, 0))}
+	dev := &fakeDev{guid: localGUID}
+	h.port = &fakePort{dev: dev, num: 1, attr: hw.PortAttr{
+		LinkLayer: hw.LinkInfiniBand, State: hw.PortActive, LID: localLID,
+		GIDs:  []hw.GIDEntry{{Index: 0, GID: localGID, Type: hw.GIDTypeIB}},
+		PKeys: []uint16{0xffff, 0x8001},
+	}}
+	dev.ports = []*fakePort{h.port}
+	h.cm = New(dev, Options{Clock: h.clk, CommIDOperand: 0x1000})
+	if err := h.cm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.cm.Close() })
+	return h
+}
+
+// handler records events; tests read h.events.
+func (h *harness) handler(ev *Event) error {
+	cp := *ev
+	h.events = append(h.events, &cp)
+	if h.onEvent != nil {
+		return h.onEvent(ev)
+	}
+	return nil
+}
+
+func (h *harness) newID() *ID { return h.cm.CreateID(h.handler) }
+
+// inject hands m, from the peer, to the CM's receive path.
+func (h *harness) inject(tid uint64, m wire.Message) {
+	h.t.Helper()
+	var r hw.Received
+	if err := wire.Encode(&r.MAD, tid, m); err != nil {
+		h.t.Fatalf("encode %T: %v", m, err)
+	}
+	r.Src = peerAddr
+	h.cm.handleMAD(h.cm.ports[0], &r)
+}
+
+// sent returns and forgets the messages the CM sent.
+func (h *harness) sent() []wire.Message {
+	h.t.Helper()
+	ep := h.port.ep
+	ep.mu.Lock()
+	s := ep.sent
+	ep.sent = nil
+	ep.mu.Unlock()
+	var out []wire.Message
+	for i := range s {
+		_, m, err := wire.Decode(&s[i].mad)
+		if err != nil {
+			h.t.Fatalf("CM sent an undecodable MAD: %v", err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// takeEvents returns and forgets the recorded event types.
+func (h *harness) takeEvents() []*Event {
+	e := h.events
+	h.events = nil
+	return e
+}
+
+func testPath() *PathRecord {
+	return &PathRecord{
+		SGID: localGID, DGID: peerGID, SLID: localLID, DLID: peerLID,
+		PKey: 0xffff, MTU: 4, Rate: 3, SL: 2, PacketLifeTime: 14, Reversible: true,
+	}
+}
+
+func testReqParams() *ReqParams {
+	return &ReqParams{
+		Primary: testPath(), ServiceID: 0x1234, QPN: localQPN, QPType: QPTypeRC,
+		StartingPSN: 0x1000, ResponderResources: 4, InitiatorDepth: 2,
+		RemoteCMResponseTimeout: 16, LocalCMResponseTimeout: 16,
+		RetryCount: 7, RNRRetryCount: 6, MaxCMRetries: 3,
+	}
+}
+
+// peerReq is a REQ from the peer for service sid.
+func peerReq(sid uint64) *wire.Req {
+	return &wire.Req{
+		LocalCommID: peerComm, ServiceID: sid, LocalCAGUID: peerGUID, LocalQPN: peerQPN,
+		ResponderResources: 3, InitiatorDepth: 5, RemoteCMResponseTimeout: 16,
+		StartingPSN: 0x2000, LocalCMResponseTimeout: 16, RetryCount: 5, PartitionKey: 0xffff,
+		PathMTU: 4, RNRRetryCount: 4, MaxCMRetries: 2,
+		Primary: wire.Path{
+			LocalLID: peerLID, RemoteLID: localLID, LocalGID: peerGID, RemoteGID: localGID,
+			PacketRate: 3, SL: 2, SubnetLocal: true, LocalACKTimeout: 17,
+		},
+	}
+}
+
+func (h *harness) peerRep(id *ID) *wire.Rep {
+	return &wire.Rep{
+		LocalCommID: peerComm, RemoteCommID: id.localID, LocalQPN: peerQPN, StartingPSN: 0x3000,
+		ResponderResources: 1, InitiatorDepth: 2, TargetACKDelay: 15, RNRRetryCount: 5, LocalCAGUID: peerGUID,
+	}
+}
