@@ -23,9 +23,10 @@ off() {
 
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
-for d in /tmp /run /dev/shm; do mount -t tmpfs tmpfs "$d"; done
-# extra read-write host dirs at their host paths (run.sh -w); after the tmpfs
-# mounts, so that a share under /tmp is not hidden by them
+# no tmpfs over /tmp: the working tree may live there (a CI clone), and the
+# overlay already makes /tmp writable and throw-away
+for d in /run /dev/shm; do mount -t tmpfs tmpfs "$d"; done
+# extra read-write host dirs at their host paths (run.sh -w)
 n=0
 for d in $(arg rw | tr ',' ' '); do
   mkdir -p "$d"
