@@ -1,0 +1,207 @@
+package cmcore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ucmd/ucmd/cmcore/wire"
+)
+
+// TestDestroyTable is the ib_destroy_cm_id table of ib-cm.md §3.2: what
+// goes out per state, then silence: no retransmission and no event ever.
+func TestDestroyTable(t *testing.T) {
+	guid := make([]byte, 8)
+	binary.BigEndian.PutUint64(guid, localGUID)
+	cases := []struct {
+		state string
+		check func(t *testing.T, sent []wire.Message)
+	}{
+		{"IDLE", none},
+		{"LISTEN", none},
+		{"SIDR_REQ_SENT", none},
+		{"SIDR_REQ_RCVD", func(t *testing.T, s []wire.Message) {
+			r := one[*wire.SIDRRep](t, s)
+			if r.Status != wire.SIDRReject || r.RequestID != peerComm {
+				t.Errorf("SIDR_REP %+v, want status REJECT for %#x", r, peerComm)
+			}
+		}},
+		{"REQ_SENT", rejWith(wire.RejTimeout, guid, wire.MessageOther, false)},
+		{"MRA_REQ_RCVD", rejWith(wire.RejTimeout, guid, wire.MessageOther, false)},
+		{"REQ_RCVD", rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, true)},
+		{"MRA_REQ_SENT", rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, false)},
+		{"REP_SENT", rejWith(wire.RejConsumerDefined, nil, wire.MessageOther, false)},
+		{"MRA_REP_RCVD", rejWith(wire.RejConsumerDefined, nil, wire.MessageOther, false)},
+		{"REP_RCVD", rejWith(wire.RejConsumerDefined, nil, wire.MessageREP, false)},
+		{"MRA_REP_SENT", rejWith(wire.RejConsumerDefined, nil, wire.MessageREP, false)},
+		{"ESTABLISHED", func(t *testing.T, s []wire.Message) {
+			d := one[*wire.DReq](t, s)
+			if d.RemoteQPN != peerQPN || d.RemoteCommID != peerComm {
+				t.Errorf("DREQ %+v", d)
+			}
+		}},
+		{"ESTABLISHED/LAP_SENT", func(t *testing.T, s []wire.Message) { one[*wire.DReq](t, s) }},
+		{"DREQ_SENT", none},
+		{"DREQ_RCVD", func(t *testing.T, s []wire.Message) { one[*wire.DRep](t, s) }},
+		{"TIMEWAIT", none},
+	}
+	for _, c := range cases {
+		t.Run(c.state, func(t *testing.T) {
+			h := newHarness(t)
+			id := h.reach(c.state)
+			id.Destroy()
+			c.check(t, h.sent())
+			// Nothing more, ever: no retransmission, no event, and the
+			// id's comm ID is released once timewait is over.
+			h.clk.Advance(time.Hour)
+			if s := h.sent(); len(s) != 0 {
+				t.Errorf("after destroy the CM still sent %v", s)
+			}
+			if evs := h.takeEvents(); len(evs) != 0 {
+				t.Errorf("after destroy got events %v", evs)
+			}
+			if ids, _ := h.cm.Count(); ids > 1 { // the listener of passive states
+				t.Errorf("%d ids left after destroy and timewait", ids)
+			}
+			id.Destroy() // twice is harmless
+		})
+	}
+}
+
+func none(t *testing.T, s []wire.Message) {
+	t.Helper()
+	if len(s) != 0 {
+		t.Errorf("sent %v, want nothing", s)
+	}
+}
+
+func one[T wire.Message](t *testing.T, s []wire.Message) T {
+	t.Helper()
+	var zero T
+	if len(s) != 1 {
+		t.Fatalf("sent %d messages %v, want one %T", len(s), s, zero)
+	}
+	m, ok := s[0].(T)
+	if !ok {
+		t.Fatalf("sent %T, want %T", s[0], zero)
+	}
+	return m
+}
+
+// rejWith checks a REJ's reason, ARI, Message Rejected and whether the
+// Local Comm ID is zero (§3.3).
+func rejWith(reason uint16, ari []byte, rejected uint8, zeroLocal bool) func(*testing.T, []wire.Message) {
+	return func(t *testing.T, s []wire.Message) {
+		t.Helper()
+		r := one[*wire.Rej](t, s)
+		if r.Reason != reason || !bytes.Equal(r.ARI, ari) || r.MessageRejected != rejected || (r.LocalCommID == 0) != zeroLocal {
+			t.Errorf("REJ reason %d ARI %x rejected %d local %#x; want %d %x %d zero-local=%v",
+				r.Reason, r.ARI, r.MessageRejected, r.LocalCommID, reason, ari, rejected, zeroLocal)
+		}
+	}
+}
+
+// TestDestroyKeepsCommIDUntilTimewaitEnds: a comm ID is not handed out
+// again while its timewait runs, and is afterwards.
+func TestDestroyKeepsCommIDUntilTimewaitEnds(t *testing.T) {
+	h := newHarness(t)
+	id := h.reach("TIMEWAIT")
+	old := id.localID
+	id.Destroy()
+	if ids, _ := h.cm.Count(); ids != 1 {
+		t.Fatalf("comm ID released during timewait (ids = %d)", ids)
+	}
+	if h.cm.ids.lookup(old) != id {
+		t.Fatal("timewait id not held")
+	}
+	if got := h.cm.acquire(old, peerComm); got != nil {
+		t.Fatal("a destroyed id is still found by lookups")
+	}
+	h.clk.Advance(time.Hour)
+	if ids, _ := h.cm.Count(); ids != 0 {
+		t.Fatalf("comm ID not released after timewait (ids = %d)", ids)
+	}
+}
+
+// TestDestroyFromHandler: Destroy inside the id's own handler returns, and
+// no later event is delivered.
+func TestDestroyFromHandler(t *testing.T) {
+	h := newHarness(t)
+	id := h.reach("ESTABLISHED")
+	h.onEvent = func(ev *Event) error { ev.ID.Destroy(); return nil }
+	h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDReqReceived {
+		t.Fatalf("events %v", evs)
+	}
+	one[*wire.DRep](t, h.sent()) // destroy in DREQ_RCVD answers
+	h.clk.Advance(time.Hour)
+	if evs := h.takeEvents(); len(evs) != 0 {
+		t.Fatalf("events after destroy: %v", evs)
+	}
+}
+
+// TestDestroyWaitsForRunningHandler: Destroy from another goroutine
+// returns only after the id's running handler has returned.
+func TestDestroyWaitsForRunningHandler(t *testing.T) {
+	h := newHarness(t)
+	id := h.reach("ESTABLISHED")
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	handlerDone := false
+	h.onEvent = func(ev *Event) error {
+		close(inHandler)
+		<-release
+		mu.Lock()
+		handlerDone = true
+		mu.Unlock()
+		return nil
+	}
+	go h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
+	<-inHandler
+	destroyed := make(chan struct{})
+	go func() { id.Destroy(); close(destroyed) }()
+	select {
+	case <-destroyed:
+		t.Fatal("Destroy returned while the handler was running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-destroyed
+	mu.Lock()
+	defer mu.Unlock()
+	if !handlerDone {
+		t.Fatal("Destroy returned before the handler finished")
+	}
+}
+
+// TestDestroyListenerRejectsUndeliveredRequests: a REQ event still queued
+// when its listener goes away is not lost silently: the new connection is
+// rejected (consumer defined), as ucm's purge did.
+func TestDestroyListenerRejectsUndeliveredRequests(t *testing.T) {
+	h := newHarness(t)
+	l := h.newID()
+	must(t, l.Listen(0x1234, 0))
+	other := h.reach("ESTABLISHED")
+	// While the DREQ event of another id is being handled, a REQ arrives
+	// for l and l is destroyed before its event is delivered.
+	h.onEvent = func(ev *Event) error {
+		if ev.Type == EventDReqReceived {
+			h.onEvent = nil
+			req := peerReq(0x1234)
+			req.LocalCommID, req.LocalQPN = peerComm+1, peerQPN+1
+			h.inject(0x77, req)
+			l.Destroy()
+		}
+		return nil
+	}
+	h.sent()
+	h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: other.localID, RemoteQPN: localQPN})
+	for _, ev := range h.takeEvents() {
+		if ev.Type == EventReqReceived {
+			t.Fatal("REQ delivered on a destroyed listener")
+		}
+	}
+	rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
+}
