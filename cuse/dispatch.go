@@ -1,0 +1,393 @@
+package cuse
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/cuse/internal/wire"
+)
+
+// request is one FUSE request in flight.
+type request struct {
+	hdr    fuse.InHeader
+	body   []byte // after the in_header; owned
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   bool // answered; only the serving goroutine touches it
+}
+
+func (r *request) op() wire.Opcode { return wire.Opcode(r.hdr.Opcode) }
+
+func (r *request) public(flags uint32) Request {
+	return Request{
+		Unique: r.hdr.Unique,
+		Caller: Caller{Pid: int(r.hdr.Pid), Uid: r.hdr.Uid, Gid: r.hdr.Gid},
+		Flags:  flags,
+	}
+}
+
+// file is the server side of one open file; it is the Handle's Waker.
+type file struct {
+	s         *Server
+	fh        uint64
+	openFlags uint32
+	h         Handle
+
+	mu       sync.Mutex
+	kh       uint64 // the kernel's poll handle, one per open file
+	armed    bool   // a poller asked for FUSE_NOTIFY_POLL and has not had it
+	released bool
+}
+
+// Wake implements Waker.
+func (f *file) Wake() {
+	f.mu.Lock()
+	if !f.armed || f.released {
+		f.mu.Unlock()
+		return
+	}
+	f.armed = false
+	kh := f.kh
+	f.mu.Unlock()
+	f.s.notifyPoll(kh)
+}
+
+// arm records that a poller waits for a wake-up. It is done before asking
+// the Handle for readiness, so a Wake racing with that answer is not lost:
+// the kernel has already queued the poller when it sends POLL.
+func (f *file) arm(kh uint64) {
+	f.mu.Lock()
+	f.kh, f.armed = kh, true
+	f.mu.Unlock()
+}
+
+func (f *file) release(ctx context.Context) {
+	f.mu.Lock()
+	f.released, f.armed = true, false
+	f.mu.Unlock()
+	f.h.Release(ctx)
+}
+
+// dispatch takes one message from the reader and starts serving it. It runs
+// on the reader goroutine, so it never blocks on a device: registering the
+// request here, before the next read, means a later INTERRUPT always finds
+// a request that is still unanswered.
+func (s *Server) dispatch(msg []byte) {
+	h, body, err := parseHeader(msg)
+	if err != nil {
+		s.log.Warn("cuse: dropping malformed request", "err", err)
+		return
+	}
+	if wire.Opcode(h.Opcode) == wire.FUSE_INTERRUPT {
+		s.interrupt(h, body)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.base)
+	r := &request{hdr: h, body: bytes.Clone(body), ctx: ctx, cancel: cancel}
+	s.mu.Lock()
+	if _, dup := s.inflight[h.Unique]; dup {
+		s.mu.Unlock()
+		cancel(nil)
+		s.log.Warn("cuse: dropping request reusing an unanswered unique", "op", r.op(), "unique", h.Unique)
+		return
+	}
+	s.inflight[h.Unique] = r
+	s.handlers.Add(1)
+	s.mu.Unlock()
+	go s.serve(r)
+}
+
+// interrupt cancels the request a signalled client waits for; that request
+// then answers (normally EINTR). The INTERRUPT itself gets no reply, unless
+// the request is unknown: EAGAIN makes the kernel queue it again, and never
+// ENOSYS, which would disable interrupts for the whole connection.
+func (s *Server) interrupt(h fuse.InHeader, body []byte) {
+	in, err := wire.DecodeInterruptIn(h, body)
+	if err != nil {
+		s.log.Warn("cuse: dropping malformed INTERRUPT", "unique", h.Unique, "err", err)
+		return
+	}
+	s.mu.Lock()
+	r := s.inflight[in.Unique]
+	s.mu.Unlock()
+	if r != nil {
+		r.cancel(errInterrupted)
+		return
+	}
+	s.writeReply(h.Unique, -int32(unix.EAGAIN), nil, nil)
+}
+
+func (s *Server) serve(r *request) {
+	defer s.handlers.Done()
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("cuse: device panicked", "op", r.op(), "unique", r.hdr.Unique, "panic", p, "stack", string(debug.Stack()))
+			if !r.done {
+				s.reply(r, -int32(unix.EIO), nil, nil)
+			}
+		}
+	}()
+	switch r.op() {
+	case wire.FUSE_OPEN:
+		s.open(r)
+	case wire.FUSE_READ:
+		s.read(r)
+	case wire.FUSE_WRITE:
+		s.write(r)
+	case wire.FUSE_POLL:
+		s.poll(r)
+	case wire.FUSE_RELEASE:
+		s.release(r)
+	case wire.FUSE_IOCTL:
+		// The ucm ABI has no ioctls; ENOTTY is what the kernel answers
+		// for a driver without unlocked_ioctl.
+		s.reply(r, -int32(unix.ENOTTY), nil, nil)
+	default:
+		// Only for opcodes CUSE never sends; ENOSYS would disable POLL or
+		// INTERRUPT connection-wide, but those never get here.
+		s.log.Debug("cuse: unsupported request", "op", r.op(), "unique", r.hdr.Unique)
+		s.reply(r, -int32(unix.ENOSYS), nil, nil)
+	}
+}
+
+// bad answers a request whose framing was fine but whose body is not: the
+// unique can be trusted, and an answer keeps the client from hanging.
+func (s *Server) bad(r *request, err error) {
+	s.log.Warn("cuse: malformed request", "op", r.op(), "unique", r.hdr.Unique, "err", err)
+	s.reply(r, -int32(unix.EIO), nil, nil)
+}
+
+func (s *Server) lookup(r *request, fh uint64) *file {
+	s.mu.Lock()
+	f := s.files[fh]
+	s.mu.Unlock()
+	if f == nil {
+		s.log.Warn("cuse: request for an unknown file handle", "op", r.op(), "unique", r.hdr.Unique, "fh", fh)
+		s.reply(r, -int32(unix.EBADF), nil, nil)
+	}
+	return f
+}
+
+func (s *Server) open(r *request) {
+	in, err := wire.DecodeOpenIn(r.hdr, r.body)
+	if err != nil {
+		s.bad(r, err)
+		return
+	}
+	s.mu.Lock()
+	s.nextFh++
+	f := &file{s: s, fh: s.nextFh, openFlags: in.Flags}
+	s.mu.Unlock()
+	h, err := s.dev.Open(r.ctx, r.public(in.Flags), f)
+	if err == nil && h == nil {
+		err = errors.New("Device.Open returned no Handle and no error")
+	}
+	if err != nil {
+		s.reply(r, s.errno(r, err), nil, nil)
+		return
+	}
+	f.h = h
+	s.mu.Lock()
+	s.files[f.fh] = f
+	s.mu.Unlock()
+	var out [wire.SizeofOpenOut]byte
+	// open_flags 0: CUSE ignores FOPEN_* (no fuse_finish_open); all I/O
+	// is direct.
+	wire.AppendOpenOut(out[:0], fuse.OpenOut{Fh: f.fh})
+	if err := s.reply(r, 0, out[:], nil); err != nil {
+		// The kernel dropped the open (the caller died, or the connection
+		// is gone), so it will never send RELEASE for this fh.
+		s.mu.Lock()
+		delete(s.files, f.fh)
+		s.mu.Unlock()
+		f.release(context.Background())
+	}
+}
+
+func (s *Server) read(r *request) {
+	in, err := wire.DecodeReadIn(r.hdr, r.body)
+	if err != nil {
+		s.bad(r, err)
+		return
+	}
+	if in.Size > s.cfg.MaxRead {
+		s.bad(r, fmt.Errorf("read of %d bytes exceeds max_read %d", in.Size, s.cfg.MaxRead))
+		return
+	}
+	f := s.lookup(r, in.Fh)
+	if f == nil {
+		return
+	}
+	dst := make([]byte, in.Size)
+	n, err := f.h.Read(r.ctx, r.public(in.Flags), dst)
+	if err == nil && (n < 0 || n > len(dst)) {
+		err = fmt.Errorf("Handle.Read returned %d for a %d-byte buffer", n, len(dst))
+	}
+	if err != nil {
+		s.reply(r, s.errno(r, err), nil, nil)
+		return
+	}
+	s.reply(r, 0, dst[:n], nil)
+}
+
+func (s *Server) write(r *request) {
+	in, err := wire.DecodeWriteIn(r.hdr, r.body)
+	if err != nil {
+		s.bad(r, err)
+		return
+	}
+	data := r.body[wire.SizeofWriteIn:]
+	if int(in.Size) != len(data) {
+		s.bad(r, fmt.Errorf("write_in.size %d, but %d bytes of data", in.Size, len(data)))
+		return
+	}
+	f := s.lookup(r, in.Fh)
+	if f == nil {
+		return
+	}
+	n, err := f.h.Write(r.ctx, r.public(in.Flags), data)
+	if err == nil && (n < 0 || n > len(data)) {
+		// The kernel fails the write(2) with EIO on size > count anyway.
+		err = fmt.Errorf("Handle.Write returned %d for %d bytes", n, len(data))
+	}
+	if err != nil {
+		s.reply(r, s.errno(r, err), nil, nil)
+		return
+	}
+	var out [wire.SizeofWriteOut]byte
+	wire.AppendWriteOut(out[:0], fuse.WriteOut{Size: uint32(n)})
+	s.reply(r, 0, out[:], nil)
+}
+
+func (s *Server) poll(r *request) {
+	in, err := wire.DecodePollIn(r.body)
+	if err != nil {
+		s.bad(r, err)
+		return
+	}
+	f := s.lookup(r, in.Fh)
+	if f == nil {
+		return
+	}
+	if in.Flags&wire.FUSE_POLL_SCHEDULE_NOTIFY != 0 {
+		f.arm(in.Kh)
+	}
+	// fuse_poll_in carries no f_flags; the open flags are the best we have.
+	revents, err := f.h.Poll(r.ctx, r.public(f.openFlags), in.Events)
+	if err != nil {
+		// Never ENOSYS from here: the kernel would stop polling the
+		// connection for good. Other errors give the poller EPOLLERR.
+		if e := s.errno(r, err); e != -int32(unix.ENOSYS) {
+			s.reply(r, e, nil, nil)
+		} else {
+			s.reply(r, -int32(unix.EIO), nil, nil)
+		}
+		return
+	}
+	var out [wire.SizeofPollOut]byte
+	wire.PollOut{Revents: revents}.Append(out[:0])
+	s.reply(r, 0, out[:], nil)
+}
+
+// release must answer promptly and always with success: the closing task
+// waits uninterruptibly, and the kernel ignores the result anyway.
+func (s *Server) release(r *request) {
+	in, err := wire.DecodeReleaseIn(r.hdr, r.body)
+	if err != nil {
+		s.bad(r, err)
+		return
+	}
+	s.mu.Lock()
+	f := s.files[in.Fh]
+	delete(s.files, in.Fh)
+	s.mu.Unlock()
+	if f == nil {
+		s.log.Warn("cuse: RELEASE of an unknown file handle", "unique", r.hdr.Unique, "fh", in.Fh)
+	} else {
+		f.release(r.ctx)
+	}
+	s.reply(r, 0, nil, nil)
+}
+
+// errno turns a Device or Handle error into the negative errno of a reply.
+func (s *Server) errno(r *request, err error) int32 {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		if e > 0 && e <= wire.MaxErrno {
+			return -int32(e)
+		}
+		s.log.Error("cuse: device returned an errno the kernel rejects", "op", r.op(), "unique", r.hdr.Unique, "err", err)
+		return -int32(unix.EIO)
+	}
+	if r.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		switch context.Cause(r.ctx) {
+		case errInterrupted:
+			// The old driver's -ERESTARTSYS; CUSE cannot restart
+			// system calls (the kernel rejects errors <= -512).
+			return -int32(unix.EINTR)
+		case errShutdown:
+			// What the kernel itself answers for requests a dying
+			// daemon had read.
+			return -int32(unix.ECONNABORTED)
+		}
+	}
+	s.log.Error("cuse: device error", "op", r.op(), "unique", r.hdr.Unique, "err", err)
+	return -int32(unix.EIO)
+}
+
+// reply answers r with one message and retires it. A nonzero status is
+// sent header-only, as the kernel requires.
+func (s *Server) reply(r *request, status int32, a, b []byte) error {
+	r.done = true
+	if status != 0 {
+		a, b = nil, nil
+	}
+	err := s.writeReply(r.hdr.Unique, status, a, b)
+	s.mu.Lock()
+	delete(s.inflight, r.hdr.Unique)
+	s.mu.Unlock()
+	r.cancel(nil)
+	return err
+}
+
+func (s *Server) writeReply(unique uint64, status int32, a, b []byte) error {
+	var hdr [wire.SizeofOutHeader]byte
+	wire.PutOutHeader(hdr[:], fuse.OutHeader{
+		Length: uint32(len(hdr) + len(a) + len(b)),
+		Status: status,
+		Unique: unique,
+	})
+	err := s.ch.writev(hdr[:], a, b)
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.ENOENT):
+		// The kernel no longer waits for this request: it was aborted
+		// or interrupted and already completed. Normal.
+		s.log.Debug("cuse: reply to a request the kernel dropped", "unique", unique)
+	default:
+		s.log.Warn("cuse: writing reply", "unique", unique, "err", err)
+	}
+	return err
+}
+
+// notifyPoll sends FUSE_NOTIFY_POLL: the kernel wakes the file whose poll
+// handle is kh, and its pollers poll again. Unknown handles are ignored.
+func (s *Server) notifyPoll(kh uint64) {
+	var hdr [wire.SizeofOutHeader]byte
+	wire.PutOutHeader(hdr[:], fuse.OutHeader{
+		Length: wire.SizeofNotifyPollWakeupHeader,
+		Status: wire.FUSE_NOTIFY_POLL,
+	})
+	var body [wire.SizeofNotifyPollWakeupOut]byte
+	wire.NotifyPollWakeupOut{Kh: kh}.Append(body[:0])
+	if err := s.ch.writev(hdr[:], body[:], nil); err != nil {
+		s.log.Warn("cuse: sending poll wake-up", "kh", kh, "err", err)
+	}
+}

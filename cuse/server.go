@@ -1,0 +1,288 @@
+package cuse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/cuse/internal/wire"
+)
+
+// DevicePath is the kernel's CUSE channel.
+const DevicePath = "/dev/cuse"
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("cuse: server closed")
+
+// Server serves one CUSE device on one channel.
+type Server struct {
+	ch     *channel
+	dev    Device
+	log    *slog.Logger
+	cfg    Config
+	minor  uint32 // negotiated protocol minor
+	bufLen int    // read buffer size the kernel requires
+
+	// base is the parent of every request context; cancelled on shutdown.
+	base       context.Context
+	cancelBase context.CancelCauseFunc
+
+	handlers sync.WaitGroup
+
+	mu       sync.Mutex
+	inflight map[uint64]*request // by unique
+	files    map[uint64]*file    // by fh
+	nextFh   uint64
+	serving  bool
+	closed   bool
+	done     chan struct{} // closed when Serve has shut down
+}
+
+// Causes of request context cancellation; they pick the client's errno.
+var (
+	errInterrupted = errors.New("interrupted by the client")
+	errShutdown    = errors.New("server shutting down")
+)
+
+// Open opens /dev/cuse and registers the device described by cfg. It
+// returns once the kernel accepted the registration, when the device node
+// exists (udev may still be adjusting its mode). Call Serve next.
+func Open(ctx context.Context, cfg Config, dev Device) (*Server, error) {
+	fd, err := unix.Open(DevicePath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s (is the cuse module loaded?): %w", DevicePath, err)
+	}
+	f := os.NewFile(uintptr(fd), DevicePath)
+	s, err := NewServer(ctx, f, cfg, dev)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// The kernel validates our CUSE_INIT reply inside our write and, on
+	// failure (a duplicate name, a busy device number), aborts the
+	// connection without failing the write. The class device exists iff
+	// it accepted; sysfs spells '/' as '!'.
+	sys := "/sys/class/cuse/" + sysfsName(cfg.DevName)
+	if _, err := os.Stat(sys); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("cuse init of %s: kernel rejected the device (name or number in use?): %w", cfg.DevName, err)
+	}
+	return s, nil
+}
+
+func sysfsName(devName string) string {
+	b := []byte(devName)
+	for i, c := range b {
+		if c == '/' {
+			b[i] = '!'
+		}
+	}
+	return string(b)
+}
+
+// NewServer performs the CUSE_INIT handshake on an already open channel f,
+// which must be in non-blocking mode (O_NONBLOCK) so that it is read through
+// Go's runtime poller. Package cusetest uses this with a socketpair. The
+// Server owns f from then on, also on error.
+func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ch, err := newChannel(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	base, cancel := context.WithCancelCause(context.Background())
+	s := &Server{
+		ch:         ch,
+		dev:        dev,
+		log:        cfg.Logger.With("dev", cfg.DevName),
+		cfg:        cfg,
+		bufLen:     max(wire.FUSE_MIN_READ_BUFFER, wire.SizeofMaxRequestHeader+int(cfg.MaxWrite)),
+		base:       base,
+		cancelBase: cancel,
+		inflight:   make(map[uint64]*request),
+		files:      make(map[uint64]*file),
+		done:       make(chan struct{}),
+	}
+	if err := s.init(ctx); err != nil {
+		cancel(errShutdown)
+		f.Close()
+		return nil, fmt.Errorf("cuse init of %s on %s: %w", cfg.DevName, f.Name(), err)
+	}
+	return s, nil
+}
+
+// ProtocolMinor is the FUSE protocol minor version agreed with the kernel.
+func (s *Server) ProtocolMinor() uint32 { return s.minor }
+
+// init reads CUSE_INIT, which the kernel queues as soon as the channel is
+// opened, and answers it.
+func (s *Server) init(ctx context.Context) error {
+	if dl, ok := ctx.Deadline(); ok {
+		s.ch.f.SetReadDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { s.ch.f.SetReadDeadline(time.Unix(1, 0)) })
+	buf := make([]byte, s.bufLen)
+	n, err := s.ch.read(buf)
+	stop()
+	s.ch.f.SetReadDeadline(time.Time{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for CUSE_INIT: %w", context.Cause(ctx))
+		}
+		return fmt.Errorf("reading CUSE_INIT: %w", err)
+	}
+	h, body, err := parseHeader(buf[:n])
+	if err != nil {
+		return err
+	}
+	if op := wire.Opcode(h.Opcode); op != wire.CUSE_INIT {
+		return fmt.Errorf("first request is %v, want CUSE_INIT", op)
+	}
+	in, err := wire.DecodeCuseInitIn(body)
+	if err != nil {
+		return err
+	}
+	if in.Major != wire.FUSE_KERNEL_VERSION || in.Minor < wire.CUSE_MIN_MINOR {
+		// The kernel aborts the connection on any error reply.
+		s.writeReply(h.Unique, -int32(unix.EPROTO), nil, nil)
+		return fmt.Errorf("kernel speaks FUSE %d.%d, want %d.%d or later",
+			in.Major, in.Minor, wire.FUSE_KERNEL_VERSION, wire.CUSE_MIN_MINOR)
+	}
+	s.minor = min(in.Minor, wire.FUSE_KERNEL_MINOR_VERSION)
+	out := wire.CuseInitOut{
+		Major:    wire.FUSE_KERNEL_VERSION,
+		Minor:    s.minor,
+		MaxRead:  s.cfg.MaxRead,
+		MaxWrite: s.cfg.MaxWrite,
+		DevMajor: s.cfg.Major,
+		DevMinor: s.cfg.Minor,
+		// Flags stay 0 (restricted ioctls): every ioctl is ENOTTY.
+	}
+	info := s.cfg.info()
+	body = out.Append(make([]byte, 0, wire.SizeofCuseInitOut))
+	if err := s.writeReply(h.Unique, 0, body, info); err != nil {
+		return fmt.Errorf("replying to CUSE_INIT: %w", err)
+	}
+	return nil
+}
+
+// parseHeader checks the framing of one message as read from the channel.
+// A message failing it cannot be answered safely (its unique may be
+// garbage), so it is dropped.
+func parseHeader(msg []byte) (fuse.InHeader, []byte, error) {
+	h, err := wire.DecodeInHeader(msg)
+	if err != nil {
+		return h, nil, err
+	}
+	if int(h.Length) != len(msg) {
+		return h, nil, fmt.Errorf("%v request: header length %d, read %d bytes", wire.Opcode(h.Opcode), h.Length, len(msg))
+	}
+	if h.Unique == 0 {
+		// A reply with unique 0 would be taken for a notification.
+		return h, nil, fmt.Errorf("%v request with unique 0", wire.Opcode(h.Opcode))
+	}
+	return h, msg[wire.SizeofInHeader:], nil
+}
+
+// Serve reads and serves requests until Close is called (it then returns
+// ErrServerClosed) or the channel fails (the kernel aborted the connection
+// or the other end went away). Before returning it cancels and waits for
+// every request in flight, so each has been answered, and releases the
+// handles of files still open.
+func (s *Server) Serve() error {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return ErrServerClosed
+	case s.serving:
+		s.mu.Unlock()
+		return errors.New("cuse: Serve called twice")
+	}
+	s.serving = true
+	s.mu.Unlock()
+
+	err := s.readLoop()
+	s.shutdown()
+	close(s.done)
+	return err
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) readLoop() error {
+	buf := make([]byte, s.bufLen)
+	for {
+		n, err := s.ch.read(buf)
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			// ENODEV or ECONNABORTED: the kernel aborted the connection
+			// (for example through /sys/class/cuse/*/abort).
+			return fmt.Errorf("cuse %s: reading requests: %w", s.cfg.DevName, err)
+		}
+		s.dispatch(buf[:n])
+	}
+}
+
+// Close stops Serve, which answers the requests in flight and releases open
+// files, then closes the channel; the kernel then removes the device node,
+// and clients still holding it open get ENOTCONN. Close must not be called
+// from a Device or Handle method. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.closed = true
+	serving := s.serving
+	s.mu.Unlock()
+	if serving {
+		// An expired deadline wakes the reader parked in the poller.
+		s.ch.f.SetReadDeadline(time.Unix(1, 0))
+		<-s.done
+	} else {
+		s.shutdown()
+		close(s.done)
+	}
+	if err := s.ch.f.Close(); err != nil {
+		return fmt.Errorf("cuse %s: closing channel: %w", s.cfg.DevName, err)
+	}
+	return nil
+}
+
+// shutdown answers every request in flight and releases the open files.
+func (s *Server) shutdown() {
+	s.cancelBase(errShutdown)
+	s.handlers.Wait()
+	s.mu.Lock()
+	files := s.files
+	s.files = make(map[uint64]*file)
+	s.mu.Unlock()
+	for _, f := range files {
+		// Not s.base: that is cancelled, and Release must still clean up.
+		f.release(context.Background())
+	}
+}

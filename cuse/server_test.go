@@ -1,0 +1,264 @@
+package cuse_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/cusetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestBlockedWriteDoesNotDelaySecondWrite(t *testing.T) {
+	d := newTestDev()
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+
+	blocked := f.WriteAsync(alice, []byte("block"))
+	d.awaitBlocked(t, blocked.Unique)
+
+	// Same handle, another thread: served while the first is stuck.
+	if n, errno := f.Write(cuse.Caller{Pid: 1235, Uid: 1000, Gid: 100}, []byte("hello")); errno != 0 || n != 5 {
+		t.Fatalf("second write = %d, %v; want 5, 0", n, errno)
+	}
+	if blocked.Answered() {
+		t.Fatal("blocked write answered before it was released")
+	}
+	if n, errno := f.Write(alice, []byte("unblock")); errno != 0 || n != 7 {
+		t.Fatalf("unblock = %d, %v", n, errno)
+	}
+	if r := blocked.Wait(); r.Errno != 0 || r.Size() != 5 {
+		t.Fatalf("released write = %d, %v; want 5, 0", r.Size(), r.Errno)
+	}
+}
+
+func TestInterruptCancelsOnlyThatRequest(t *testing.T) {
+	d := newTestDev()
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+
+	a := f.WriteAsync(alice, []byte("block"))
+	b := f.WriteAsync(alice, []byte("block"))
+	d.awaitBlocked(t, a.Unique)
+	d.awaitBlocked(t, b.Unique)
+
+	intr := k.Interrupt(a.Unique)
+	if r := a.Wait(); r.Errno != unix.EINTR {
+		t.Fatalf("interrupted write = %v, want EINTR", r.Errno)
+	}
+	k.Sync()
+	if b.Answered() {
+		t.Fatal("the other blocked write was answered too")
+	}
+	if intr.Answered() {
+		t.Fatalf("INTERRUPT of a known request was answered: %v", intr.Wait().Errno)
+	}
+
+	// An interrupt for a request the server does not know (already
+	// answered): EAGAIN, so that a real kernel would requeue it.
+	if r := k.Interrupt(a.Unique).Wait(); r.Errno != unix.EAGAIN {
+		t.Fatalf("INTERRUPT of an unknown request = %v, want EAGAIN", r.Errno)
+	}
+
+	f.Write(alice, []byte("unblock"))
+	if r := b.Wait(); r.Errno != 0 {
+		t.Fatalf("second write = %v", r.Errno)
+	}
+}
+
+func TestPollWakeUpOnce(t *testing.T) {
+	d := newTestDev()
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	other := mustOpen(t, k, alice, unix.O_RDWR)
+
+	// Readiness change before anyone polled: nothing to wake.
+	other.Write(alice, []byte("ready"))
+	k.Sync()
+	if n := len(k.Notifications()); n != 0 {
+		t.Fatalf("%d notifications without a registered poller", n)
+	}
+
+	revents, errno := f.Poll(alice, unix.POLLIN|unix.POLLOUT)
+	if errno != 0 || revents != unix.POLLOUT {
+		t.Fatalf("Poll = %#x, %v; want POLLOUT", revents, errno)
+	}
+	// The device wakes twice; the poller gets exactly one notification.
+	f.Write(alice, []byte("ready"))
+	k.Sync()
+	if got := drain(k); len(got) != 1 || got[0] != f.Kh {
+		t.Fatalf("notifications = %v, want exactly [%d]", got, f.Kh)
+	}
+	// Woken, the poller polls again and finds the file readable.
+	if revents, _ := f.Poll(alice, unix.POLLIN); revents != unix.POLLIN {
+		t.Fatalf("Poll after wake-up = %#x, want POLLIN", revents)
+	}
+
+	// A poll that does not ask to be notified registers nothing.
+	g := mustOpen(t, k, alice, unix.O_RDWR)
+	if r := g.PollAsync(alice, unix.POLLIN, 0).Wait(); r.Errno != 0 {
+		t.Fatalf("Poll: %v", r.Errno)
+	}
+	g.Write(alice, []byte("ready"))
+	k.Sync()
+	if got := drain(k); len(got) != 0 {
+		t.Fatalf("notifications %v for a poll without SCHEDULE_NOTIFY", got)
+	}
+}
+
+func drain(k *cusetest.Kernel) []uint64 {
+	var got []uint64
+	for {
+		select {
+		case kh := <-k.Notifications():
+			got = append(got, kh)
+		default:
+			return got
+		}
+	}
+}
+
+func TestNonblockIsPerRequest(t *testing.T) {
+	d := newTestDev()
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+
+	// fcntl(F_SETFL, O_NONBLOCK) after open: only the request tells.
+	f.SetFlags(unix.O_RDWR | unix.O_NONBLOCK)
+	if _, errno := f.Write(alice, []byte("wait")); errno != unix.EAGAIN {
+		t.Fatalf("non-blocking write = %v, want EAGAIN", errno)
+	}
+	if !d.lastWrite().Nonblock() {
+		t.Fatal("request did not carry O_NONBLOCK")
+	}
+	f.SetFlags(unix.O_RDWR)
+	p := f.WriteAsync(alice, []byte("wait"))
+	d.awaitBlocked(t, p.Unique)
+	if d.lastWrite().Nonblock() {
+		t.Fatal("request still carried O_NONBLOCK")
+	}
+	f.Write(alice, []byte("unblock"))
+	p.Wait()
+
+	// A file opened O_NONBLOCK is non-blocking from its first request on.
+	g := mustOpen(t, k, alice, unix.O_RDWR|unix.O_NONBLOCK)
+	if _, errno := g.Write(alice, []byte("wait")); errno != unix.EAGAIN {
+		t.Fatalf("write on an O_NONBLOCK open = %v, want EAGAIN", errno)
+	}
+}
+
+func TestReleaseWhileRequestsInFlight(t *testing.T) {
+	d := newTestDev()
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	g := mustOpen(t, k, alice, unix.O_RDWR)
+
+	onG := g.WriteAsync(alice, []byte("block"))
+	onF := f.WriteAsync(alice, []byte("block"))
+	d.awaitBlocked(t, onG.Unique)
+	d.awaitBlocked(t, onF.Unique)
+
+	if errno := f.Release(); errno != 0 {
+		t.Fatalf("Release = %v", errno)
+	}
+	if d.releasedCount() != 1 {
+		t.Fatalf("%d handles released, want 1", d.releasedCount())
+	}
+	if onG.Answered() || onF.Answered() {
+		t.Fatal("release answered other requests")
+	}
+	// The released fh is gone for new requests.
+	if _, errno := f.Write(alice, []byte("x")); errno != unix.EBADF {
+		t.Fatalf("write after release = %v, want EBADF", errno)
+	}
+	g.Write(alice, []byte("unblock"))
+	onG.Wait()
+	onF.Wait()
+}
+
+func TestUnsupportedRequests(t *testing.T) {
+	k := start(t, newTestDev())
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	if r := k.Send(cusetest.Header{Opcode: 9999, Caller: alice}).Wait(); r.Errno != unix.ENOSYS {
+		t.Fatalf("unknown opcode = %v, want ENOSYS", r.Errno)
+	}
+	// FLUSH never reaches CUSE, but if it did: ENOSYS too.
+	if r := k.Send(cusetest.Header{Opcode: 25, Caller: alice}, make([]byte, 24)).Wait(); r.Errno != unix.ENOSYS {
+		t.Fatalf("FLUSH = %v, want ENOSYS", r.Errno)
+	}
+	if errno := f.Ioctl(alice, 0x5401, 0); errno != unix.ENOTTY {
+		t.Fatalf("ioctl = %v, want ENOTTY", errno)
+	}
+}
+
+func TestCallerAndFlagsReachDevice(t *testing.T) {
+	d := newTestDev()
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR|unix.O_CLOEXEC)
+	bob := cuse.Caller{Pid: 77, Uid: 2000, Gid: 200}
+	f.Write(bob, []byte("x"))
+
+	d.mu.Lock()
+	open, write := d.opens[0], d.writes[0]
+	d.mu.Unlock()
+	if open.Caller != alice || open.Flags != unix.O_RDWR|unix.O_CLOEXEC {
+		t.Errorf("open request = %+v", open)
+	}
+	if write.Caller != bob || write.Flags != unix.O_RDWR|unix.O_CLOEXEC {
+		t.Errorf("write request = %+v", write)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	d := newTestDev()
+	d.openErr = unix.EBUSY
+	k := start(t, d)
+	if _, errno := k.Open(alice, unix.O_RDWR); errno != unix.EBUSY {
+		t.Fatalf("Open = %v, want EBUSY", errno)
+	}
+	d.mu.Lock()
+	d.openErr = nil
+	d.mu.Unlock()
+	f1 := mustOpen(t, k, alice, unix.O_RDWR)
+	f2 := mustOpen(t, k, alice, unix.O_RDWR)
+	if f1.Fh == f2.Fh {
+		t.Fatalf("two opens share fh %d", f1.Fh)
+	}
+}
+
+func TestReadWritePayload(t *testing.T) {
+	k := start(t, newTestDev())
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	data, errno := f.Read(alice, 64)
+	if errno != 0 || string(data) != "data" {
+		t.Fatalf("Read = %q, %v", data, errno)
+	}
+	big := make([]byte, cuse.DefaultMaxIO)
+	if n, errno := f.Write(alice, big); errno != 0 || n != len(big) {
+		t.Fatalf("max_write-sized write = %d, %v", n, errno)
+	}
+}
+
+func TestShutdownAnswersInFlightAndReleases(t *testing.T) {
+	d := newTestDev()
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	mustOpen(t, k, alice, unix.O_RDWR)
+	p := f.WriteAsync(alice, []byte("block"))
+	d.awaitBlocked(t, p.Unique)
+
+	if err := k.Close(); err != cuse.ErrServerClosed {
+		t.Fatalf("Serve returned %v, want ErrServerClosed", err)
+	}
+	// What the kernel answers for requests a daemon read but never
+	// answered when its channel closes.
+	if r := p.Wait(); r.Errno != unix.ECONNABORTED {
+		t.Fatalf("in-flight write at shutdown = %v, want ECONNABORTED", r.Errno)
+	}
+	if n := d.releasedCount(); n != 2 {
+		t.Fatalf("%d handles released at shutdown, want 2", n)
+	}
+}
