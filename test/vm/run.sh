@@ -41,7 +41,8 @@ while getopts ":t:o:w:rn:q:vi" opt; do
   case $opt in
     t) TIMEOUT=$OPTARG ;;
     o) OUT=$OPTARG KEEP=1 ;;
-    w) RW+=("$(realpath "$OPTARG")") ;;
+    w) [ -d "$OPTARG" ] || { say "-w $OPTARG: not a directory"; exit 2; }
+       RW+=("$(realpath "$OPTARG")") ;;
     r) RDMA=1 ;;
     n) NAME=$OPTARG ;;
     q) read -ra more <<< "$OPTARG"; EXTRA+=("${more[@]}") ;;
@@ -53,6 +54,10 @@ done
 shift $((OPTIND - 1))
 [ -n "$INTERACTIVE" ] || [ $# -gt 0 ] || usage
 
+# paths travel on the kernel command line, space- and comma-separated
+case "$HERE$CACHE${RW[*]:-}" in *[[:space:],]*)
+  say "paths with spaces or commas are not supported: $HERE, $CACHE ${RW[*]:-}"; exit 123 ;;
+esac
 command -v qemu-system-x86_64 >/dev/null || { say "qemu-system-x86_64 not installed: run 'make vm-setup'"; exit 123; }
 KVER=$(cat "$CACHE/kver" 2>/dev/null)
 for f in "$CACHE/vmlinux" "$CACHE/initramfs.cpio.gz" "$CACHE/lib/modules/$KVER/modules.dep"; do

@@ -19,6 +19,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${UCMD_VM_CACHE:-$REPO/.cache/vm}
 export DEBIAN_FRONTEND=noninteractive
+export PATH=$PATH:/usr/sbin:/sbin # depmod
 
 PKGS=(qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils rdma-core
   ibverbs-utils infiniband-diags libibumad-dev libibverbs-dev fuse3
@@ -45,7 +46,9 @@ install_packages() {
   [ "$(id -u)" = 0 ] || die "missing packages (${missing[*]}); run as root to install them"
   apt_update
   log "installing ${missing[*]}"
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    "${missing[@]}" >/dev/null ||
     die "apt-get install ${missing[*]} failed"
 }
 
