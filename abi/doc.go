@@ -12,7 +12,8 @@
 // LIDs, P_Keys and flow labels, CA GUIDs) are big-endian on the wire and hold
 // their numeric value in Go. User-space pointers (response, data, info, path…)
 // are plain uint64 values; the caller's memory is not this package's business.
-// Reserved bytes are not represented: Decode ignores them, Encode writes zeroes.
+// Reserved padding is not represented: Decode ignores it, Encode writes zeroes.
+// (ib_ucm_sidr_req's named reserved_pkey is kept as SIDRReq.ReservedPKey.)
 //
 // # Parsing a write()
 //

@@ -197,3 +197,30 @@ func TestBitStrings(t *testing.T) {
 		t.Errorf("present bits drifted")
 	}
 }
+
+// The send-side limits of ucm-abi.md §2.6.
+func TestLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		got, want int
+	}{
+		{"REQ", MaxReqPrivateData, 92},
+		{"MRA", MaxMRAPrivateData, 222},
+		{"REJ", MaxRejPrivateData, 148},
+		{"REJ ARI", MaxRejARI, 72},
+		{"REP", MaxRepPrivateData, 196},
+		{"RTU", MaxRTUPrivateData, 224},
+		{"DREQ", MaxDReqPrivateData, 220},
+		{"DREP", MaxDRepPrivateData, 224},
+		{"LAP", MaxLAPPrivateData, 168},
+		{"APR", MaxAPRPrivateData, 148},
+		{"APR info", MaxAPRInfo, 72},
+		{"SIDR_REQ", MaxSIDRReqPrivateData, 216},
+		{"SIDR_REP", MaxSIDRRepPrivateData, 136},
+		{"SIDR_REP info", MaxSIDRRepInfo, 72},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s limit = %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}

@@ -1,24 +1,24 @@
 package abi
 
-// Private-data and info limits of the IB CM messages (IB_CM_*_PRIVATE_DATA_SIZE
-// and friends in <rdma/ib_cm.h>): the CM fails a send whose len, data_len or
-// info_len exceeds them with EINVAL, and delivers exactly the private-data
-// size of the received message with every event that has private data.
-// The largest, 224, fits libibcm's 255-byte event buffers.
+// Private-data and info limits of the IB CM messages (<rdma/ib_cm.h>): the CM
+// fails a send whose len, data_len or info_len exceeds them with EINVAL, and
+// every received message with private data delivers exactly its area's size
+// (CMEvent.PrivateDataLen). The largest, 224, fits libibcm's 255-byte event
+// buffers.
 const (
-	ReqPrivateDataSize     = 92
-	MRAPrivateDataSize     = 222
-	RejPrivateDataSize     = 148
-	RepPrivateDataSize     = 196
-	RTUPrivateDataSize     = 224
-	DReqPrivateDataSize    = 220
-	DRepPrivateDataSize    = 224
-	LAPPrivateDataSize     = 168
-	APRPrivateDataSize     = 148
-	SIDRReqPrivateDataSize = 216
-	SIDRRepPrivateDataSize = 136
+	MaxReqPrivateData     = 92  // IB_CM_REQ_PRIVATE_DATA_SIZE
+	MaxMRAPrivateData     = 222 // IB_CM_MRA_PRIVATE_DATA_SIZE
+	MaxRejPrivateData     = 148 // IB_CM_REJ_PRIVATE_DATA_SIZE
+	MaxRepPrivateData     = 196 // IB_CM_REP_PRIVATE_DATA_SIZE
+	MaxRTUPrivateData     = 224 // IB_CM_RTU_PRIVATE_DATA_SIZE
+	MaxDReqPrivateData    = 220 // IB_CM_DREQ_PRIVATE_DATA_SIZE
+	MaxDRepPrivateData    = 224 // IB_CM_DREP_PRIVATE_DATA_SIZE
+	MaxLAPPrivateData     = 168 // IB_CM_LAP_PRIVATE_DATA_SIZE
+	MaxAPRPrivateData     = 148 // IB_CM_APR_PRIVATE_DATA_SIZE
+	MaxSIDRReqPrivateData = 216 // IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE
+	MaxSIDRRepPrivateData = 136 // IB_CM_SIDR_REP_PRIVATE_DATA_SIZE
 
-	RejARILength      = 72 // IB_CM_REJ_ARI_LENGTH
-	APRInfoLength     = 72 // IB_CM_APR_INFO_LENGTH
-	SIDRRepInfoLength = 72 // IB_CM_SIDR_REP_INFO_LENGTH
+	MaxRejARI      = 72 // IB_CM_REJ_ARI_LENGTH
+	MaxAPRInfo     = 72 // IB_CM_APR_INFO_LENGTH
+	MaxSIDRRepInfo = 72 // IB_CM_SIDR_REP_INFO_LENGTH
 )

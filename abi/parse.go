@@ -72,7 +72,8 @@ func NewCommand(c Cmd) Command {
 // to the bytes of one write(): shorter than the header, command number out of
 // range, or in+8 beyond the write all fail with EINVAL. (The EACCES check of
 // ib_safe_file_access comes before these and is the caller's, as is the EFAULT
-// a CUSE daemon cannot get.) The returned error wraps the unix.Errno.
+// a CUSE daemon cannot get.) The returned error wraps the unix.Errno; the
+// header then holds whatever could be decoded, for logging.
 func ParseHeader(b []byte) (Header, error) {
 	var h Header
 	if len(b) < HeaderSize {
@@ -98,7 +99,9 @@ func ParseHeader(b []byte) (Header, error) {
 // package documentation). Command 4 with in == 4 is ABI 4's ESTABLISH and
 // decodes as Notify{ID, IBEventCommEst}.
 //
-// On success the write is to return len(b), not HeaderSize+in.
+// On success the write is to return len(b), not HeaderSize+in. The command
+// is a new allocation; ParseHeader and Decode into a struct of one's own are
+// the allocation-free path (minding the ESTABLISH form).
 func ParseCommand(b []byte) (Header, Command, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
