@@ -1,0 +1,192 @@
+// Package umad drives real RDMA devices through the kernel's umad
+// interface (/dev/infiniband/umadN), the interface libibumad wraps: ports
+// and their tables come from sysfs, MADs go through read() and write() on
+// the umad device with P_Key index support enabled. Pure Go, no cgo.
+//
+// Receives run through the Go runtime's poller on one registered agent.
+// Sends use separate files, each with a send-only agent, because write()
+// holds the file's mutex while the kernel resolves a RoCE peer's MAC (up
+// to about a second) and read() on the same file would wait behind it.
+package umad
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/umad/uapi"
+)
+
+// DefaultLocalCAAckDelay stands in for ibv_query_device's
+// local_ca_ack_delay, which sysfs does not expose: 16 (4.096 µs × 2^16 ≈
+// 268 ms) is mlx5's value and the largest of mlx4 (15), mlx5 and rxe (15),
+// so timeouts derived from it err on the long side.
+const DefaultLocalCAAckDelay = 16
+
+// Defaults for Options.
+const (
+	DefaultSysfsRoot = "/sys"
+	DefaultDevDir    = "/dev/infiniband"
+	DefaultQueueLen  = 4096
+	DefaultSendFiles = 4
+)
+
+// Options configure discovery and endpoints. Zero fields take defaults.
+type Options struct {
+	SysfsRoot string // where sysfs is mounted
+	DevDir    string // where the umadN device nodes are
+	// LocalCAAckDelay overrides DefaultLocalCAAckDelay per device name.
+	LocalCAAckDelay map[string]uint8
+	// QueueLen bounds each endpoint's receive queue; MADs beyond it are
+	// dropped and counted.
+	QueueLen int
+	// SendFiles bounds the send files per endpoint: up to this many sends
+	// (to peers whose MAC is being resolved) proceed in parallel.
+	SendFiles int
+}
+
+func (o Options) withDefaults() Options {
+	if o.SysfsRoot == "" {
+		o.SysfsRoot = DefaultSysfsRoot
+	}
+	if o.DevDir == "" {
+		o.DevDir = DefaultDevDir
+	}
+	if o.QueueLen <= 0 {
+		o.QueueLen = DefaultQueueLen
+	}
+	if o.SendFiles <= 0 {
+		o.SendFiles = DefaultSendFiles
+	}
+	return o
+}
+
+// Device is an RDMA device found in sysfs; it implements hw.Device.
+type Device struct {
+	name     string
+	guid     uint64
+	ackDelay uint8
+	ports    []*Port
+}
+
+var _ hw.Device = (*Device)(nil)
+
+func (d *Device) Name() string           { return d.name }
+func (d *Device) NodeGUID() uint64       { return d.guid }
+func (d *Device) LocalCAAckDelay() uint8 { return d.ackDelay }
+
+func (d *Device) Ports() []hw.Port {
+	ps := make([]hw.Port, len(d.ports))
+	for i, p := range d.ports {
+		ps[i] = p
+	}
+	return ps
+}
+
+// Port is one port of a Device; it implements hw.Port.
+type Port struct {
+	dev  *Device
+	num  int
+	umad string // "umad0", or "" when ib_umad has no device for the port
+	sys  sysfs
+	opts Options
+}
+
+var _ hw.Port = (*Port)(nil)
+
+func (p *Port) Device() hw.Device { return p.dev }
+func (p *Port) Num() int          { return p.num }
+func (p *Port) String() string    { return fmt.Sprintf("%s port %d", p.dev.name, p.num) }
+
+// UMADPath is the device node of the port's umad device, or "".
+func (p *Port) UMADPath() string {
+	if p.umad == "" {
+		return ""
+	}
+	return filepath.Join(p.opts.DevDir, p.umad)
+}
+
+// Attr reads the port's attributes from sysfs afresh.
+func (p *Port) Attr() (hw.PortAttr, error) { return p.sys.portAttr(p.dev.name, p.num) }
+
+// Discover lists the RDMA devices in sysfs, sorted by name. No devices
+// (or no RDMA support at all) is not an error.
+func Discover(opts Options) ([]*Device, error) {
+	opts = opts.withDefaults()
+	sys := sysfs{root: opts.SysfsRoot}
+	ents, err := os.ReadDir(sys.path("infiniband"))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list RDMA devices: %w", err)
+	}
+	if err := sys.checkABI(); err != nil {
+		return nil, err
+	}
+	umads, err := sys.umadPorts()
+	if err != nil {
+		return nil, fmt.Errorf("list umad devices: %w", err)
+	}
+	var devs []*Device
+	for _, e := range ents {
+		d, err := discoverDevice(sys, opts, e.Name(), umads)
+		if err != nil {
+			return nil, err
+		}
+		devs = append(devs, d)
+	}
+	slices.SortFunc(devs, func(a, b *Device) int {
+		if a.name < b.name {
+			return -1
+		}
+		if a.name > b.name {
+			return 1
+		}
+		return 0
+	})
+	return devs, nil
+}
+
+func discoverDevice(sys sysfs, opts Options, name string, umads map[string]string) (*Device, error) {
+	d := &Device{name: name, ackDelay: DefaultLocalCAAckDelay}
+	if v, ok := opts.LocalCAAckDelay[name]; ok {
+		d.ackDelay = v
+	}
+	g, err := readTrim(sys.path("infiniband", name, "node_guid"))
+	if err != nil {
+		return nil, fmt.Errorf("read %s node GUID: %w", name, err)
+	}
+	if d.guid, err = parseGUID(g); err != nil {
+		return nil, fmt.Errorf("read %s node GUID: %w", name, err)
+	}
+	nums, err := tableIndexes(sys.path("infiniband", name, "ports"))
+	if err != nil {
+		return nil, fmt.Errorf("list %s ports: %w", name, err)
+	}
+	for _, n := range nums {
+		if n == 0 {
+			continue // switch port 0 has no CM
+		}
+		d.ports = append(d.ports, &Port{dev: d, num: n, umad: umads[name+"/"+strconv.Itoa(n)], sys: sys, opts: opts})
+	}
+	return d, nil
+}
+
+// checkABI refuses a umad ABI other than the one this package speaks.
+func (s sysfs) checkABI() error {
+	v, err := readTrim(s.path("infiniband_mad", "abi_version"))
+	if os.IsNotExist(err) {
+		return nil // ib_umad not loaded: OpenMAD will say so
+	}
+	if err != nil {
+		return fmt.Errorf("read umad ABI version: %w", err)
+	}
+	if v != strconv.Itoa(uapi.IB_USER_MAD_ABI_VERSION) {
+		return fmt.Errorf("umad ABI version %s, want %d", v, uapi.IB_USER_MAD_ABI_VERSION)
+	}
+	return nil
+}

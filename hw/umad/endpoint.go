@@ -1,0 +1,396 @@
+package umad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/umad/uapi"
+)
+
+// maxMADSize is the largest MAD umad can return (OPA); reading with a
+// smaller buffer would make read() fail and requeue the packet forever.
+const maxMADSize = 2048
+
+// Stats count what an endpoint dropped or refused.
+type Stats struct {
+	Received     uint64 // MADs queued for Recv
+	Overflow     uint64 // dropped: receive queue full
+	Malformed    uint64 // dropped: not a 256-byte MAD
+	SendFailures uint64 // failed sends the kernel handed back (status != 0)
+	Discarded    uint64 // unexpected packets read off the send files
+}
+
+// Endpoint is a MAD agent on a umad port; it implements hw.Endpoint.
+type Endpoint struct {
+	port     *Port
+	path     string
+	ll       hw.LinkLayer
+	rd       recvFile
+	openSend func() (*sendFile, error)
+
+	q        chan hw.Received
+	done     chan struct{} // closed by Close
+	readDone chan struct{} // closed when readLoop returns
+	failed   chan struct{} // closed when readLoop stops on an error
+	readErr  error         // set before failed is closed
+
+	mu     sync.Mutex
+	closed bool
+	idle   chan *sendFile
+	opened int
+
+	received, overflow, malformed, sendFailures, discarded atomic.Uint64
+}
+
+var _ hw.Endpoint = (*Endpoint)(nil)
+
+// sendFile is a umad file with a send-only agent, and its write buffer.
+type sendFile struct {
+	fd    int
+	agent uint32
+	buf   [uapi.SizeofUserMADHdr + maxMADSize]byte // sends use the first 320 bytes
+}
+
+// OpenMAD registers reg on the port's umad device. For the CM class the
+// error wraps hw.ErrCMClassInUse, naming the modules to unload, when the
+// kernel's ib_cm (or anyone else) already owns a requested method.
+func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
+	if reg.MgmtClass == 0 {
+		return nil, fmt.Errorf("open MAD agent on %s: management class 0 is reserved: %w", p, unix.EINVAL)
+	}
+	attr, err := p.Attr()
+	if err != nil {
+		return nil, err
+	}
+	fd, _, err := p.openAgent(reg, true)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := newRecvFile(fd, p.UMADPath())
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("open MAD agent on %s: %w", p, err)
+	}
+	openSend := func() (*sendFile, error) {
+		fd, agent, err := p.openAgent(hw.Registration{}, false)
+		if err != nil {
+			return nil, err
+		}
+		return &sendFile{fd: fd, agent: agent}, nil
+	}
+	// Open one send file now so that permission problems show up here.
+	first, err := openSend()
+	if err != nil {
+		rd.Interrupt()
+		rd.Close()
+		return nil, err
+	}
+	e := newEndpoint(p, attr.LinkLayer, rd, openSend)
+	e.opened = 1
+	e.idle <- first
+	return e, nil
+}
+
+func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFile, error)) *Endpoint {
+	o := p.opts.withDefaults()
+	e := &Endpoint{
+		port:     p,
+		path:     p.UMADPath(),
+		ll:       ll,
+		rd:       rd,
+		openSend: openSend,
+		q:        make(chan hw.Received, o.QueueLen),
+		done:     make(chan struct{}),
+		readDone: make(chan struct{}),
+		failed:   make(chan struct{}),
+		idle:     make(chan *sendFile, o.SendFiles),
+	}
+	go e.readLoop()
+	return e
+}
+
+// Stats returns the endpoint's counters.
+func (e *Endpoint) Stats() Stats {
+	return Stats{
+		Received:     e.received.Load(),
+		Overflow:     e.overflow.Load(),
+		Malformed:    e.malformed.Load(),
+		SendFailures: e.sendFailures.Load(),
+		Discarded:    e.discarded.Load(),
+	}
+}
+
+func (e *Endpoint) readLoop() {
+	defer close(e.readDone)
+	buf := make([]byte, uapi.SizeofUserMADHdr+maxMADSize)
+	for {
+		n, err := e.rd.Read(buf)
+		if err == nil && n == 0 {
+			err = io.EOF // umad never returns 0; don't spin if something does
+		}
+		if err != nil {
+			select {
+			case <-e.done:
+				return
+			default:
+			}
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+				continue
+			}
+			// EIO: the device went away (agents_dead). Anything else
+			// would repeat forever: stop and report it.
+			e.readErr = fmt.Errorf("umad read on %s (%s): %w", e.port, e.path, err)
+			close(e.failed)
+			return
+		}
+		e.deliver(buf[:n])
+	}
+}
+
+// deliver queues one packet read from the receive file.
+func (e *Endpoint) deliver(b []byte) {
+	var h uapi.UserMADHdr
+	if h.Unmarshal(b) != nil {
+		e.malformed.Add(1)
+		return
+	}
+	if h.Status != 0 {
+		// A send handed back with an error (ETIMEDOUT): only sends with
+		// timeout_ms > 0 come back, and we never make those.
+		e.sendFailures.Add(1)
+		return
+	}
+	if len(b)-uapi.SizeofUserMADHdr != hw.MADSize {
+		e.malformed.Add(1)
+		return
+	}
+	var r hw.Received
+	copy(r.MAD[:], b[uapi.SizeofUserMADHdr:])
+	r.Src = addressFromHdr(&h)
+	select {
+	case e.q <- r:
+		e.received.Add(1)
+	default:
+		e.overflow.Add(1)
+	}
+}
+
+// addressFromHdr is the sender as umad reports it; sending to it unchanged
+// answers the sender (the GRH's GID is the source GID, GIDIndex the local
+// GID the packet was addressed to).
+func addressFromHdr(h *uapi.UserMADHdr) hw.Address {
+	a := hw.Address{
+		LID:       h.LID,
+		SL:        h.SL,
+		PathBits:  h.PathBits,
+		QPN:       h.QPN,
+		QKey:      h.QKey,
+		PKeyIndex: h.PKeyIndex,
+	}
+	if h.GRHPresent != 0 {
+		a.GRH = &hw.GRH{
+			GID:          hw.GID(h.GID),
+			SGIDIndex:    h.GIDIndex,
+			HopLimit:     h.HopLimit,
+			TrafficClass: h.TrafficClass,
+			FlowLabel:    h.FlowLabel,
+		}
+	}
+	return a
+}
+
+// hdrForSend is the ib_user_mad_hdr of a send: no response expected
+// (timeout_ms 0, retries 0), because umad has no way to cancel a send
+// that waits for one; the CM core retransmits itself.
+func hdrForSend(agent uint32, dst *hw.Address) uapi.UserMADHdr {
+	h := uapi.UserMADHdr{
+		ID:        agent,
+		QPN:       dst.QPN,
+		QKey:      dst.QKey,
+		LID:       dst.LID,
+		SL:        dst.SL,
+		PathBits:  dst.PathBits,
+		PKeyIndex: dst.PKeyIndex,
+	}
+	if g := dst.GRH; g != nil {
+		h.GRHPresent = 1
+		h.GIDIndex = g.SGIDIndex
+		h.HopLimit = g.HopLimit
+		h.TrafficClass = g.TrafficClass
+		h.GID = g.GID
+		h.FlowLabel = g.FlowLabel
+	}
+	return h
+}
+
+func describe(a *hw.Address) string {
+	if a.GRH != nil {
+		return fmt.Sprintf("GID %v from GID index %d (LID %#x QPN %d)", a.GRH.GID, a.GRH.SGIDIndex, a.LID, a.QPN)
+	}
+	return fmt.Sprintf("LID %#x QPN %d", a.LID, a.QPN)
+}
+
+// Send writes mad to dst. On RoCE the kernel resolves the peer's MAC
+// inside write(), which can take about a second (and then fails with
+// ETIMEDOUT if nobody answers); that write cannot be interrupted, but it
+// holds only its own send file, never the receive side, and other sends
+// use other files (up to Options.SendFiles at once). EINVAL from the
+// kernel can mean a missing GRH or bad GID index, or that a MAD with the
+// same TID is still in flight.
+func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
+	if dst.GRH == nil && e.ll == hw.LinkEthernet {
+		return fmt.Errorf("umad send to %s on %s: RoCE needs a GRH: %w", describe(&dst), e.port, unix.EINVAL)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sf, err := e.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer e.release(sf)
+	h := hdrForSend(sf.agent, &dst)
+	h.MarshalTo(sf.buf[:])
+	copy(sf.buf[uapi.SizeofUserMADHdr:], mad[:])
+	for {
+		_, err = unix.Write(sf.fd, sf.buf[:uapi.SizeofUserMADHdr+hw.MADSize])
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("umad send to %s on %s: %w", describe(&dst), e.port, err)
+	}
+	return nil
+}
+
+// acquire takes an idle send file, opens another while under the limit,
+// or waits for one.
+func (e *Endpoint) acquire(ctx context.Context) (*sendFile, error) {
+	select {
+	case sf := <-e.idle:
+		return e.checkOpen(sf)
+	default:
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, hw.ErrClosed
+	}
+	if e.opened < cap(e.idle) {
+		e.opened++
+		e.mu.Unlock()
+		sf, err := e.openSend()
+		if err != nil {
+			e.mu.Lock()
+			e.opened--
+			e.mu.Unlock()
+			return nil, err
+		}
+		return sf, nil
+	}
+	e.mu.Unlock()
+	select {
+	case sf := <-e.idle:
+		return e.checkOpen(sf)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.done:
+		return nil, hw.ErrClosed
+	}
+}
+
+func (e *Endpoint) checkOpen(sf *sendFile) (*sendFile, error) {
+	select {
+	case <-e.done:
+		e.release(sf)
+		return nil, hw.ErrClosed
+	default:
+		return sf, nil
+	}
+}
+
+// release returns sf to the pool after discarding anything the kernel
+// queued on it: a send-only agent receives only responses to its own
+// requests, which the CM never makes, so such packets are noise.
+func (e *Endpoint) release(sf *sendFile) {
+	for {
+		fds := []unix.PollFd{{Fd: int32(sf.fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, 0); err != nil || n == 0 || fds[0].Revents&unix.POLLIN == 0 {
+			break
+		}
+		if _, err := unix.Read(sf.fd, sf.buf[:]); err != nil {
+			break
+		}
+		e.discarded.Add(1)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		unix.Close(sf.fd)
+		return
+	}
+	e.idle <- sf // never blocks: at most cap(idle) files exist
+}
+
+// Recv returns the next MAD; queued MADs are still returned after a read
+// error, which is reported once they are gone.
+func (e *Endpoint) Recv(ctx context.Context) (hw.Received, error) {
+	select {
+	case <-e.done:
+		return hw.Received{}, hw.ErrClosed
+	default:
+	}
+	select {
+	case r := <-e.q:
+		return r, nil
+	case <-ctx.Done():
+		return hw.Received{}, ctx.Err()
+	case <-e.done:
+		return hw.Received{}, hw.ErrClosed
+	case <-e.failed:
+		select {
+		case r := <-e.q:
+			return r, nil
+		default:
+			return hw.Received{}, e.readErr
+		}
+	}
+}
+
+// Close unregisters the agents (by closing their files) and wakes blocked
+// calls. A send blocked in the kernel finishes first; its file is closed
+// when it returns.
+func (e *Endpoint) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return hw.ErrClosed
+	}
+	e.closed = true
+	close(e.done)
+	for {
+		select {
+		case sf := <-e.idle:
+			unix.Close(sf.fd)
+			continue
+		default:
+		}
+		break
+	}
+	e.mu.Unlock()
+	e.rd.Interrupt()
+	<-e.readDone
+	if err := e.rd.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("close %s: %w", e.path, err)
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package umad
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ucmd/ucmd/hw"
+)
+
+// sysfs reads the RDMA classes under root (normally /sys).
+type sysfs struct{ root string }
+
+func (s sysfs) path(elem ...string) string {
+	return filepath.Join(append([]string{s.root, "class"}, elem...)...)
+}
+
+func readTrim(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// parseGUID parses "0002:c903:0010:1234".
+func parseGUID(s string) (uint64, error) {
+	h := strings.ReplaceAll(s, ":", "")
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != 8 || len(s) != 19 {
+		return 0, fmt.Errorf("malformed GUID %q", s)
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// parseGID parses "fe80:0000:0000:0000:5054:00ff:fe77:0001".
+func parseGID(s string) (hw.GID, error) {
+	var g hw.GID
+	b, err := hex.DecodeString(strings.ReplaceAll(s, ":", ""))
+	if err != nil || len(b) != 16 || len(s) != 39 {
+		return g, fmt.Errorf("malformed GID %q", s)
+	}
+	copy(g[:], b)
+	return g, nil
+}
+
+// parseHex16 parses "0x1a" (lid, sm_lid, pkeys).
+func parseHex16(s string) (uint16, error) {
+	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 16)
+	if err != nil {
+		return 0, fmt.Errorf("malformed hex value %q", s)
+	}
+	return uint16(v), nil
+}
+
+// parseState parses "4: ACTIVE".
+func parseState(s string) (hw.PortState, error) {
+	n, _, _ := strings.Cut(s, ":")
+	v, err := strconv.ParseUint(n, 10, 8)
+	if err != nil {
+		return 0, fmt.Errorf("malformed port state %q", s)
+	}
+	return hw.PortState(v), nil
+}
+
+func parseLinkLayer(s string) (hw.LinkLayer, error) {
+	switch s {
+	case "InfiniBand":
+		return hw.LinkInfiniBand, nil
+	case "Ethernet":
+		return hw.LinkEthernet, nil
+	}
+	return 0, fmt.Errorf("unknown link layer %q", s)
+}
+
+// parseGIDType maps gid_attrs/types/N. The kernel names RoCE v1 and IB
+// GIDs alike ("IB/RoCE v1"); the link layer tells them apart.
+func parseGIDType(s string, ll hw.LinkLayer) (hw.GIDType, error) {
+	switch s {
+	case "IB/RoCE v1":
+		if ll == hw.LinkEthernet {
+			return hw.GIDTypeRoCEv1, nil
+		}
+		return hw.GIDTypeIB, nil
+	case "RoCE v2":
+		return hw.GIDTypeRoCEv2, nil
+	}
+	return 0, fmt.Errorf("unknown GID type %q", s)
+}
+
+// tableIndexes lists the numeric entries of a sysfs table directory.
+func tableIndexes(dir string) ([]int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var idx []int
+	for _, e := range ents {
+		if i, err := strconv.Atoi(e.Name()); err == nil && i >= 0 {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	return idx, nil
+}
+
+// portAttr reads ports/<num> of device dev.
+func (s sysfs) portAttr(dev string, num int) (hw.PortAttr, error) {
+	var a hw.PortAttr
+	dir := s.path("infiniband", dev, "ports", strconv.Itoa(num))
+	read := func(name string) (string, error) { return readTrim(filepath.Join(dir, name)) }
+	fail := func(what string, err error) (hw.PortAttr, error) {
+		return hw.PortAttr{}, fmt.Errorf("read %s port %d %s: %w", dev, num, what, err)
+	}
+
+	ll, err := read("link_layer")
+	if err != nil {
+		return fail("link layer", err)
+	}
+	if a.LinkLayer, err = parseLinkLayer(ll); err != nil {
+		return fail("link layer", err)
+	}
+	st, err := read("state")
+	if err != nil {
+		return fail("state", err)
+	}
+	if a.State, err = parseState(st); err != nil {
+		return fail("state", err)
+	}
+	for _, f := range []struct {
+		name string
+		dst  *uint16
+	}{{"lid", &a.LID}, {"sm_lid", &a.SMLID}} {
+		v, err := read(f.name)
+		if err != nil {
+			return fail(f.name, err)
+		}
+		if *f.dst, err = parseHex16(v); err != nil {
+			return fail(f.name, err)
+		}
+	}
+	lmc, err := read("lid_mask_count")
+	if err != nil {
+		return fail("lid_mask_count", err)
+	}
+	v, err := strconv.ParseUint(lmc, 10, 3)
+	if err != nil {
+		return fail("lid_mask_count", fmt.Errorf("malformed LMC %q", lmc))
+	}
+	a.LMC = uint8(v)
+
+	if a.GIDs, err = s.gids(dir, a.LinkLayer); err != nil {
+		return fail("GID table", err)
+	}
+	if len(a.GIDs) > 0 && a.GIDs[0].Index == 0 {
+		a.SubnetPrefix = binary.BigEndian.Uint64(a.GIDs[0].GID[:8])
+	}
+	if a.PKeys, err = s.pkeys(dir); err != nil {
+		return fail("P_Key table", err)
+	}
+	return a, nil
+}
+
+// gids reads the populated GID entries. RoCE tables have holes: an empty
+// slot reads as the zero GID, or fails with EINVAL on newer kernels.
+func (s sysfs) gids(dir string, ll hw.LinkLayer) ([]hw.GIDEntry, error) {
+	idx, err := tableIndexes(filepath.Join(dir, "gids"))
+	if err != nil {
+		return nil, err
+	}
+	var out []hw.GIDEntry
+	for _, i := range idx {
+		n := strconv.Itoa(i)
+		v, err := readTrim(filepath.Join(dir, "gids", n))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || isEINVAL(err) {
+				continue
+			}
+			return nil, err
+		}
+		g, err := parseGID(v)
+		if err != nil {
+			return nil, fmt.Errorf("gids/%s: %w", n, err)
+		}
+		if g.IsZero() {
+			continue
+		}
+		e := hw.GIDEntry{Index: i, GID: g, Type: hw.GIDTypeIB}
+		if ll == hw.LinkEthernet {
+			e.Type = hw.GIDTypeRoCEv1
+		}
+		// Old kernels have no gid_attrs; the type then is the default.
+		if t, err := readTrim(filepath.Join(dir, "gid_attrs", "types", n)); err == nil {
+			if e.Type, err = parseGIDType(t, ll); err != nil {
+				return nil, fmt.Errorf("gid_attrs/types/%s: %w", n, err)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (s sysfs) pkeys(dir string) ([]uint16, error) {
+	idx, err := tableIndexes(filepath.Join(dir, "pkeys"))
+	if err != nil {
+		return nil, err
+	}
+	var out []uint16
+	for _, i := range idx {
+		if i != len(out) {
+			return nil, fmt.Errorf("pkeys/%d missing", len(out))
+		}
+		v, err := readTrim(filepath.Join(dir, "pkeys", strconv.Itoa(i)))
+		if err != nil {
+			return nil, err
+		}
+		p, err := parseHex16(v)
+		if err != nil {
+			return nil, fmt.Errorf("pkeys/%d: %w", i, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// umadPorts maps "device/port" to the umad device name (umadN).
+func (s sysfs) umadPorts() (map[string]string, error) {
+	ents, err := os.ReadDir(s.path("infiniband_mad"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, nil // ib_umad not loaded
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string)
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, "umad") {
+			continue // abi_version, issm devices live elsewhere
+		}
+		dev, err := readTrim(s.path("infiniband_mad", name, "ibdev"))
+		if err != nil {
+			return nil, fmt.Errorf("read %s ibdev: %w", name, err)
+		}
+		port, err := readTrim(s.path("infiniband_mad", name, "port"))
+		if err != nil {
+			return nil, fmt.Errorf("read %s port: %w", name, err)
+		}
+		m[dev+"/"+port] = name
+	}
+	return m, nil
+}

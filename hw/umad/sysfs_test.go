@@ -1,0 +1,259 @@
+package umad
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ucmd/ucmd/hw"
+)
+
+// tree writes files (path → content) under a temp dir and returns it.
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if strings.HasSuffix(p, "/") {
+			if err := os.MkdirAll(full, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+const zeroGID = "0000:0000:0000:0000:0000:0000:0000:0000\n"
+
+// fakeSysfs is a RoCE rxe0 like the test VM's and a two-port IB mlx5_0,
+// in the formats the kernel's sysfs prints.
+func fakeSysfs() map[string]string {
+	rxe := "class/infiniband/rxe0/"
+	mlx := "class/infiniband/mlx5_0/"
+	return map[string]string{
+		rxe + "node_guid":                      "5054:00ff:fe77:0001\n",
+		rxe + "ports/1/state":                  "4: ACTIVE\n",
+		rxe + "ports/1/lid":                    "0x0\n",
+		rxe + "ports/1/lid_mask_count":         "0\n",
+		rxe + "ports/1/sm_lid":                 "0x0\n",
+		rxe + "ports/1/link_layer":             "Ethernet\n",
+		rxe + "ports/1/gids/0":                 "fe80:0000:0000:0000:5054:00ff:fe77:0001\n",
+		rxe + "ports/1/gids/1":                 "0000:0000:0000:0000:0000:ffff:0a00:0001\n",
+		rxe + "ports/1/gids/2":                 zeroGID,
+		rxe + "ports/1/gids/3":                 "0000:0000:0000:0000:0000:ffff:0a00:0009\n",
+		rxe + "ports/1/gid_attrs/types/0":      "RoCE v2\n",
+		rxe + "ports/1/gid_attrs/types/1":      "RoCE v2\n",
+		rxe + "ports/1/gid_attrs/types/3":      "IB/RoCE v1\n",
+		rxe + "ports/1/pkeys/0":                "0xffff\n",
+		mlx + "node_guid":                      "0002:c903:0010:1234\n",
+		mlx + "ports/1/state":                  "4: ACTIVE\n",
+		mlx + "ports/1/lid":                    "0x12\n",
+		mlx + "ports/1/lid_mask_count":         "1\n",
+		mlx + "ports/1/sm_lid":                 "0x1\n",
+		mlx + "ports/1/link_layer":             "InfiniBand\n",
+		mlx + "ports/1/gids/0":                 "fe80:0000:0000:0000:0002:c903:0010:1235\n",
+		mlx + "ports/1/gids/1":                 zeroGID,
+		mlx + "ports/1/gid_attrs/types/0":      "IB/RoCE v1\n",
+		mlx + "ports/1/pkeys/0":                "0xffff\n",
+		mlx + "ports/1/pkeys/1":                "0x8001\n",
+		mlx + "ports/1/pkeys/2":                "0x0000\n",
+		mlx + "ports/2/state":                  "1: DOWN\n",
+		mlx + "ports/2/lid":                    "0x0\n",
+		mlx + "ports/2/lid_mask_count":         "0\n",
+		mlx + "ports/2/sm_lid":                 "0x0\n",
+		mlx + "ports/2/link_layer":             "InfiniBand\n",
+		mlx + "ports/2/gids/0":                 "fe80:0000:0000:0000:0002:c903:0010:1236\n",
+		mlx + "ports/2/pkeys/0":                "0xffff\n",
+		"class/infiniband_mad/abi_version":     "5\n",
+		"class/infiniband_mad/umad0/ibdev":     "rxe0\n",
+		"class/infiniband_mad/umad0/port":      "1\n",
+		"class/infiniband_mad/umad1/ibdev":     "mlx5_0\n",
+		"class/infiniband_mad/umad1/port":      "1\n",
+		"class/infiniband_mad/issm0/ibdev":     "rxe0\n", // not a umad device
+		"class/infiniband_mad/umad1/unrelated": "x\n",
+	}
+}
+
+func gid(t *testing.T, s string) hw.GID {
+	g, err := parseGID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestDiscover(t *testing.T) {
+	root := tree(t, fakeSysfs())
+	devs, err := Discover(Options{SysfsRoot: root, DevDir: "/dev/x", LocalCAAckDelay: map[string]uint8{"rxe0": 15}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 2 || devs[0].Name() != "mlx5_0" || devs[1].Name() != "rxe0" {
+		t.Fatalf("devices %v, want mlx5_0 and rxe0", devs)
+	}
+	mlx, rxe := devs[0], devs[1]
+	if mlx.NodeGUID() != 0x0002c90300101234 || rxe.NodeGUID() != 0x505400fffe770001 {
+		t.Errorf("node GUIDs %#x %#x", mlx.NodeGUID(), rxe.NodeGUID())
+	}
+	if mlx.LocalCAAckDelay() != DefaultLocalCAAckDelay || rxe.LocalCAAckDelay() != 15 {
+		t.Errorf("ack delays %d %d, want default and override", mlx.LocalCAAckDelay(), rxe.LocalCAAckDelay())
+	}
+	if len(mlx.Ports()) != 2 || mlx.ports[0].UMADPath() != "/dev/x/umad1" || mlx.ports[1].UMADPath() != "" {
+		t.Errorf("mlx5_0 ports %d, umad %q %q", len(mlx.Ports()), mlx.ports[0].UMADPath(), mlx.ports[1].UMADPath())
+	}
+
+	a, err := rxe.ports[0].Attr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []hw.GIDEntry{
+		{Index: 0, GID: gid(t, "fe80:0000:0000:0000:5054:00ff:fe77:0001"), Type: hw.GIDTypeRoCEv2},
+		{Index: 1, GID: gid(t, "0000:0000:0000:0000:0000:ffff:0a00:0001"), Type: hw.GIDTypeRoCEv2},
+		{Index: 3, GID: gid(t, "0000:0000:0000:0000:0000:ffff:0a00:0009"), Type: hw.GIDTypeRoCEv1},
+	}
+	if a.LinkLayer != hw.LinkEthernet || a.State != hw.PortActive || a.LID != 0 || a.SubnetPrefix != 0xfe80000000000000 {
+		t.Errorf("rxe0 port 1: %+v", a)
+	}
+	if len(a.GIDs) != len(want) {
+		t.Fatalf("rxe0 GIDs %v, want %v", a.GIDs, want)
+	}
+	for i := range want {
+		if a.GIDs[i] != want[i] {
+			t.Errorf("rxe0 GID %d: %+v, want %+v", i, a.GIDs[i], want[i])
+		}
+	}
+	if a.GIDs[1].GID.String() != "::ffff:10.0.0.1" {
+		t.Errorf("GID 1 reads as %v", a.GIDs[1].GID)
+	}
+
+	b, err := mlx.ports[0].Attr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.LinkLayer != hw.LinkInfiniBand || b.LID != 0x12 || b.LMC != 1 || b.SMLID != 1 ||
+		len(b.GIDs) != 1 || b.GIDs[0].Type != hw.GIDTypeIB || len(b.PKeys) != 3 || b.PKeys[1] != 0x8001 {
+		t.Errorf("mlx5_0 port 1: %+v", b)
+	}
+	if c, _ := mlx.ports[1].Attr(); c.State != hw.PortDown {
+		t.Errorf("mlx5_0 port 2 state %v", c.State)
+	}
+}
+
+func TestAttrIsFresh(t *testing.T) {
+	root := tree(t, fakeSysfs())
+	devs, err := Discover(Options{SysfsRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := devs[1].ports[0]
+	// An IP address goes away: its GID slot empties.
+	os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/1"), []byte(zeroGID), 0o644)
+	a, err := p.Attr()
+	if err != nil || len(a.GIDs) != 2 {
+		t.Fatalf("GIDs after removal %v (%v), want 2 entries", a.GIDs, err)
+	}
+}
+
+func TestDiscoverNoRDMA(t *testing.T) {
+	devs, err := Discover(Options{SysfsRoot: t.TempDir()})
+	if err != nil || devs != nil {
+		t.Fatalf("empty sysfs: %v, %v", devs, err)
+	}
+}
+
+func TestDiscoverErrors(t *testing.T) {
+	for name, c := range map[string]struct {
+		path, content, want string
+	}{
+		"node GUID": {"class/infiniband/rxe0/node_guid", "5054:00ff\n", "rxe0 node GUID"},
+		"ABI":       {"class/infiniband_mad/abi_version", "6\n", "ABI version 6"},
+	} {
+		files := fakeSysfs()
+		files[c.path] = c.content
+		_, err := Discover(Options{SysfsRoot: tree(t, files)})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error mentioning %q", name, err, c.want)
+		}
+	}
+	for name, c := range map[string]struct {
+		path, content, want string
+	}{
+		"state":      {"state", "ACTIVE\n", "rxe0 port 1 state"},
+		"link layer": {"link_layer", "Token Ring\n", "link layer"},
+		"GID":        {"gids/0", "fe80::1\n", "gids/0"},
+		"GID type":   {"gid_attrs/types/0", "RoCE v3\n", "gid_attrs/types/0"},
+		"P_Key":      {"pkeys/0", "ffffff\n", "pkeys/0"},
+		"LMC":        {"lid_mask_count", "9\n", "lid_mask_count"},
+	} {
+		files := fakeSysfs()
+		files["class/infiniband/rxe0/ports/1/"+c.path] = c.content
+		devs, err := Discover(Options{SysfsRoot: tree(t, files)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = devs[1].ports[0].Attr()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error mentioning %q", name, err, c.want)
+		}
+	}
+}
+
+func TestUnloadAdvice(t *testing.T) {
+	root := tree(t, map[string]string{
+		"module/ib_cm/holders/rdma_cm":     "",
+		"module/ib_cm/holders/ib_ipoib":    "",
+		"module/rdma_cm/holders/rdma_ucm":  "",
+		"module/rdma_cm/holders/ib_isert":  "",
+		"module/ib_isert/holders/":         "",
+		"module/rdma_ucm/holders/":         "",
+		"module/ib_ipoib/holders/":         "",
+		"module/ib_core/holders/ib_cm":     "",
+		"class/infiniband_mad/abi_version": "5",
+	})
+	p := &Port{dev: &Device{name: "rxe0"}, num: 1, umad: "umad0", sys: sysfs{root: root}, opts: Options{DevDir: "/dev/infiniband"}}
+	cm := hw.Registration{MgmtClass: 0x07, ClassVersion: 2, Methods: []uint8{3}}
+	err := p.registerError(cm, p.UMADPath(), errnoEINVAL)
+	if !errors.Is(err, hw.ErrCMClassInUse) || !errors.Is(err, errnoEINVAL) {
+		t.Fatalf("%v: want ErrCMClassInUse wrapping EINVAL", err)
+	}
+	for _, want := range []string{
+		"modprobe -r ib_ipoib ib_isert rdma_ucm rdma_cm ib_cm",
+		"rxe0 port 1", "/dev/infiniband/umad0", "class 0x7", "methods [0x3]",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	// Without ib_cm as a module, the advice still names the usual suspects.
+	p.sys.root = t.TempDir()
+	if err := p.registerError(cm, "x", errnoEINVAL); !strings.Contains(err.Error(), "modprobe -r rdma_ucm rdma_cm ib_cm") {
+		t.Errorf("without module info: %v", err)
+	}
+	// Other classes and other errors are passed through.
+	if err := p.registerError(hw.Registration{MgmtClass: 0x04}, "x", errnoEINVAL); errors.Is(err, hw.ErrCMClassInUse) {
+		t.Errorf("class 4: %v", err)
+	}
+	if err := p.registerError(cm, "x", errnoEPERM); errors.Is(err, hw.ErrCMClassInUse) || !errors.Is(err, errnoEPERM) {
+		t.Errorf("EPERM: %v", err)
+	}
+}
+
+func TestOpenMADWithoutUMAD(t *testing.T) {
+	devs, err := Discover(Options{SysfsRoot: tree(t, fakeSysfs())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = devs[0].ports[1].OpenMAD(hw.Registration{MgmtClass: 0x07, ClassVersion: 2, Methods: []uint8{3}})
+	if err == nil || !strings.Contains(err.Error(), "is ib_umad loaded") {
+		t.Errorf("OpenMAD on a port without umad: %v", err)
+	}
+}
