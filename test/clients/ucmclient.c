@@ -586,9 +586,10 @@ static int dump_commands(void)
 	dev.abi = 4;
 	ucm_notify(7, UCM_EVENT_COMM_EST);
 	dev.abi = 5;
+	uint64_t p_data = uptr(pd), p_path = uptr(&path); /* fixed order */
 	struct ib_ucm_req req = {
 		.id = 7, .qpn = 0x123456, .qp_type = UCM_QPT_RC, .psn = 0xabcdef,
-		.sid = htobe64(0x1000), .data = uptr(pd), .primary_path = uptr(&path), .len = 4,
+		.sid = htobe64(0x1000), .data = p_data, .primary_path = p_path, .len = 4,
 		.responder_resources = 4, .initiator_depth = 2, .remote_cm_response_timeout = 20,
 		.local_cm_response_timeout = 20, .retry_count = 5, .rnr_retry_count = 6,
 		.max_cm_retries = 5,

@@ -1,0 +1,20 @@
+# test/clients/clients.mk — include from the top-level Makefile:
+#     include test/clients/clients.mk
+#     check: ... clients clients-selftest
+# Needs gcc and libibverbs-dev. Builds $(BIN)/ucmclient.
+
+BIN ?= bin
+UCMCLIENT_CC ?= gcc
+UCMCLIENT_CFLAGS ?= -O2 -Wall -Wextra -Werror -std=gnu11
+
+.PHONY: clients clients-selftest
+
+clients: $(BIN)/ucmclient
+
+$(BIN)/ucmclient: test/clients/ucmclient.c test/clients/ucm_abi.h
+	@mkdir -p $(BIN)
+	$(UCMCLIENT_CC) $(UCMCLIENT_CFLAGS) -o $@ test/clients/ucmclient.c -libverbs -lpthread
+
+# No RDMA, no daemon needed: layouts, wire images, argument parsing, discovery.
+clients-selftest: $(BIN)/ucmclient
+	test/clients/selftest.sh $(BIN)/ucmclient

@@ -1,0 +1,126 @@
+#!/bin/sh
+# ucmclient self-test: no RDMA hardware and no ucmd needed.
+#   test/clients/selftest.sh [path/to/ucmclient]   (default: build into a temp dir)
+# Checks: the ABI layouts (compile-time asserts, by building), the exact wire
+# image of every command, argument parsing, libibcm-style discovery
+# (SYSFS_PATH for abi_version; /sys/class/infiniband_cm/ucmN/ibdev in a private
+# mount namespace when run as root), and what is written to the device node.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+if [ $# -ge 1 ]; then
+	bin=$1
+else
+	bin=$tmp/ucmclient
+	"$here/build.sh" "$bin" || { echo "FAIL: build"; exit 1; }
+fi
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+
+# run NAME WANT_RC WANT_TEXT CMD... : exit status and a substring of stdout+stderr
+run() {
+	name=$1 want_rc=$2 want_text=$3
+	shift 3
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ "$rc" != "$want_rc" ]; then
+		bad "$name: exit $rc, want $want_rc; output: $out"
+	elif [ -n "$want_text" ] && ! printf '%s' "$out" | grep -qF -- "$want_text"; then
+		bad "$name: output lacks '$want_text'; got: $out"
+	else
+		ok "$name"
+	fi
+}
+
+# 1. Wire images (docs/ucm-abi.md §2.2 worked examples and §2.4 offsets).
+#    Pointers are the fake values 0x11000000000000N0.
+cat > "$tmp/wire.golden" <<'G'
+CREATE_ID 24: 00 00 00 00 10 00 04 00 88 77 66 55 44 33 22 11 10 00 00 00 00 00 00 11
+DESTROY_ID 24: 01 00 00 00 10 00 04 00 10 00 00 00 00 00 00 11 07 00 00 00 00 00 00 00
+ATTR_ID 24: 02 00 00 00 10 00 18 00 10 00 00 00 00 00 00 11 07 00 00 00 00 00 00 00
+LISTEN 32: 03 00 00 00 18 00 00 00 00 00 00 00 00 00 10 00 00 00 00 00 00 00 00 00 07 00 00 00 00 00 00 00
+NOTIFY 16: 04 00 00 00 08 00 00 00 07 00 00 00 04 00 00 00
+NOTIFY 12: 04 00 00 00 04 00 00 00 07 00 00 00
+SEND_REQ 72: 05 00 00 00 40 00 00 00 07 00 00 00 56 34 12 00 02 00 00 00 ef cd ab 00 00 00 00 00 00 00 10 00 10 00 00 00 00 00 00 11 20 00 00 00 00 00 00 11 00 00 00 00 00 00 00 00 04 00 04 02 14 00 14 05 06 05 00 00 00 00 00 00
+SEND_REP 48: 06 00 00 00 28 00 00 00 11 22 33 44 55 66 77 88 10 00 00 00 00 00 00 11 08 00 00 00 21 43 65 00 11 11 11 00 04 02 04 14 00 00 05 00 00 00 00 00
+SEND_RTU 24: 07 00 00 00 10 00 00 00 10 00 00 00 00 00 00 11 07 00 00 00 04 00 00 00
+SEND_DREQ 24: 08 00 00 00 10 00 00 00 10 00 00 00 00 00 00 11 07 00 00 00 04 00 00 00
+SEND_DREP 24: 09 00 00 00 10 00 00 00 00 00 00 00 00 00 00 00 08 00 00 00 00 00 00 00
+GET_EVENT 40: 10 00 00 00 20 00 c0 00 10 00 00 00 00 00 00 11 20 00 00 00 00 00 00 11 30 00 00 00 00 00 00 11 ff ff 00 00 00 00 00 00
+INIT_QP_ATTR 24: 11 00 00 00 10 00 90 00 10 00 00 00 00 00 00 11 07 00 00 00 02 00 00 00
+G
+if "$bin" --dump-commands > "$tmp/wire.out" 2>&1 && cmp -s "$tmp/wire.golden" "$tmp/wire.out"; then
+	ok "wire images of CREATE_ID..INIT_QP_ATTR (ABI 5, NOTIFY also ABI 4)"
+else
+	bad "wire images differ:"; diff "$tmp/wire.golden" "$tmp/wire.out"
+fi
+
+# 2. Argument parsing.
+run "help" 0 "usage:" "$bin" -h
+run "no mode" 2 "exactly one of" "$bin"
+run "both modes" 2 "exactly one of" "$bin" -c -l 0x1000 -g fe80::1
+run "client without -g" 2 "remote GID" "$bin" -c
+run "bad GID" 2 "bad remote GID" "$bin" -c -g nonsense
+run "no-verbs client without -G" 2 "local GID" "$bin" -c -g fe80::1 --no-verbs
+run "bad count" 2 "bad count" "$bin" -l 0x1000 -n x
+run "bad service id" 2 "bad service id" "$bin" -l 12zz
+run "bad mtu" 2 "bad mtu" "$bin" -c -g fe80::1 --mtu 9
+run "stray argument" 2 "unexpected argument" "$bin" -l 0x1000 extra
+run "unknown option" 2 "usage:" "$bin" --frobnicate
+
+# 3. Discovery, libibcm style. abi_version via SYSFS_PATH.
+mkdir -p "$tmp/sys3/class/infiniband_cm" "$tmp/sys5/class/infiniband_cm" "$tmp/sysnone"
+echo 3 > "$tmp/sys3/class/infiniband_cm/abi_version"
+echo 5 > "$tmp/sys5/class/infiniband_cm/abi_version"
+run "abi_version 3 refused" 1 "kernel ABI version 3 doesn't match library version 5" \
+	env SYSFS_PATH="$tmp/sys3//" "$bin" -l 0x1000 --no-verbs -d nosuchdev0
+run "abi_version unreadable: warning, then no ucm device" 1 "couldn't read ABI version" \
+	env SYSFS_PATH="$tmp/sysnone" "$bin" -l 0x1000 --no-verbs -d nosuchdev0
+run "no ucm device" 1 "no ucm device for nosuchdev0" \
+	env SYSFS_PATH="$tmp/sys5" "$bin" -l 0x1000 --no-verbs -d nosuchdev0
+run "-D missing node" 1 "open $tmp/nonexistent: errno 2" \
+	"$bin" -l 0x1000 --no-verbs -D "$tmp/nonexistent"
+
+# 4. -D on a regular file: the first write is a CREATE_ID, the file keeps its
+#    bytes, and the client notices that no response was written.
+: > "$tmp/node"
+run "-D regular file: response not written" 1 "CREATE_ID: write succeeded but the device did not write the 4-byte response" \
+	"$bin" -l 0x1000 --no-verbs -D "$tmp/node"
+hdr=$(od -An -tx1 -N8 "$tmp/node" | tr -s ' ' | sed 's/^ //;s/ $//')
+size=$(wc -c < "$tmp/node" | tr -d ' ')
+if [ "$hdr" = "00 00 00 00 10 00 04 00" ] && [ "$size" = 24 ]; then
+	ok "CREATE_ID written as one 24-byte write"
+else
+	bad "node holds $size bytes, header '$hdr'"
+fi
+
+# 5. The hard-coded /sys/class/infiniband_cm/ucmN/ibdev scan, in a private
+#    mount namespace (root + unshare only; nothing is visible outside it).
+if [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs none /sys/class && mount -t tmpfs none /dev' 2>/dev/null; then
+	cat > "$tmp/ns.sh" <<NS
+set -e
+mount --make-rprivate /
+mount -t tmpfs none /sys/class
+mkdir -p /sys/class/infiniband_cm/ucm0 /sys/class/infiniband_cm/ucm3
+echo 5 > /sys/class/infiniband_cm/abi_version
+echo other0 > /sys/class/infiniband_cm/ucm0/ibdev
+echo fake3 > /sys/class/infiniband_cm/ucm3/ibdev
+mount -t tmpfs none /dev
+mkdir /dev/infiniband
+: > /dev/infiniband/ucm3
+"$bin" -l 0x1000 --no-verbs -d fake3 -v 2>&1 || true
+echo "bytes=\$(wc -c < /dev/infiniband/ucm3)"
+"$bin" -l 0x1000 --no-verbs -d absent9 2>&1 || true
+NS
+	out=$(unshare -m sh "$tmp/ns.sh" 2>&1)
+	for want in "fake3 is ucm3" "opened /dev/infiniband/ucm3" "bytes=24" "no ucm device for absent9"; do
+		if printf '%s' "$out" | grep -qF "$want"; then ok "ibdev scan: $want"; else bad "ibdev scan: no '$want' in: $out"; fi
+	done
+else
+	echo "skip ibdev scan in a mount namespace (needs root, unshare and mount)"
+fi
+
+echo "selftest: $pass passed, $fail failed"
+[ "$fail" = 0 ]
