@@ -1,0 +1,109 @@
+package cmcore
+
+import (
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestListen(t *testing.T) {
+	type listen struct {
+		sid, mask uint64
+		err       error
+	}
+	cases := []struct {
+		name  string
+		calls []listen
+	}{
+		{"exact and distinct", []listen{{0x10, 0, nil}, {0x11, 0, nil}}},
+		{"same sid", []listen{{0x10, 0, nil}, {0x10, 0, unix.EBUSY}}},
+		{"mask covers exact", []listen{{0x10, 0xF0, nil}, {0x11, 0, unix.EBUSY}}},
+		{"exact inside mask", []listen{{0x11, 0, nil}, {0x10, 0xF0, unix.EBUSY}}},
+		{"disjoint masks", []listen{{0x10, 0xF0, nil}, {0x20, 0xF0, nil}}},
+		{"sid pre-masked", []listen{{0x1F, 0xF0, nil}, {0x10, 0, unix.EBUSY}}},
+		{"CM-assigned range", []listen{{AssignServiceID + 1, 0, unix.EINVAL}}},
+		{"assign twice", []listen{{AssignServiceID, 0, nil}, {AssignServiceID, 0, nil}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			for i, l := range c.calls {
+				err := h.newID().Listen(l.sid, l.mask)
+				if (l.err == nil) != (err == nil) || (l.err != nil && !errors.Is(err, l.err)) {
+					t.Fatalf("call %d Listen(%#x, %#x) = %v, want %v", i, l.sid, l.mask, err, l.err)
+				}
+			}
+		})
+	}
+}
+
+func TestListenAssignServiceID(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.newID(), h.newID()
+	must(t, a.Listen(AssignServiceID, 0))
+	must(t, b.Listen(AssignServiceID, ^uint64(0)))
+	if got := a.Attr(); got.ServiceID != AssignServiceID || got.ServiceMask != ^uint64(0) {
+		t.Errorf("first assigned %+v, want the ASSIGN constant itself, mask all-ones", got)
+	}
+	if got := b.Attr(); got.ServiceID != AssignServiceID+1 {
+		t.Errorf("second assigned %#x, want %#x", got.ServiceID, AssignServiceID+1)
+	}
+}
+
+func TestListenReleasedOnDestroy(t *testing.T) {
+	h := newHarness(t)
+	a := h.newID()
+	must(t, a.Listen(0x10, 0))
+	a.Destroy()
+	must(t, h.newID().Listen(0x10, 0))
+	if err := a.Listen(0x20, 0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Listen on a destroyed id = %v, want EINVAL", err)
+	}
+}
+
+func TestSendREQValidation(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*ReqParams)
+		want unix.Errno
+	}{
+		{"no primary path", func(p *ReqParams) { p.Primary = nil }, unix.EINVAL},
+		{"UD QP", func(p *ReqParams) { p.QPType = 4 }, unix.EINVAL},
+		{"XRC target QP", func(p *ReqParams) { p.QPType = QPTypeXRCTgt }, unix.EINVAL},
+		{"alternate P_Key differs", func(p *ReqParams) { a := *p.Primary; a.PKey = 0x8001; p.Alternate = &a }, unix.EINVAL},
+		{"alternate MTU differs", func(p *ReqParams) { a := *p.Primary; a.MTU = 3; p.Alternate = &a }, unix.EINVAL},
+		{"peer to peer", func(p *ReqParams) { p.PeerToPeer = true }, unix.EINVAL},
+		{"SGID not local", func(p *ReqParams) { p.Primary.SGID[15] = 0x55 }, unix.EINVAL},
+		{"P_Key not in table", func(p *ReqParams) { p.Primary.PKey = 0x1234 }, unix.ENOENT},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			id := h.newID()
+			p := testReqParams()
+			c.mod(p)
+			if err := id.SendREQ(p); !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			if s, _ := id.State(); s != StateIdle {
+				t.Errorf("state %v after a refused REQ", s)
+			}
+			none(t, h.sent())
+		})
+	}
+}
+
+func TestCommIDsCyclicAndScrambled(t *testing.T) {
+	h := newHarness(t)
+	a := h.newID()
+	first := a.localID
+	a.Destroy()
+	b := h.newID()
+	if b.localID == first {
+		t.Fatal("a freed comm ID was reused immediately")
+	}
+	if first == 0 || first == 1 || first^h.cm.ids.operand != 0 {
+		t.Errorf("first comm ID %#x is not counter XOR operand %#x", first, h.cm.ids.operand)
+	}
+}
