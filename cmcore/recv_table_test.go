@@ -17,7 +17,7 @@ type rxOK struct {
 }
 
 func ev(after string, e EventType) rxOK { return rxOK{after: after, event: e, hasEv: true} }
-func reply(attr uint16) rxOK          { return rxOK{reply: attr} }
+func reply(attr uint16) rxOK            { return rxOK{reply: attr} }
 
 type rxRow struct {
 	name string
