@@ -35,7 +35,7 @@ CACHE=${UCMD_VM_CACHE:-$REPO/.cache/vm}
 usage() { sed -n '6,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 say() { echo "vm: $*" >&2; }
 
-TIMEOUT=600 OUT= KEEP= RDMA= NAME=ucmd-vm VERBOSE= INTERACTIVE=
+TIMEOUT=600 OUT='' KEEP='' RDMA='' NAME=ucmd-vm VERBOSE='' INTERACTIVE=
 RW=() EXTRA=()
 while getopts ":t:o:w:rn:q:vi" opt; do
   case $opt in
@@ -61,7 +61,10 @@ esac
 command -v qemu-system-x86_64 >/dev/null || { say "qemu-system-x86_64 not installed: run 'make vm-setup'"; exit 123; }
 KVER=$(cat "$CACHE/kver" 2>/dev/null)
 for f in "$CACHE/vmlinux" "$CACHE/initramfs.cpio.gz" "$CACHE/lib/modules/$KVER/modules.dep"; do
-  [ -n "$KVER" ] && [ -f "$f" ] || { say "VM cache incomplete (${f#"$CACHE"/}): run 'make vm-setup'"; exit 123; }
+  if [ -z "$KVER" ] || [ ! -f "$f" ]; then
+    say "VM cache incomplete (${f#"$CACHE"/}): run 'make vm-setup'"
+    exit 123
+  fi
 done
 
 # One VM at a time on this machine: TCG guests saturate the cores, and
@@ -99,6 +102,7 @@ append+=" ucmdvm.moddir=$CACHE/lib/modules/$KVER ucmdvm.name=$NAME"
 [ -n "$rwlist" ] && append+=" ucmdvm.rw=$rwlist"
 [ -n "$INTERACTIVE" ] && append+=" ucmdvm.interactive=1"
 
+# shellcheck disable=SC2054 # the commas are qemu's
 qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max
   -smp "${UCMD_VM_SMP:-2}" -m "${UCMD_VM_MEM:-2048}"
   -nodefaults -no-user-config -display none -no-reboot
@@ -112,7 +116,8 @@ qemu+=("${EXTRA[@]}" -append "$append")
 
 # timeout puts qemu in its own process group, out of reach of a Ctrl-C or of
 # a killed parent: stop it explicitly rather than leave a VM spinning
-qpid=
+qpid=''
+# shellcheck disable=SC2317 # invoked by the trap
 stop() {
   trap - INT TERM HUP
   [ -n "$qpid" ] && kill -TERM "$qpid" 2>/dev/null && wait "$qpid"

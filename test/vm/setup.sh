@@ -23,10 +23,12 @@ export PATH=$PATH:/usr/sbin:/sbin # depmod
 
 PKGS=(qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils rdma-core
   ibverbs-utils infiniband-diags libibumad-dev libibverbs-dev fuse3
-  libfuse3-dev pkg-config gcc libc6-dev util-linux coreutils)
+  libfuse3-dev pkg-config gcc libc6-dev util-linux coreutils shellcheck)
 
 log() { echo "vm-setup: $*" >&2; }
 die() { echo "vm-setup: error: $*" >&2; exit 1; }
+# first GLOB... prints the first existing path a glob expanded to
+first() { local f; for f in "$@"; do [ -e "$f" ] && { echo "$f"; return; }; done; return 0; }
 
 updated=
 apt_update() {
@@ -69,13 +71,13 @@ fetch_kernel() {
   fi
   if [ -z "$kpkg" ]; then
     # offline and no lists: keep whatever kernel the cache already has
-    deb=$(ls "$CACHE"/dl/linux-image-*.deb 2>/dev/null | head -1)
+    deb=$(first "$CACHE"/dl/linux-image-*.deb)
     [ -n "$deb" ] || die "cannot resolve linux-image-amd64 (no apt lists?) and no cached kernel"
     log "cannot resolve linux-image-amd64; using cached $(basename "$deb")"
     echo "$deb"; return
   fi
   mkdir -p "$CACHE/dl"
-  deb=$(ls "$CACHE/dl/${kpkg}"_*_amd64.deb 2>/dev/null | head -1)
+  deb=$(first "$CACHE/dl/${kpkg}"_*_amd64.deb)
   if [ -z "$deb" ]; then
     log "downloading $kpkg"
     if ! (cd "$CACHE/dl" && apt-get download -qq -o APT::Sandbox::User=root "$kpkg" >&2); then
@@ -85,7 +87,8 @@ fetch_kernel() {
       kpkg=$(resolve_kpkg)
       (cd "$CACHE/dl" && apt-get download -qq -o APT::Sandbox::User=root "$kpkg" >&2) || die "apt-get download $kpkg failed"
     fi
-    deb=$(ls "$CACHE/dl/${kpkg}"_*_amd64.deb | head -1)
+    deb=$(first "$CACHE/dl/${kpkg}"_*_amd64.deb)
+    [ -n "$deb" ] || die "apt-get download $kpkg left no .deb in $CACHE/dl"
     # an older ABI's .deb is dead weight now
     find "$CACHE/dl" -name 'linux-image-*.deb' ! -path "$deb" -delete
   fi
@@ -108,9 +111,9 @@ closure() {
 
 # build_tree DEB KVER: unpack, prune to modules.list, depmod, vmlinux.
 build_tree() {
-  local deb=$1 kver=$2 tmp f off
+  local deb=$1 kver=$2 tmp f off want kos
   tmp=$CACHE/unpack
-  rm -rf "$tmp" "$CACHE/lib" "$CACHE/vmlinux"
+  rm -rf "$tmp" "${CACHE:?}/lib" "$CACHE/vmlinux"
   log "unpacking $(basename "$deb")"
   dpkg-deb -x "$deb" "$tmp"
   # the .deb ships no modules.dep; the closure below needs one
@@ -118,7 +121,8 @@ build_tree() {
   mkdir -p "$CACHE/lib/modules/$kver"
   cp -p "$tmp/lib/modules/$kver"/modules.{order,builtin,builtin.modinfo} \
     "$CACHE/lib/modules/$kver/"
-  mapfile -t kos < <(closure "$tmp" "$kver" $(names "$HERE/modules.list") $(names "$HERE/initramfs.list"))
+  mapfile -t want < <(names "$HERE/modules.list"; names "$HERE/initramfs.list")
+  mapfile -t kos < <(closure "$tmp" "$kver" "${want[@]}")
   for f in "${kos[@]}"; do
     mkdir -p "$CACHE/$(dirname "$f")"
     cp -p "$tmp/$f" "$CACHE/$f"
@@ -138,13 +142,14 @@ build_tree() {
 # build_initramfs KVER: busybox, init, and the initramfs.list closure in load
 # order (mods/order), so init needs no module names of its own.
 build_initramfs() {
-  local kver=$1 t f bb
+  local kver=$1 t f bb want
   bb=$(command -v busybox) || die "busybox not found"
   t=$(mktemp -d)
   mkdir -p "$t"/{bin,dev,proc,sys,mods}
   cp "$bb" "$t/bin/busybox"
   cp "$HERE/init" "$t/init"
-  closure "$CACHE" "$kver" $(names "$HERE/initramfs.list") | while read -r f; do
+  mapfile -t want < <(names "$HERE/initramfs.list")
+  closure "$CACHE" "$kver" "${want[@]}" | while read -r f; do
     cp "$CACHE/$f" "$t/mods/"
     basename "$f" >> "$t/mods/order"
   done

@@ -34,7 +34,7 @@ for d in $(arg rw | tr ',' ' '); do
   n=$((n + 1))
 done
 mkdir -p "$UCMD_VM_SCRATCH"
-echo "$(arg name)" > /proc/sys/kernel/hostname
+arg name > /proc/sys/kernel/hostname
 ip link set lo up
 
 uptime_s > /out/started
