@@ -1,0 +1,204 @@
+package cmcore
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
+	"golang.org/x/sys/unix"
+)
+
+// TestInitQPAttrStates: which connection states allow which transition
+// (ib-cm.md §7), everything else EINVAL.
+func TestInitQPAttrStates(t *testing.T) {
+	conn := []string{"REQ_RCVD", "MRA_REQ_SENT", "REP_RCVD", "MRA_REP_SENT", "REP_SENT", "MRA_REP_RCVD", "ESTABLISHED", "ESTABLISHED/passive"}
+	allowed := map[uint8]map[string]bool{
+		QPStateInit: setOf(append([]string{"REQ_SENT", "MRA_REQ_RCVD"}, conn...)...),
+		QPStateRTR:  setOf(conn...),
+		QPStateRTS:  setOf(conn...),
+		4:           {},
+	}
+	for qs, ok := range allowed {
+		for _, st := range reachable {
+			if st != "ESTABLISHED" && len(st) > 11 && st[:12] == "ESTABLISHED/" && st != "ESTABLISHED/passive" {
+				continue // LAP sub-states: see TestInitQPAttrAfterLAP
+			}
+			h := newHarness(t)
+			id := h.reach(st)
+			_, mask, err := id.InitQPAttr(qs)
+			if ok[st] {
+				if err != nil || mask&QPAttrState == 0 && qs != QPStateRTS {
+					t.Errorf("%s → QP state %d: mask %#x err %v", st, qs, mask, err)
+				}
+			} else if !errors.Is(err, unix.EINVAL) {
+				t.Errorf("%s → QP state %d: err %v, want EINVAL", st, qs, err)
+			}
+		}
+	}
+}
+
+func setOf(s ...string) map[string]bool {
+	m := make(map[string]bool)
+	for _, v := range s {
+		m[v] = true
+	}
+	return m
+}
+
+func TestInitQPAttrActive(t *testing.T) {
+	h := newHarness(t)
+	id := h.reach("ESTABLISHED")
+	a, mask, err := id.InitQPAttr(QPStateInit)
+	must(t, err)
+	if mask != QPAttrState|QPAttrAccessFlags|QPAttrPKeyIndex|QPAttrPort ||
+		a.AccessFlags != AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic || a.PortNum != 1 || a.PKeyIndex != 0 {
+		t.Errorf("INIT %#x %+v", mask, a)
+	}
+	a, mask, err = id.InitQPAttr(QPStateRTR)
+	must(t, err)
+	if mask != QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer {
+		t.Errorf("RTR mask %#x", mask)
+	}
+	// Active: rq_psn = own REQ PSN, dest = REP QPN, responder resources =
+	// REP initiator depth.
+	if a.RQPSN != 0x1000 || a.DestQPN != peerQPN || a.MaxDestRdAtomic != 2 || a.MinRNRTimer != 0 ||
+		a.PathMTU != 4 || a.AH.DLID != peerLID || a.AH.SL != 2 || a.AH.StaticRate != 3 || a.AH.IsGlobal {
+		t.Errorf("RTR %+v", a)
+	}
+	a, mask, err = id.InitQPAttr(QPStateRTS)
+	must(t, err)
+	if mask != QPAttrState|QPAttrSQPSN|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrMaxQPRdAtomic|QPAttrTimeout {
+		t.Errorf("RTS mask %#x", mask)
+	}
+	// sq_psn = REP PSN; retry = own; rnr = REP's; max_rd_atomic = REP
+	// responder resources; timeout = cm_ack_timeout(15, 14) = 16.
+	if a.SQPSN != 0x3000 || a.RetryCnt != 7 || a.RNRRetry != 5 || a.MaxRdAtomic != 1 || a.Timeout != 16 {
+		t.Errorf("RTS %+v", a)
+	}
+}
+
+func TestInitQPAttrPassive(t *testing.T) {
+	h := newHarness(t)
+	id := h.reach("REP_SENT") // REP: QPN localQPN, PSN 0x4000, resp 2, init depth 3
+	a, _, err := id.InitQPAttr(QPStateRTR)
+	must(t, err)
+	if a.RQPSN != 0x4000 || a.DestQPN != peerQPN || a.MaxDestRdAtomic != 2 || a.AH.DLID != peerLID {
+		t.Errorf("RTR %+v", a)
+	}
+	a, _, err = id.InitQPAttr(QPStateRTS)
+	must(t, err)
+	// sq_psn = REQ PSN; retry and RNR retry from the REQ; timeout = REQ
+	// local ACK timeout.
+	if a.SQPSN != 0x2000 || a.RetryCnt != 5 || a.RNRRetry != 4 || a.MaxRdAtomic != 3 || a.Timeout != 17 {
+		t.Errorf("RTS %+v", a)
+	}
+}
+
+func TestInitQPAttrAfterLAP(t *testing.T) {
+	h := newHarness(t)
+	id := h.reach("ESTABLISHED/LAP_RCVD")
+	a, mask, err := id.InitQPAttr(QPStateRTS)
+	must(t, err)
+	if mask != QPAttrAltPath|QPAttrPathMigState || a.PathMigState != MigRearm || a.AltAH.DLID != 6 || a.AltPortNum != 1 {
+		t.Errorf("RTS after LAP: %#x %+v", mask, a)
+	}
+	_, mask, _ = id.InitQPAttr(QPStateRTR)
+	if mask&QPAttrAltPath == 0 {
+		t.Errorf("RTR mask %#x lacks ALT_PATH with an alternate path", mask)
+	}
+}
+
+// TestReqFromPath is §6.1: what the REQ carries for a path.
+func TestReqFromPath(t *testing.T) {
+	h := newHarness(t)
+	p := testReqParams()
+	p.Primary.HopLimit = 3 // routed
+	p.Primary.FlowLabel = 0xABCDE
+	p.Primary.TrafficClass = 9
+	alt := *p.Primary
+	alt.SLID, alt.DLID, alt.HopLimit = 3, 4, 0
+	p.Alternate = &alt
+	must(t, h.newID().SendREQ(p))
+	req := one[*wire.Req](t, h.sent())
+	pp := req.Primary
+	if pp.LocalLID != permissiveLID || pp.RemoteLID != permissiveLID || pp.SubnetLocal ||
+		pp.LocalGID != localGID || pp.RemoteGID != peerGID || pp.FlowLabel != 0xABCDE || pp.HopLimit != 3 ||
+		pp.TrafficClass != 9 || pp.SL != 2 || pp.PacketRate != 3 || pp.LocalACKTimeout != ackTimeout(15, 14) {
+		t.Errorf("routed primary %+v", pp)
+	}
+	ap := req.Alternate
+	if ap.LocalLID != 3 || ap.RemoteLID != 4 || !ap.SubnetLocal {
+		t.Errorf("alternate %+v", ap)
+	}
+	if req.PartitionKey != 0xffff || req.PathMTU != 4 || req.LocalCAGUID != localGUID || req.ServiceID != 0x1234 ||
+		req.TransportType != wire.TransportRC || req.LocalQPN != localQPN || req.StartingPSN != 0x1000 ||
+		req.ResponderResources != 4 || req.InitiatorDepth != 2 || req.MaxCMRetries != 3 {
+		t.Errorf("REQ %+v", req)
+	}
+}
+
+// TestRoCE: paths resolve through the GID table (GRH always), REQs from
+// RoCE peers give RoCE paths, and LAP/APR are dropped on RoCE ports.
+func TestRoCE(t *testing.T) {
+	h := newHarness(t)
+	v1 := hw.GID{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1}
+	h.port.attr = hw.PortAttr{
+		LinkLayer: hw.LinkEthernet, State: hw.PortActive,
+		GIDs: []hw.GIDEntry{
+			{Index: 0, GID: localGID, Type: hw.GIDTypeRoCEv1},
+			{Index: 1, GID: v1, Type: hw.GIDTypeRoCEv1},
+			{Index: 2, GID: v1, Type: hw.GIDTypeRoCEv2},
+		},
+		PKeys: []uint16{0xffff},
+	}
+	id := h.newID()
+	p := testReqParams()
+	p.Primary = &PathRecord{SGID: v1, DGID: v1, PKey: 0xffff, MTU: 3, HopLimit: 64, PacketLifeTime: 18, GIDType: hw.GIDTypeRoCEv2}
+	must(t, id.SendREQ(p))
+	ep := h.port.ep
+	ep.mu.Lock()
+	dst := ep.sent[0].dst
+	ep.mu.Unlock()
+	if dst.GRH == nil || dst.GRH.SGIDIndex != 2 || dst.GRH.GID != v1 || dst.LID != 0 {
+		t.Fatalf("RoCE REQ sent to %+v %+v, want GRH from GID index 2", dst, dst.GRH)
+	}
+	h.sent()
+
+	// A RoCE REQ arriving: the path is RoCE v2 (from the receiving entry).
+	l := h.newID()
+	must(t, l.Listen(0x1234, 0))
+	req := peerReq(0x1234)
+	req.Primary.LocalGID, req.Primary.RemoteGID = v1, v1
+	req.Primary.LocalLID, req.Primary.RemoteLID = 0, 0
+	peerRoCE := peerAddr
+	peerRoCE.LID = 0
+	peerRoCE.GRH = &hw.GRH{GID: v1, SGIDIndex: 2, HopLimit: 64}
+	var r hw.Received
+	must(t, wire.Encode(&r.MAD, 9, req))
+	r.Src = peerRoCE
+	h.cm.handleMAD(h.cm.ports[0], &r)
+	evs := h.takeEvents()
+	if len(evs) != 1 {
+		t.Fatalf("events %v, sent %v", evs, h.sent())
+	}
+	pp := evs[0].Req.Primary
+	if pp.GIDType != hw.GIDTypeRoCEv2 || pp.DLID != 0 || pp.HopLimit != 64 {
+		t.Errorf("RoCE path %+v", pp)
+	}
+	child := evs[0].ID
+	a, _, err := child.InitQPAttr(QPStateRTR)
+	must(t, err)
+	if !a.AH.IsGlobal || a.AH.GRH.SGIDIndex != 2 {
+		t.Errorf("RoCE RTR AH %+v", a.AH)
+	}
+	// Finish the connection and check LAP is ignored on RoCE.
+	must(t, child.SendREP(&RepParams{QPN: localQPN}))
+	h.inject(1, &wire.RTU{LocalCommID: peerComm, RemoteCommID: child.localID})
+	h.takeEvents()
+	h.sent()
+	h.inject(1, h.peerLAP(child))
+	if evs := h.takeEvents(); len(evs) != 0 {
+		t.Errorf("LAP on RoCE gave %v", evs)
+	}
+}
