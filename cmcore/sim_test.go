@@ -1,0 +1,308 @@
+package cmcore
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw/sim"
+)
+
+// pair is two CMs on one fabric: a actively connects to b, which listens
+// on service 0x1234 with an auto-responding handler unless told otherwise.
+type pair struct {
+	n            *simNet
+	a, b         *CM
+	da, db       *sim.Device
+	ra, rb       *recorder
+	listener     *ID
+	bChildren    []*ID
+	passiveReact func(ev *Event) error
+}
+
+func newPair(t *testing.T, seed uint64, knobs sim.Knobs) *pair {
+	p := &pair{n: newSimNet(t, seed, knobs), ra: newRecorder(), rb: newRecorder()}
+	p.a, p.da = p.n.addCM("a")
+	p.b, p.db = p.n.addCM("b")
+	t.Cleanup(p.n.close)
+	p.rb.react = func(ev *Event) error {
+		if ev.Type == EventReqReceived {
+			p.bChildren = append(p.bChildren, ev.ID)
+		}
+		if p.passiveReact != nil {
+			return p.passiveReact(ev)
+		}
+		return nil
+	}
+	p.listener = p.b.CreateID(p.rb.handle)
+	must(t, p.listener.Listen(0x1234, 0))
+	return p
+}
+
+func (p *pair) req(qpn uint32) *ReqParams {
+	r := testReqParams()
+	r.Primary = simPath(p.da, p.db)
+	r.QPN = qpn
+	return r
+}
+
+// acceptAll makes b answer REQ with REP and DREQ with DREP, and a answer
+// REP with RTU.
+func (p *pair) acceptAll() {
+	p.passiveReact = func(ev *Event) error {
+		switch ev.Type {
+		case EventReqReceived:
+			return ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN + 0x10000, StartingPSN: 7})
+		case EventDReqReceived:
+			return ev.ID.SendDREP(nil)
+		}
+		return nil
+	}
+	p.ra.react = func(ev *Event) error {
+		switch ev.Type {
+		case EventRepReceived:
+			return ev.ID.SendRTU(nil)
+		case EventDReqReceived:
+			return ev.ID.SendDREP(nil)
+		}
+		return nil
+	}
+}
+
+func wantEvents(t *testing.T, side string, got []EventType, want ...EventType) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s events %v, want %v", side, got, want)
+	}
+}
+
+func TestSimConnectDisconnect(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{})
+	p.acceptAll()
+	a := p.a.CreateID(p.ra.handle)
+	must(t, a.SendREQ(p.req(0x100)))
+	p.n.run(time.Second)
+	if len(p.bChildren) != 1 {
+		t.Fatalf("b got %d connections", len(p.bChildren))
+	}
+	b := p.bChildren[0]
+	sa, _ := a.State()
+	sb, _ := b.State()
+	if sa != StateEstablished || sb != StateEstablished {
+		t.Fatalf("states %v / %v", sa, sb)
+	}
+	if aa, ba := a.Attr(), b.Attr(); aa.RemoteCommID != ba.LocalCommID || ba.RemoteCommID != aa.LocalCommID {
+		t.Errorf("comm IDs don't pair: %+v %+v", aa, ba)
+	}
+	must(t, a.SendDREQ(nil))
+	p.n.run(10 * time.Second)
+	wantEvents(t, "active", p.ra.log[a], EventRepReceived, EventDRepReceived, EventTimewaitExit)
+	wantEvents(t, "passive", p.rb.log[b], EventReqReceived, EventRTUReceived, EventDReqReceived, EventTimewaitExit)
+	a.Destroy()
+	b.Destroy()
+	p.listener.Destroy()
+	p.n.run(time.Minute)
+	for _, cm := range []*CM{p.a, p.b} {
+		if ids, evs := cm.Count(); ids != 0 || evs != 0 {
+			t.Errorf("%d ids and %d events left", ids, evs)
+		}
+	}
+	if n := p.n.clk.Pending(); n != 0 {
+		t.Errorf("%d timers left", n)
+	}
+}
+
+func TestSimRejectByPassive(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{})
+	p.passiveReact = func(ev *Event) error {
+		return ev.ID.SendREJ(wire.RejConsumerDefined, nil, []byte("no"))
+	}
+	a := p.a.CreateID(p.ra.handle)
+	must(t, a.SendREQ(p.req(0x100)))
+	p.n.run(time.Minute)
+	wantEvents(t, "active", p.ra.log[a], EventRejReceived)
+	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived)
+	if s, _ := a.State(); s != StateIdle {
+		t.Errorf("active %v", s)
+	}
+}
+
+func TestSimRejectByActive(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{})
+	p.acceptAll()
+	p.ra.react = func(ev *Event) error { return ev.ID.SendREJ(wire.RejConsumerDefined, nil, nil) }
+	a := p.a.CreateID(p.ra.handle)
+	must(t, a.SendREQ(p.req(0x100)))
+	p.n.run(time.Minute)
+	wantEvents(t, "active", p.ra.log[a], EventRepReceived)
+	// A REJ received in REP_SENT resets to IDLE (only REJ 10 means TIMEWAIT).
+	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived, EventRejReceived)
+	if s, _ := p.bChildren[0].State(); s != StateIdle {
+		t.Errorf("passive %v, want IDLE", s)
+	}
+}
+
+// TestSimMRAExtendsSlowAccept: the passive side MRAs and answers long
+// after the REQ would have timed out; the connection still comes up.
+func TestSimMRAExtendsSlowAccept(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{})
+	p.acceptAll()
+	p.passiveReact = func(ev *Event) error {
+		if ev.Type == EventReqReceived {
+			return ev.ID.SendMRA(22, nil) // ≈16.8 s
+		}
+		return nil
+	}
+	a := p.a.CreateID(p.ra.handle)
+	must(t, a.SendREQ(p.req(0x100))) // unextended: REQ_ERROR after 4 × 384 ms
+	p.n.run(10 * time.Second)
+	b := p.bChildren[0]
+	must(t, b.SendREP(&RepParams{QPN: 0x200}))
+	p.n.run(time.Second)
+	wantEvents(t, "active", p.ra.log[a], EventMRAReceived, EventRepReceived)
+	wantEvents(t, "passive", p.rb.log[b], EventReqReceived, EventRTUReceived)
+}
+
+func TestSimLapApr(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{})
+	p.acceptAll()
+	a := p.a.CreateID(p.ra.handle)
+	must(t, a.SendREQ(p.req(0x100)))
+	p.n.run(time.Second)
+	b := p.bChildren[0]
+	p.passiveReact = func(ev *Event) error {
+		if ev.Type == EventLapReceived {
+			return ev.ID.SendAPR(wire.APRSuccess, []byte{1}, nil)
+		}
+		return nil
+	}
+	must(t, a.SendLAP(simPath(p.da, p.db), nil))
+	p.n.run(time.Second)
+	wantEvents(t, "active", p.ra.log[a], EventRepReceived, EventAPRReceived)
+	wantEvents(t, "passive", p.rb.log[b], EventReqReceived, EventRTUReceived, EventLapReceived)
+	if _, l := a.State(); l != LapIdle {
+		t.Errorf("active LAP state %v", l)
+	}
+}
+
+func TestSimSIDR(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{})
+	p.passiveReact = func(ev *Event) error {
+		if ev.Type == EventSIDRReqReceived {
+			return ev.ID.SendSIDRRep(&SIDRRepParams{QPN: 0x77, QKey: 0x1111})
+		}
+		return nil
+	}
+	var got *Event
+	ra := func(ev *Event) error { cp := *ev; got = &cp; return nil }
+	a := p.a.CreateID(ra)
+	must(t, a.SendSIDRReq(&SIDRReqParams{Path: simPath(p.da, p.db), ServiceID: 0x1234, TimeoutMs: 100, MaxCMRetries: 3}))
+	p.n.run(time.Second)
+	if got == nil || got.Type != EventSIDRRepReceived || got.SIDRRep.QPN != 0x77 || got.SIDRRep.QKey != 0x1111 {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// TestSimDuplicates: every MAD delivered twice; each side still sees each
+// event exactly once.
+func TestSimDuplicates(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{Duplicate: 1})
+	p.acceptAll()
+	a := p.a.CreateID(p.ra.handle)
+	must(t, a.SendREQ(p.req(0x100)))
+	p.n.run(time.Second)
+	must(t, a.SendDREQ(nil))
+	p.n.run(10 * time.Second)
+	if len(p.bChildren) != 1 {
+		t.Fatalf("duplicate REQ made %d connections", len(p.bChildren))
+	}
+	wantEvents(t, "active", p.ra.log[a], EventRepReceived, EventDRepReceived, EventTimewaitExit)
+	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived, EventRTUReceived, EventDReqReceived, EventTimewaitExit)
+}
+
+// TestSimLostRTU: the RTU is lost; b's REP retransmission reaches a, which
+// is ESTABLISHED and resends the RTU.
+func TestSimLostRTU(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{})
+	p.acceptAll()
+	dropped := false
+	p.n.f.SetFilter(func(src, dst hwPort, mad *hwMAD) sim.Verdict {
+		if !dropped && attrOf(mad) == wire.AttrRTU {
+			dropped = true
+			return sim.Drop
+		}
+		return sim.Pass
+	})
+	a := p.a.CreateID(p.ra.handle)
+	must(t, a.SendREQ(p.req(0x100)))
+	p.n.run(2 * time.Second)
+	if !dropped {
+		t.Fatal("no RTU dropped")
+	}
+	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived, EventRTUReceived)
+	wantEvents(t, "active", p.ra.log[a], EventRepReceived)
+}
+
+// TestSimStaleConnection: a's CM restarts and reuses a QPN b still
+// considers connected: b answers REJ 10 and disconnects the old
+// connection.
+func TestSimStaleConnection(t *testing.T) {
+	p := newPair(t, 1, sim.Knobs{})
+	p.acceptAll()
+	a := p.a.CreateID(p.ra.handle)
+	must(t, a.SendREQ(p.req(0x100)))
+	p.n.run(time.Second)
+	old := p.bChildren[0]
+	p.a.Close() // crash: no DREQ
+	a2cm := p.n.startCM(p.da)
+	r2 := newRecorder()
+	a2 := a2cm.CreateID(r2.handle)
+	must(t, a2.SendREQ(p.req(0x100)))
+	p.n.run(time.Minute)
+	wantEvents(t, "restarted active", r2.log[a2], EventRejReceived, EventTimewaitExit)
+	// The old connection got a DREQ answered by the restarted CM's
+	// unknown-ID DREP.
+	wantEvents(t, "old passive", p.rb.log[old], EventReqReceived, EventRTUReceived, EventDRepReceived, EventTimewaitExit)
+	if len(p.bChildren) != 1 {
+		t.Errorf("stale REQ created a connection")
+	}
+}
+
+// TestSimTimeouts: partitions end each request in its *_ERROR event.
+func TestSimTimeouts(t *testing.T) {
+	t.Run("REQ", func(t *testing.T) {
+		p := newPair(t, 1, sim.Knobs{})
+		p.n.f.Partition(p.da.Port(1), p.db.Port(1))
+		a := p.a.CreateID(p.ra.handle)
+		must(t, a.SendREQ(p.req(0x100)))
+		p.n.run(time.Minute)
+		wantEvents(t, "active", p.ra.log[a], EventReqError)
+	})
+	t.Run("REP", func(t *testing.T) {
+		p := newPair(t, 1, sim.Knobs{})
+		p.passiveReact = func(ev *Event) error {
+			if ev.Type == EventReqReceived {
+				p.n.f.Partition(p.da.Port(1), p.db.Port(1))
+				return ev.ID.SendREP(&RepParams{QPN: 0x200})
+			}
+			return nil
+		}
+		a := p.a.CreateID(p.ra.handle)
+		must(t, a.SendREQ(p.req(0x100)))
+		p.n.run(time.Minute)
+		wantEvents(t, "active", p.ra.log[a], EventReqError)
+		wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived, EventRepError)
+	})
+	t.Run("DREQ", func(t *testing.T) {
+		p := newPair(t, 1, sim.Knobs{})
+		p.acceptAll()
+		a := p.a.CreateID(p.ra.handle)
+		must(t, a.SendREQ(p.req(0x100)))
+		p.n.run(time.Second)
+		p.n.f.Partition(p.da.Port(1), p.db.Port(1))
+		must(t, a.SendDREQ(nil))
+		p.n.run(time.Minute)
+		wantEvents(t, "active", p.ra.log[a], EventRepReceived, EventDReqError, EventTimewaitExit)
+	})
+}
