@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 			},
 		},
 		newExecCmd(g),
+		newStatusCmd(g),
 	)
 	return root
 }
