@@ -9,7 +9,7 @@ BENCHCOUNT ?= 6
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup e2e check run clean
+.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup vm-selftest e2e check run clean
 
 all: build
 
@@ -24,6 +24,9 @@ test:
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./test/e2e/
+	@if command -v shellcheck >/dev/null; then \
+		shellcheck -x test/vm/*.sh .ci/run && shellcheck -s sh test/vm/init; \
+	else echo "vet: shellcheck not installed (make vm-setup installs it): scripts not checked"; fi
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -43,6 +46,10 @@ bench:
 # apt-get, so run it as root once; later runs are a quick no-op.
 vm-setup:
 	@./test/vm/setup.sh
+
+# run.sh's own contract (statuses, output, lock): five short boots.
+vm-selftest:
+	@./test/vm/selftest.sh
 
 # The real-kernel tests (test/e2e, tag e2e) inside the VM: /dev/cuse, umad and
 # Soft-RoCE. Fails when the VM cannot run, unless E2E=skip (refused in CI).

@@ -32,9 +32,11 @@ CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./test/e2e
 cd "$REPO/test/e2e" # where `go test` would run the package's tests
 rc=0
 # shellcheck disable=SC2086 # E2E_FLAGS is a list of flags
-# the run dir keeps the guest console, the output and $UCMD_VM_SCRATCH
+# the test timeout fires before the VM's, so a hung test still prints its
+# goroutines; the run dir keeps the guest console, the output and $UCMD_VM_SCRATCH
 "$HERE/run.sh" -r -o "$OUT/run" -t "${E2E_TIMEOUT:-900}" -- \
-  env UCMD_BIN="$OUT/ucmd" "$OUT/e2e.test" -test.v -test.count=1 ${E2E_FLAGS:-} || rc=$?
+  env UCMD_BIN="$OUT/ucmd" "$OUT/e2e.test" -test.v -test.count=1 \
+  -test.timeout="$(( ${E2E_TIMEOUT:-900} - 60 ))s" ${E2E_FLAGS:-} || rc=$?
 
 wall=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')
 case $rc in
