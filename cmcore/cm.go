@@ -48,7 +48,8 @@ type CM struct {
 	remoteIDs  map[remoteKey]*ID // (remote comm ID, remote CA GUID)
 	remoteQPNs map[remoteKey]*ID // (remote QPN, remote CA GUID)
 	sidr       map[sidrKey]*ID
-	events     []queuedEvent
+	events     []queuedEvent // undelivered from evHead on
+	evHead     int
 	delivering bool  // some goroutine is draining events
 	running    *ID   // owner whose handler is running
 	deliverGo  int64 // goroutine id of the drainer while delivering
@@ -151,7 +152,7 @@ func (cm *CM) Close() error {
 			id.twTimer = nil
 		}
 	}
-	cm.events = nil
+	cm.events, cm.evHead = nil, 0
 	cm.mu.Unlock()
 	if cm.cancel != nil {
 		cm.cancel()
@@ -177,11 +178,12 @@ func (cm *CM) Device() hw.Device { return cm.dev }
 func (cm *CM) Count() (ids, events int) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
-	return len(cm.ids.byID), len(cm.events)
+	return len(cm.ids.byID), len(cm.events) - cm.evHead
 }
 
 func (cm *CM) recvLoop(ctx context.Context, p *port) {
 	defer cm.wg.Done()
+	gid := goid()
 	for {
 		r, err := p.ep.Recv(ctx)
 		if err != nil {
@@ -190,7 +192,7 @@ func (cm *CM) recvLoop(ctx context.Context, p *port) {
 			}
 			return
 		}
-		cm.handleMAD(p, &r)
+		cm.handleMAD(p, &r, gid)
 	}
 }
 
@@ -201,53 +203,85 @@ func (cm *CM) portByNum(n uint8) *port {
 	return cm.ports[n-1]
 }
 
-// outMAD is one MAD to send once the CM lock is released.
+// outMAD is one MAD to send once the CM lock is released. pooled MADs go
+// back to madPool after the send (endpoints do not keep them).
 type outMAD struct {
-	p   *port
-	dst hw.Address
-	mad *hw.MAD
+	p      *port
+	dst    hw.Address
+	mad    *hw.MAD
+	pooled bool
 }
 
 // txn collects what a locked section decided to send, so the sends (which
-// may block on RoCE) and event delivery happen without the lock.
+// may block on RoCE) and event delivery happen without the lock. It lives
+// on the caller's stack: at most a few MADs per step.
 type txn struct {
-	out []outMAD
-	buf [4]outMAD
+	n    int
+	out  [3]outMAD
+	more []outMAD
 }
 
-func (t *txn) send(p *port, dst hw.Address, mad *hw.MAD) {
-	if t.out == nil {
-		t.out = t.buf[:0]
+func (t *txn) send(o outMAD) {
+	if t.n < len(t.out) {
+		t.out[t.n] = o
+		t.n++
+		return
 	}
-	t.out = append(t.out, outMAD{p, dst, mad})
+	t.more = append(t.more, o)
+}
+
+var madPool = sync.Pool{New: func() any { return new(hw.MAD) }}
+
+// transmit sends what t collected. Called without cm.mu.
+func (cm *CM) transmit(t *txn) {
+	for i := range t.n {
+		cm.transmit1(&t.out[i])
+	}
+	for i := range t.more {
+		cm.transmit1(&t.more[i])
+	}
+}
+
+func (cm *CM) transmit1(o *outMAD) {
+	if o.p.ep != nil {
+		if err := o.p.ep.Send(bgctx, o.dst, o.mad); err != nil {
+			// Lost like any MAD on the fabric: retransmission or the
+			// peer's retry repairs it, final timeouts report it.
+			cm.log.Debug("cmcore: send failed", "port", o.p.num, "err", err)
+		}
+	}
+	if o.pooled {
+		madPool.Put(o.mad)
+	}
+	o.mad = nil
 }
 
 // unlock releases cm.mu, then sends and delivers what t collected.
-func (cm *CM) unlock(t *txn) {
-	deliver := len(cm.events) > 0 && !cm.delivering
+func (cm *CM) unlock(t *txn) { cm.unlockGo(t, 0) }
+
+// unlockGo is unlock for a caller that knows its goroutine id.
+func (cm *CM) unlockGo(t *txn, gid int64) {
+	deliver := cm.evHead < len(cm.events) && !cm.delivering
 	closed := cm.closed
 	cm.mu.Unlock()
 	if !closed {
-		for _, o := range t.out {
-			if o.p.ep == nil {
-				continue
-			}
-			if err := o.p.ep.Send(context.Background(), o.dst, o.mad); err != nil {
-				// Lost like any MAD on the fabric: retransmission or the
-				// peer's retry repairs it, final timeouts report it.
-				cm.log.Debug("cmcore: send failed", "port", o.p.num, "err", err)
-			}
-		}
+		cm.transmit(t)
 	}
 	if deliver {
-		cm.deliver()
+		cm.deliver(gid)
 	}
 }
 
-// encode builds a MAD; encoding failures mean a cmcore bug (all user
-// input is validated first), so they are logged and the MAD dropped.
-func (cm *CM) encode(tid uint64, m wire.Message) *hw.MAD {
-	mad := new(hw.MAD)
+// encode builds a MAD, from the pool unless it is kept for retransmission.
+// Encoding failures mean a cmcore bug (user input is validated first), so
+// they are logged and the MAD dropped.
+func (cm *CM) encode(tid uint64, m wire.Message, keep bool) *hw.MAD {
+	var mad *hw.MAD
+	if keep {
+		mad = new(hw.MAD)
+	} else {
+		mad = madPool.Get().(*hw.MAD)
+	}
 	if err := wire.Encode(mad, tid, m); err != nil {
 		cm.log.Error("cmcore: encode failed", "attr", m.AttrID(), "err", err)
 		return nil
@@ -255,8 +289,9 @@ func (cm *CM) encode(tid uint64, m wire.Message) *hw.MAD {
 	return mad
 }
 
+// sendMsg queues a one-shot (not retransmitted) message.
 func (cm *CM) sendMsg(t *txn, p *port, dst hw.Address, tid uint64, m wire.Message) {
-	if mad := cm.encode(tid, m); mad != nil && p != nil {
-		t.send(p, dst, mad)
+	if mad := cm.encode(tid, m, false); mad != nil && p != nil {
+		t.send(outMAD{p: p, dst: dst, mad: mad, pooled: true})
 	}
 }

@@ -5,13 +5,31 @@ import (
 	"errors"
 	"runtime"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
+var eventPool = sync.Pool{New: func() any { return new(Event) }}
+
+// post queues a copy of e in a pooled Event; deliver recycles it after the
+// handler returns (events are documented as valid only during the call).
+// Called with cm.mu held.
+func (cm *CM) post(e Event, owner *ID) {
+	ev := eventPool.Get().(*Event)
+	*ev = e
+	cm.queue(ev, owner)
+}
+
+func freeEvent(ev *Event) {
+	*ev = Event{}
+	eventPool.Put(ev)
+}
+
 // queue appends an event for later delivery. Called with cm.mu held.
 func (cm *CM) queue(ev *Event, owner *ID) {
 	if cm.closed {
+		freeEvent(ev)
 		return
 	}
 	cm.events = append(cm.events, queuedEvent{ev: ev, owner: owner})
@@ -20,28 +38,32 @@ func (cm *CM) queue(ev *Event, owner *ID) {
 // deliver drains the event queue on the calling goroutine unless another
 // goroutine already is. One drainer at a time gives the per-id (indeed
 // per-CM) ordering; handlers run without cm.mu.
-func (cm *CM) deliver() {
+//
+// gid is the calling goroutine's id if known (receive loops compute theirs
+// once), else 0 and it is computed here: Destroy needs it to tell a call
+// from inside a handler from one that must wait for the handler.
+func (cm *CM) deliver(gid int64) {
 	cm.mu.Lock()
 	if cm.delivering {
 		cm.mu.Unlock()
 		return
 	}
 	cm.delivering = true
-	cm.deliverGo = goid()
-	for len(cm.events) > 0 && !cm.closed {
-		q := cm.events[0]
-		cm.events[0] = queuedEvent{}
-		cm.events = cm.events[1:]
+	if gid == 0 {
+		gid = goid()
+	}
+	cm.deliverGo = gid
+	for cm.evHead < len(cm.events) && !cm.closed {
+		q := cm.events[cm.evHead]
+		cm.events[cm.evHead] = queuedEvent{}
+		cm.evHead++
 		if q.owner.destroyed || q.ev.ID.destroyed {
 			// A new connection nobody will ever see must not linger in
 			// REQ_RCVD: reject it, as ucm did when purging the event.
 			if q.ev.Listener != nil && !q.ev.ID.destroyed {
-				var t txn
-				cm.destroyLocked(&t, q.ev.ID, false)
-				cm.mu.Unlock()
-				cm.flushOnly(&t)
-				cm.mu.Lock()
+				cm.destroyUnlocked(q.ev.ID, false)
 			}
+			freeEvent(q.ev)
 			continue
 		}
 		cm.running = q.owner
@@ -55,36 +77,30 @@ func (cm *CM) deliver() {
 		cm.running = nil
 		cm.cond.Broadcast()
 		if err != nil && !q.ev.ID.destroyed {
-			var t txn
 			silent := q.ev.Type == EventReqReceived && errors.Is(err, unix.ENOMEM)
-			cm.destroyLocked(&t, q.ev.ID, silent)
-			cm.mu.Unlock()
-			cm.flushOnly(&t)
-			cm.mu.Lock()
+			cm.destroyUnlocked(q.ev.ID, silent)
 		}
+		freeEvent(q.ev)
 	}
-	if len(cm.events) == 0 {
-		cm.events = nil // let the backing array go
-	}
+	// Reuse the queue's array once it is drained.
+	clear(cm.events[:cm.evHead])
+	cm.events, cm.evHead = cm.events[:0], 0
 	cm.delivering = false
 	cm.deliverGo = 0
 	cm.mu.Unlock()
 }
 
-// flushOnly sends what t collected; the caller does not hold cm.mu and is
-// already delivering (or about to).
-func (cm *CM) flushOnly(t *txn) {
-	cm.mu.Lock()
+// destroyUnlocked destroys id from the drain loop: the MADs go out with
+// cm.mu released, then the loop goes on. Called and returns with cm.mu held.
+func (cm *CM) destroyUnlocked(id *ID, silent bool) {
+	var t txn
+	cm.destroyLocked(&t, id, silent)
 	closed := cm.closed
 	cm.mu.Unlock()
-	if closed {
-		return
+	if !closed {
+		cm.transmit(&t)
 	}
-	for _, o := range t.out {
-		if o.p.ep != nil {
-			_ = o.p.ep.Send(bgctx, o.dst, o.mad)
-		}
-	}
+	cm.mu.Lock()
 }
 
 // waitHandler blocks until id's handler is not running, unless the caller

@@ -143,7 +143,7 @@ func (h *harness) inject(tid uint64, m wire.Message) {
 		h.t.Fatalf("encode %T: %v", m, err)
 	}
 	r.Src = peerAddr
-	h.cm.handleMAD(h.cm.ports[0], &r)
+	h.cm.handleMAD(h.cm.ports[0], &r, 0)
 }
 
 // sent returns and forgets the messages the CM sent.

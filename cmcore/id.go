@@ -226,7 +226,7 @@ func (cm *CM) enterTimewait(id *ID) {
 			cm.ids.release(id.localID)
 		} else if id.state == StateTimewait {
 			id.state = StateIdle
-			cm.queue(&Event{Type: EventTimewaitExit, ID: id}, id)
+			cm.post(Event{Type: EventTimewaitExit, ID: id}, id)
 		}
 		var t txn
 		cm.unlock(&t)

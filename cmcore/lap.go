@@ -49,7 +49,7 @@ func (id *ID) SendLAP(alt *PathRecord, pd []byte) error {
 		PrivateData: pd,
 	}
 	id.tid = id.newTID()
-	cm.startMsg(&t, id, cm.encode(id.tid, lap), id.timeout, id.maxRetries)
+	cm.startMsg(&t, id, cm.encode(id.tid, lap, true), id.timeout, id.maxRetries)
 	id.lapState = LapSent
 	cm.unlock(&t)
 	return nil
@@ -109,7 +109,7 @@ func (id *ID) SendSIDRReq(p *SIDRReqParams) error {
 	id.tid = id.newTID()
 	req := &wire.SIDRReq{RequestID: id.localID, PartitionKey: p.Path.PKey, ServiceID: p.ServiceID, PrivateData: p.PrivateData}
 	id.state = StateSIDRReqSent
-	cm.startMsg(&t, id, cm.encode(id.tid, req), id.timeout, id.maxRetries)
+	cm.startMsg(&t, id, cm.encode(id.tid, req, true), id.timeout, id.maxRetries)
 	cm.unlock(&t)
 	return nil
 }

@@ -14,7 +14,7 @@ type rx struct {
 
 // handleMAD decodes one received MAD and runs the §3.4 row for it. Bad
 // MADs are dropped: nothing from the wire can panic or block the CM.
-func (cm *CM) handleMAD(p *port, r *hw.Received) {
+func (cm *CM) handleMAD(p *port, r *hw.Received, gid int64) {
 	h, m, err := wire.Decode(&r.MAD)
 	if err != nil {
 		cm.log.Debug("cmcore: dropping MAD", "port", p.num, "err", err)
@@ -49,7 +49,7 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 			cm.recvSIDRRep(&t, &in, m)
 		}
 	}
-	cm.unlock(&t)
+	cm.unlockGo(&t, gid)
 }
 
 // issueRej is cm_issue_rej: a REJ built from a received message without an
@@ -100,10 +100,10 @@ func (cm *CM) recvRep(t *txn, in *rx, m *wire.Rep) {
 		id.altAV.Timeout = ackTimeout(m.TargetACKDelay, id.altAV.Timeout-1)
 	}
 	id.state = StateRepRcvd
-	cm.queue(&Event{
+	cm.post(Event{
 		Type:        EventRepReceived,
 		ID:          id,
-		PrivateData: clone(m.PrivateData),
+		PrivateData: m.PrivateData,
 		Rep: RepEventParam{
 			RemoteCAGUID:       m.LocalCAGUID,
 			RemoteQKey:         m.LocalQKey,
@@ -142,7 +142,7 @@ func (cm *CM) recvRTU(t *txn, in *rx, m *wire.RTU) {
 	}
 	id.cancelMsg()
 	id.state = StateEstablished
-	cm.queue(&Event{Type: EventRTUReceived, ID: id, PrivateData: clone(m.PrivateData)}, id)
+	cm.post(Event{Type: EventRTUReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
 func (cm *CM) recvDReq(t *txn, in *rx, m *wire.DReq) {
@@ -170,7 +170,7 @@ func (cm *CM) recvDReq(t *txn, in *rx, m *wire.DReq) {
 	}
 	id.tid = in.tid
 	id.state = StateDReqRcvd
-	cm.queue(&Event{Type: EventDReqReceived, ID: id, PrivateData: clone(m.PrivateData)}, id)
+	cm.post(Event{Type: EventDReqReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
 func (cm *CM) recvDRep(t *txn, in *rx, m *wire.DRep) {
@@ -179,7 +179,7 @@ func (cm *CM) recvDRep(t *txn, in *rx, m *wire.DRep) {
 		return
 	}
 	cm.enterTimewait(id)
-	cm.queue(&Event{Type: EventDRepReceived, ID: id, PrivateData: clone(m.PrivateData)}, id)
+	cm.post(Event{Type: EventDRepReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
 func (cm *CM) recvRej(t *txn, in *rx, m *wire.Rej) {
@@ -216,9 +216,9 @@ func (cm *CM) recvRej(t *txn, in *rx, m *wire.Rej) {
 	default:
 		return
 	}
-	cm.queue(&Event{
+	cm.post(Event{
 		Type: EventRejReceived, ID: id, Rej: RejEventParam{Reason: m.Reason},
-		Info: clone(m.ARI), PrivateData: clone(m.PrivateData),
+		Info: m.ARI, PrivateData: m.PrivateData,
 	}, id)
 }
 
@@ -247,7 +247,7 @@ func (cm *CM) recvMRA(t *txn, in *rx, m *wire.MRA) {
 	}
 	id.state = next
 	cm.extendMsg(id.msg, msDuration(convertToMs(m.ServiceTimeout)+convertToMs(id.av.Timeout)), next)
-	cm.queue(&Event{Type: EventMRAReceived, ID: id, MRA: MRAEventParam{ServiceTimeout: m.ServiceTimeout}, PrivateData: clone(m.PrivateData)}, id)
+	cm.post(Event{Type: EventMRAReceived, ID: id, MRA: MRAEventParam{ServiceTimeout: m.ServiceTimeout}, PrivateData: m.PrivateData}, id)
 }
 
 func (cm *CM) recvAPR(t *txn, in *rx, m *wire.APR) {
@@ -260,7 +260,7 @@ func (cm *CM) recvAPR(t *txn, in *rx, m *wire.APR) {
 	}
 	id.lapState = LapIdle
 	id.cancelMsg()
-	cm.queue(&Event{Type: EventAPRReceived, ID: id, APR: APREventParam{Status: m.APStatus}, Info: clone(m.Info), PrivateData: clone(m.PrivateData)}, id)
+	cm.post(Event{Type: EventAPRReceived, ID: id, APR: APREventParam{Status: m.APStatus}, Info: m.Info, PrivateData: m.PrivateData}, id)
 }
 
 func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
@@ -299,7 +299,7 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 	}
 	id.tid = in.tid
 	id.lapState = LapRcvd
-	cm.queue(&Event{Type: EventLapReceived, ID: id, Lap: LapEventParam{Alternate: path}, PrivateData: clone(m.PrivateData)}, id)
+	cm.post(Event{Type: EventLapReceived, ID: id, Lap: LapEventParam{Alternate: path}, PrivateData: m.PrivateData}, id)
 }
 
 func (cm *CM) isRoCE(p *port) bool {
@@ -314,11 +314,11 @@ func (cm *CM) recvSIDRRep(t *txn, in *rx, m *wire.SIDRRep) {
 	}
 	id.cancelMsg()
 	id.state = StateIdle
-	cm.queue(&Event{
+	cm.post(Event{
 		Type: EventSIDRRepReceived, ID: id,
 		SIDRRep:     SIDRRepEventParam{Status: m.Status, QKey: m.QKey, QPN: m.QPN},
-		Info:        clone(m.Info),
-		PrivateData: clone(m.PrivateData),
+		Info:        m.Info,
+		PrivateData: m.PrivateData,
 	}, id)
 }
 
@@ -344,13 +344,13 @@ func (cm *CM) recvSIDRReq(t *txn, in *rx, m *wire.SIDRReq) {
 	id.port, id.dst = in.p, in.src
 	id.sidrEntry = &key
 	cm.sidr[key] = id
-	cm.queue(&Event{
+	cm.post(Event{
 		Type: EventSIDRReqReceived, ID: id, Listener: l,
 		SIDRReq: SIDRReqEventParam{
 			ServiceID: m.ServiceID, PKey: m.PartitionKey, Port: uint8(in.p.num),
 			BTHPKey: cm.pkeyAt(in.p, in.src.PKeyIndex),
 		},
-		PrivateData: clone(m.PrivateData),
+		PrivateData: m.PrivateData,
 	}, l)
 }
 

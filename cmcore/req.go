@@ -95,11 +95,11 @@ func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
 	}
 
 	// 9. Deliver on the listener.
-	cm.queue(&Event{
+	cm.post(Event{
 		Type:        EventReqReceived,
 		ID:          id,
 		Listener:    l,
-		PrivateData: clone(m.PrivateData),
+		PrivateData: m.PrivateData,
 		Req: ReqEventParam{
 			Primary:                 primary,
 			Alternate:               alt,

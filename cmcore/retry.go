@@ -31,7 +31,7 @@ func (cm *CM) startMsg(t *txn, id *ID, mad *hw.MAD, timeout time.Duration, retri
 	}
 	m := &outMsg{id: id, p: id.port, dst: id.dst, mad: mad, timeout: timeout, retries: int(retries), state: id.state}
 	id.msg = m
-	t.send(m.p, m.dst, m.mad)
+	t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad})
 	cm.armMsg(m)
 }
 
@@ -73,7 +73,7 @@ func (cm *CM) msgTimeout(m *outMsg) {
 	}
 	if m.retries > 0 {
 		m.retries--
-		t.send(m.p, m.dst, m.mad)
+		t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad})
 		cm.armMsg(m)
 		cm.unlock(&t)
 		return
@@ -114,5 +114,5 @@ func (cm *CM) sendFailed(id *ID, sentState State, status WCStatus) {
 	default:
 		return
 	}
-	cm.queue(&Event{Type: ev, ID: id, SendStatus: status}, id)
+	cm.post(Event{Type: ev, ID: id, SendStatus: status}, id)
 }

@@ -79,7 +79,7 @@ func (id *ID) SendREQ(p *ReqParams) error {
 	id.tid = id.newTID()
 	req := cm.formatReq(id, p)
 	id.state = StateReqSent
-	cm.startMsg(&t, id, cm.encode(id.tid, req), id.timeout, id.maxRetries)
+	cm.startMsg(&t, id, cm.encode(id.tid, req, true), id.timeout, id.maxRetries)
 	cm.unlock(&t)
 	return nil
 }
@@ -182,7 +182,7 @@ func (id *ID) SendREP(p *RepParams) error {
 		rep.EndToEndFlowControl = p.FlowControl
 	}
 	id.state = StateRepSent
-	cm.startMsg(&t, id, cm.encode(id.tid, rep), id.timeout, id.maxRetries)
+	cm.startMsg(&t, id, cm.encode(id.tid, rep, true), id.timeout, id.maxRetries)
 	cm.unlock(&t)
 	return nil
 }
@@ -234,7 +234,7 @@ func (cm *CM) sendDReqLocked(t *txn, id *ID, pd []byte) {
 	id.tid = id.newTID()
 	dreq := &wire.DReq{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN & 0xFFFFFF, PrivateData: pd}
 	id.state = StateDReqSent
-	cm.startMsg(t, id, cm.encode(id.tid, dreq), id.timeout, id.maxRetries)
+	cm.startMsg(t, id, cm.encode(id.tid, dreq, true), id.timeout, id.maxRetries)
 }
 
 // SendDREP answers a DREQ (ib_send_cm_drep) and enters TIMEWAIT. The
@@ -379,7 +379,7 @@ func (id *ID) Notify(ev NotifyEvent) error {
 		case StateRepSent, StateMRARepRcvd:
 			id.cancelMsg()
 			id.state = StateEstablished
-			cm.queue(&Event{Type: EventUserEstablished, ID: id}, id)
+			cm.post(Event{Type: EventUserEstablished, ID: id}, id)
 		case StateEstablished:
 			err = fmt.Errorf("cmcore: COMM_EST: already established: %w", unix.EISCONN)
 		default:
