@@ -1,0 +1,115 @@
+// Package cmcore is ucmd's InfiniBand Communication Manager: the IB CM
+// protocol (IBTA vol. 1 ch. 12) that the kernel's ib_cm ran, re-done in
+// userspace over hw (umad or the simulated fabric), with the semantics that
+// legacy ib_ucm clients saw. The reference is docs/ib-cm.md; section
+// numbers below (§) are that document's.
+//
+// # Objects
+//
+// A CM serves one hw.Device (all its ports: listeners span the HCA):
+//
+//	cm := cmcore.New(dev, cmcore.Options{Clock: clk})
+//	err := cm.Start() // registers class 0x07/v2/SEND on every port
+//	defer cm.Close()
+//
+// An ID is a cm_id: cm.CreateID(handler) returns one in IDLE with its local
+// comm ID already allocated (§5.1: cyclic, XOR-scrambled, never reused
+// before the old owner's timewait is over). Its methods are the ib_cm
+// calls, with the allowed states, side effects and errno of §3.2:
+//
+//	Listen(sid, mask)            IDLE → LISTEN; mask 0 = exact; AssignServiceID; EBUSY on overlap
+//	SendREQ(*ReqParams)          IDLE → REQ_SENT
+//	SendREP(*RepParams)          REQ_RCVD, MRA_REQ_SENT → REP_SENT
+//	SendRTU(pd)                  REP_RCVD, MRA_REP_SENT → ESTABLISHED
+//	SendDREQ(pd)                 ESTABLISHED → DREQ_SENT
+//	SendDREP(pd)                 DREQ_RCVD → TIMEWAIT
+//	SendREJ(reason, ari, pd)     connecting states → IDLE (TIMEWAIT after our REP)
+//	SendMRA(timeout, pd)         REQ_RCVD, REP_RCVD, LAP received (MRAFlagDelay: only on duplicates)
+//	SendLAP(path, pd)            ESTABLISHED, no LAP in progress
+//	SendAPR(status, info, pd)    ESTABLISHED with a LAP received
+//	SendSIDRReq(*SIDRReqParams)  IDLE → SIDR_REQ_SENT
+//	SendSIDRRep(*SIDRRepParams)  SIDR_REQ_RCVD → IDLE
+//	Notify(NotifyCommEst|NotifyPathMig)
+//	InitQPAttr(QPStateInit|RTR|RTS) → QPAttr, mask (§7)
+//	Attr(), State(), SetContext(v), Context()
+//	Destroy()
+//
+// Errors wrap a unix.Errno chosen as the kernel did (EINVAL for state and
+// size violations, EBUSY, EISCONN, ENOENT for an unknown P_Key);
+// errors.Is(err, unix.EINVAL) and errors.As into unix.Errno both work.
+// Private data, ARI and info longer than the message's area are EINVAL
+// before any state check. Received private data is always the whole area
+// of the message (the receiver cannot know the sender's length).
+//
+// # Events
+//
+// Each ID's Handler receives its events (type numbers of §3.1, parameters
+// of §3.5, already in the receiver's perspective). A REQ or SIDR_REQ for a
+// listener creates a new ID, which inherits the listener's handler and
+// context, and is delivered to the listener's handler in the event
+// (Event.ID is the new id, Event.Listener the listener), as ucm expected.
+//
+// Delivery rules, which the ucm layer relies on:
+//   - Handlers run one at a time per CM, in the order the CM generated the
+//     events, so per id strictly in order. cmcore holds none of its locks
+//     while calling a handler; a handler may call any method, including
+//     Destroy of its own or another id, and must not block.
+//   - An Event and its slices are valid only during the call.
+//   - A handler returning an error destroys the id (like a kernel handler
+//     returning non-zero); for REQ_RECEIVED an error wrapping ENOMEM drops
+//     the request silently so the peer's retry can succeed, anything else
+//     rejects it with REJ 28.
+//   - Destroy sends what ib_destroy_cm_id sent in that state (the destroy
+//     table of §3.2: REJ 4 with our node GUID from REQ_SENT, REJ 28 from
+//     the other connecting states, one unretransmitted DREQ from
+//     ESTABLISHED, DREP from DREQ_RCVD, SIDR_REP REJECT from
+//     SIDR_REQ_RCVD), stops its timers and discards its undelivered events.
+//     It returns only when no event for the id is running or will be
+//     delivered — except that a handler destroying its own id finishes its
+//     own call. A listener's undelivered new connections are rejected
+//     (REJ 28 / SIDR_REP REJECT), as ucm's purge did. Destroy never fails
+//     and may be called twice.
+//
+// # Receive side
+//
+// Every row of §3.4: messages are matched by local comm ID plus the remote
+// comm ID they must carry; REQs go through the §5.4 pipeline (duplicate by
+// remote comm ID + CA GUID, stale by remote QPN + CA GUID → REJ 10 and a
+// DREQ for the old connection, listener by service ID and mask → REJ 8,
+// path/GID/P_Key → REJ 12/18); REJ formatting follows §3.3; DREQs for
+// unknown ids are answered with a DREP; duplicates are answered from saved
+// state (RTU, MRA, DREP) or dropped, as the tables say. Undecodable MADs
+// and messages that match nothing are dropped and logged at debug level.
+//
+// # Timers
+//
+// umad cannot cancel a send, so cmcore sends every MAD once and runs the
+// kernel MAD layer's retransmission itself (§4.5): REQ, REP, DREQ, LAP and
+// SIDR_REQ go out at most 1 + max_cm_retries times, timeout_ms apart (§4.2
+// formulas), identical bytes; a valid MRA replaces the current and later
+// intervals with ms(service timeout) + ms(av.timeout) without resetting
+// the count (§4.4); the final timeout gives REQ_ERROR, REP_ERROR, DREQ_ERROR
+// or SIDR_REQ_ERROR with status 20 if the id is still in the state the
+// message belonged to (a LAP timeout is silent, as on Linux). Timewait
+// lasts ms(av.timeout) and ends with TIMEWAIT_EXIT. New transactions use
+// the local comm ID as the low 32 bits of the TID (umad owns the rest);
+// replies echo the received TID. The clock is injectable (Options.Clock).
+//
+// # Deliberate differences from Linux v5.x
+//
+//   - REJ from REP_SENT stops the REP retransmission (Linux let it run).
+//   - After an unanswered LAP the LAP sub-state returns to IDLE so a new LAP
+//     can be sent (Linux stayed in LAP_SENT).
+//   - A failed endpoint send is treated as a lost MAD: retransmission or the
+//     final timeout handles it; SendDREQ cannot report a failed post.
+//   - The passive side keeps answering at the REQ's source address (the
+//     echo umad gives), also after REP.
+//
+// # Concurrency
+//
+// One mutex per CM guards all ids and tables; MADs are sent and events
+// delivered after it is released. Each port has one receive goroutine;
+// Close stops them. Deadlock caveat: handlers of two CMs that destroy each
+// other's ids while both run can wait on each other; handlers must not
+// block.
+package cmcore
