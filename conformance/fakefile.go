@@ -1,0 +1,135 @@
+package conformance
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/callermem"
+	"github.com/ucmd/ucmd/cuse/cusetest"
+	"golang.org/x/sys/unix"
+)
+
+// FakeFile is a File of the fake kernel. Its methods may be called from
+// any goroutine: they never use the kernel's test-failing waits.
+type FakeFile struct {
+	F      *cusetest.File
+	Caller cuse.Caller
+	mu     sync.Mutex // serialises SetFlags with requests reading Flags
+}
+
+// Write implements File.
+func (f *FakeFile) Write(b []byte) (int, error) {
+	f.mu.Lock()
+	p := f.F.WriteAsync(f.Caller, b)
+	f.mu.Unlock()
+	r, err := wait(p)
+	if err != nil {
+		return 0, err
+	}
+	if r.Errno != 0 {
+		return 0, r.Errno
+	}
+	return r.Size(), nil
+}
+
+// WriteAsync sends a write and returns it pending, for tests that
+// interrupt it.
+func (f *FakeFile) WriteAsync(b []byte) *cusetest.Pending {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.F.WriteAsync(f.Caller, b)
+}
+
+// Read implements File.
+func (f *FakeFile) Read(n int) (int, error) {
+	f.mu.Lock()
+	p := f.F.ReadAsync(f.Caller, n)
+	f.mu.Unlock()
+	r, err := wait(p)
+	if err != nil {
+		return 0, err
+	}
+	if r.Errno != 0 {
+		return 0, r.Errno
+	}
+	return len(r.Body), nil
+}
+
+// WaitReadable implements File by polling every millisecond.
+func (f *FakeFile) WaitReadable(d time.Duration) (bool, error) {
+	end := time.Now().Add(d)
+	for {
+		r, err := wait(f.F.PollAsync(f.Caller, unix.POLLIN, 0))
+		if err != nil {
+			return false, err
+		}
+		if r.Errno != 0 {
+			return false, r.Errno
+		}
+		if r.Revents()&unix.POLLIN != 0 {
+			return true, nil
+		}
+		if time.Now().After(end) {
+			return false, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// SetNonblock implements File.
+func (f *FakeFile) SetNonblock(on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl := f.F.Flags &^ unix.O_NONBLOCK
+	if on {
+		fl |= unix.O_NONBLOCK
+	}
+	f.F.SetFlags(fl)
+	return nil
+}
+
+// Close implements File: RELEASE, awaited.
+func (f *FakeFile) Close() error {
+	r, err := wait(f.F.ReleaseAsync())
+	if err != nil {
+		return err
+	}
+	if r.Errno != 0 {
+		return r.Errno
+	}
+	return nil
+}
+
+// fakeMem is Memory over a callermem.Fake.
+type fakeMem struct {
+	f   *callermem.Fake
+	pid int
+
+	once sync.Once
+	bad  uint64
+}
+
+func (m *fakeMem) Alloc(n int) uint64 { return m.f.Alloc(m.pid, n) }
+
+func (m *fakeMem) Bad() uint64 {
+	m.once.Do(func() {
+		m.bad = m.f.Alloc(m.pid, 1)
+		m.f.Unmap(m.pid, m.bad, 1)
+	})
+	return m.bad
+}
+
+func (m *fakeMem) Read(addr uint64, n int) []byte {
+	b, err := m.f.Bytes(m.pid, addr, n)
+	if err != nil {
+		panic(err) // a test helper misused: addr must come from Alloc
+	}
+	return b
+}
+
+func (m *fakeMem) Write(addr uint64, b []byte) {
+	if err := m.f.Write(m.pid, addr, b); err != nil {
+		panic(err)
+	}
+}

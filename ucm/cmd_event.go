@@ -1,0 +1,90 @@
+package ucm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cuse"
+	"golang.org/x/sys/unix"
+)
+
+// getEvent is ib_ucm_event: wait for the file's head event (EAGAIN in
+// O_NONBLOCK mode, EINTR when interrupted), copy it out, and only when
+// every copy succeeded dequeue it and count it. Any error leaves it queued.
+func (c *call) getEvent(ctx context.Context, req cuse.Request, m *abi.EventGet) error {
+	f := c.f
+	e, err := f.takeHead(ctx, req.Nonblock())
+	if err != nil {
+		return err
+	}
+	err = c.copyEvent(m, e)
+	f.mu.Lock()
+	f.delivering = nil
+	if err == nil {
+		// e is still the head: purge waits for delivering, and other
+		// GET_EVENT callers wait for it to be cleared.
+		f.events[0] = nil
+		f.events = f.events[1:]
+		e.ctx.eventsReported++
+		if e.child != nil {
+			f.d.ids.publish(e.child)
+		}
+	}
+	f.cond.Broadcast()
+	f.mu.Unlock()
+	return err
+}
+
+// takeHead waits for a queued event and marks it as being delivered. A
+// waiting caller holds no lock, so it never delays other commands.
+func (f *file) takeHead(ctx context.Context, nonblock bool) (*event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		for f.delivering != nil {
+			f.cond.Wait() // bounded: one event's copies
+		}
+		if len(f.events) > 0 {
+			f.delivering = f.events[0]
+			return f.delivering, nil
+		}
+		if nonblock {
+			return nil, fmt.Errorf("no event queued: %w", unix.EAGAIN)
+		}
+		ready := f.ready
+		f.mu.Unlock()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			f.mu.Lock()
+			return nil, ctx.Err() // cuse answers EINTR
+		}
+		f.mu.Lock()
+	}
+}
+
+// copyEvent copies the response, then data and info, each checked against
+// the caller's buffer size (ENOMEM), in the kernel's order.
+func (c *call) copyEvent(m *abi.EventGet, e *event) error {
+	if err := c.writeStruct(m.Response, &e.resp, "response"); err != nil {
+		return err
+	}
+	if e.data != nil {
+		if int(m.DataLen) < len(e.data) {
+			return fmt.Errorf("data buffer %d < %d: %w", m.DataLen, len(e.data), unix.ENOMEM)
+		}
+		if err := c.write(m.Data, e.data, "data"); err != nil {
+			return err
+		}
+	}
+	if e.info != nil {
+		if int(m.InfoLen) < len(e.info) {
+			return fmt.Errorf("info buffer %d < %d: %w", m.InfoLen, len(e.info), unix.ENOMEM)
+		}
+		if err := c.write(m.Info, e.info, "info"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

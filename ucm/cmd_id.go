@@ -1,0 +1,120 @@
+package ucm
+
+import (
+	"fmt"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cmcore"
+	"golang.org/x/sys/unix"
+)
+
+// createID is ib_ucm_create_id. The id becomes usable only when complete;
+// if the response cannot be written the id is destroyed again and the
+// caller gets EFAULT, as in the kernel.
+func (c *call) createID(m *abi.CreateID) error {
+	f := c.f
+	x := &ucmCtx{file: f, uid: m.UID}
+	if err := f.addCtx(x); err != nil {
+		return err
+	}
+	x.cmID = f.d.cm.CreateID(f.d.handle)
+	x.cmID.SetContext(x)
+	f.d.ids.publish(x)
+	if err := c.writeStruct(m.Response, &abi.CreateIDResp{ID: x.id}, "response"); err != nil {
+		if y, rerr := f.d.ids.remove(f, x.id); rerr == nil && y == x {
+			y.refs.Wait()
+			f.teardown(x)
+		}
+		return err
+	}
+	return nil
+}
+
+// destroyID is ib_ucm_destroy_id: take the id out of reach, wait for the
+// commands using it, destroy the CM id (no event can follow), purge its
+// events, and only then answer with the exact count of delivered events.
+func (c *call) destroyID(m *abi.DestroyID) error {
+	x, err := c.f.d.ids.remove(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	x.refs.Wait()
+	n := c.f.teardown(x)
+	// As in the kernel, an EFAULT here still leaves the id destroyed.
+	return c.writeStruct(m.Response, &abi.DestroyIDResp{EventsReported: n}, "response")
+}
+
+// attrID is ib_ucm_attr_id.
+func (c *call) attrID(m *abi.AttrID) error {
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	a := x.cmID.Attr()
+	return c.writeStruct(m.Response, &abi.AttrIDResp{
+		ServiceID: a.ServiceID, ServiceMask: a.ServiceMask,
+		LocalID: a.LocalCommID, RemoteID: a.RemoteCommID,
+	}, "response")
+}
+
+// initQPAttr is ib_ucm_init_qp_attr.
+func (c *call) initQPAttr(m *abi.InitQPAttr) error {
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	if m.QPState > 0xff {
+		return fmt.Errorf("QP state %d: %w", m.QPState, unix.EINVAL)
+	}
+	a, mask, err := x.cmID.InitQPAttr(uint8(m.QPState))
+	if err != nil {
+		return err
+	}
+	resp := qpAttrToABI(&a, mask, m.QPState)
+	return c.writeStruct(m.Response, &resp, "response")
+}
+
+// Service IDs ucm refused to listen on: the RDMA CM's and SDP's ranges
+// (IB_CMA_SERVICE_ID, IB_SDP_SERVICE_ID and their masks).
+const (
+	cmaServiceID     uint64 = 0x0000000001000000
+	cmaServiceIDMask uint64 = 0xFFFFFFFFFF000000
+	sdpServiceID     uint64 = 0x0000000000010000
+	sdpServiceIDMask uint64 = 0xFFFFFFFFFFFF0000
+)
+
+// validateListen is ucm_validate_listen. It applies the mask as given, so
+// mask 0 (an exact match for the CM) passes whatever the id: a kernel
+// quirk kept for fidelity.
+func validateListen(sid, mask uint64) error {
+	sid &= mask
+	if sid&cmaServiceIDMask == cmaServiceID || sid&sdpServiceIDMask == sdpServiceID {
+		return fmt.Errorf("service id %#x/%#x is in the RDMA CM or SDP range: %w", sid, mask, unix.EINVAL)
+	}
+	return nil
+}
+
+// listen is ib_ucm_listen: id lookup first, then the range check.
+func (c *call) listen(m *abi.Listen) error {
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	if err := validateListen(m.ServiceID, m.ServiceMask); err != nil {
+		return err
+	}
+	return x.cmID.Listen(m.ServiceID, m.ServiceMask)
+}
+
+// notify is ib_ucm_notify.
+func (c *call) notify(m *abi.Notify) error {
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	return x.cmID.Notify(cmcore.NotifyEvent(m.Event))
+}

@@ -1,0 +1,213 @@
+package ucm
+
+import (
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cmcore"
+)
+
+// The SEND_* commands copy their side buffers before looking the id up,
+// as the kernel did: a bad pointer is EFAULT even with a bad id.
+
+// sendREQ is ib_ucm_send_req: data, primary path, alternate path, id.
+func (c *call) sendREQ(m *abi.Req) error {
+	pd, err := c.data(m.Data, m.Len, "private data")
+	if err != nil {
+		return err
+	}
+	primary, err := c.path(m.PrimaryPath, "primary path")
+	if err != nil {
+		return err
+	}
+	alternate, err := c.path(m.AlternatePath, "alternate path")
+	if err != nil {
+		return err
+	}
+	p := &cmcore.ReqParams{
+		ServiceID:               m.SID,
+		QPN:                     m.QPN,
+		QPType:                  cmcore.QPType(m.QPType),
+		StartingPSN:             m.PSN,
+		ResponderResources:      m.ResponderResources,
+		InitiatorDepth:          m.InitiatorDepth,
+		RemoteCMResponseTimeout: m.RemoteCMResponseTimeout,
+		LocalCMResponseTimeout:  m.LocalCMResponseTimeout,
+		FlowControl:             m.FlowControl != 0,
+		RetryCount:              m.RetryCount,
+		RNRRetryCount:           m.RNRRetryCount,
+		MaxCMRetries:            m.MaxCMRetries,
+		SRQ:                     m.SRQ != 0,
+		PeerToPeer:              m.PeerToPeer != 0,
+		PrivateData:             pd,
+	}
+	if m.QPType > 0xff {
+		p.QPType = 0 // not a type the CM knows: EINVAL there
+	}
+	if primary != nil {
+		p.Primary = pathFromABI(primary)
+	}
+	if alternate != nil {
+		p.Alternate = pathFromABI(alternate)
+	}
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	return x.cmID.SendREQ(p)
+}
+
+// sendREP is ib_ucm_send_rep. It sets the id's uid before the CM call,
+// success or not: that is how a new connection gets its cookie.
+func (c *call) sendREP(m *abi.Rep) error {
+	pd, err := c.data(m.Data, m.Len, "private data")
+	if err != nil {
+		return err
+	}
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	c.f.mu.Lock()
+	x.uid = m.UID
+	c.f.mu.Unlock()
+	return x.cmID.SendREP(&cmcore.RepParams{
+		QPN:                m.QPN,
+		StartingPSN:        m.PSN,
+		ResponderResources: m.ResponderResources,
+		InitiatorDepth:     m.InitiatorDepth,
+		FailoverAccepted:   m.FailoverAccepted,
+		FlowControl:        m.FlowControl != 0,
+		RNRRetryCount:      m.RNRRetryCount,
+		SRQ:                m.SRQ != 0,
+		PrivateData:        pd,
+	})
+}
+
+// sendPrivateData is ib_ucm_send_private_data: SEND_RTU, SEND_DREQ and
+// SEND_DREP.
+func (c *call) sendPrivateData(cmd abi.Cmd, m *abi.PrivateData) error {
+	pd, err := c.data(m.Data, m.Len, "private data")
+	if err != nil {
+		return err
+	}
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	switch cmd {
+	case abi.CmdSendRTU:
+		return x.cmID.SendRTU(pd)
+	case abi.CmdSendDReq:
+		return x.cmID.SendDREQ(pd)
+	default:
+		return x.cmID.SendDREP(pd)
+	}
+}
+
+// sendInfo is ib_ucm_send_info: SEND_REJ and SEND_APR, data before info.
+func (c *call) sendInfo(cmd abi.Cmd, m *abi.Info) error {
+	pd, err := c.data(m.Data, m.DataLen, "private data")
+	if err != nil {
+		return err
+	}
+	info, err := c.data(m.Info, m.InfoLen, "info")
+	if err != nil {
+		return err
+	}
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	if cmd == abi.CmdSendRej {
+		// The kernel passed the u32 status as an int to a u16 reason.
+		return x.cmID.SendREJ(uint16(m.Status), info, pd)
+	}
+	return x.cmID.SendAPR(uint8(m.Status), info, pd)
+}
+
+// sendMRA is ib_ucm_send_mra.
+func (c *call) sendMRA(m *abi.MRA) error {
+	pd, err := c.data(m.Data, m.Len, "private data")
+	if err != nil {
+		return err
+	}
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	return x.cmID.SendMRA(m.Timeout, pd)
+}
+
+// sendLAP is ib_ucm_send_lap: data, then the alternate path.
+func (c *call) sendLAP(m *abi.LAP) error {
+	pd, err := c.data(m.Data, m.Len, "private data")
+	if err != nil {
+		return err
+	}
+	path, err := c.path(m.Path, "alternate path")
+	if err != nil {
+		return err
+	}
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	var alt *cmcore.PathRecord
+	if path != nil {
+		alt = pathFromABI(path)
+	}
+	return x.cmID.SendLAP(alt, pd)
+}
+
+// sendSIDRReq is ib_ucm_send_sidr_req: data, then the path (required by
+// the CM: EINVAL without). reserved_pkey is ignored since 2006.
+func (c *call) sendSIDRReq(m *abi.SIDRReq) error {
+	pd, err := c.data(m.Data, m.Len, "private data")
+	if err != nil {
+		return err
+	}
+	path, err := c.path(m.Path, "path")
+	if err != nil {
+		return err
+	}
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	p := &cmcore.SIDRReqParams{
+		ServiceID:    m.SID,
+		TimeoutMs:    m.Timeout,
+		MaxCMRetries: m.MaxCMRetries,
+		PrivateData:  pd,
+	}
+	if path != nil {
+		p.Path = pathFromABI(path)
+	}
+	return x.cmID.SendSIDRReq(p)
+}
+
+// sendSIDRRep is ib_ucm_send_sidr_rep: data, then info.
+func (c *call) sendSIDRRep(m *abi.SIDRRep) error {
+	pd, err := c.data(m.Data, m.DataLen, "private data")
+	if err != nil {
+		return err
+	}
+	info, err := c.data(m.Info, m.InfoLen, "info")
+	if err != nil {
+		return err
+	}
+	x, err := c.f.d.ids.get(c.f, m.ID)
+	if err != nil {
+		return err
+	}
+	defer x.put()
+	return x.cmID.SendSIDRRep(&cmcore.SIDRRepParams{
+		Status: uint8(m.Status), QPN: m.QPN, QKey: m.QKey, Info: info, PrivateData: pd,
+	})
+}

@@ -1,0 +1,38 @@
+package ucm
+
+import (
+	"sync"
+
+	"github.com/ucmd/ucmd/cmcore"
+)
+
+// ucmCtx is one id, the kernel's struct ib_ucm_context.
+type ucmCtx struct {
+	file *file
+	cmID *cmcore.ID
+
+	// refs counts commands using the id (ib_ucm_ctx_get/put); DESTROY_ID
+	// waits for them after taking the id out of the table.
+	refs sync.WaitGroup
+
+	// Guarded by the IDTable's mutex.
+	id   uint32
+	slot slotState
+
+	// Guarded by file.mu.
+	uid            uint64 // the client's cookie, echoed in its events
+	eventsReported uint32 // events GET_EVENT delivered for this id
+	dead           bool   // torn down: events for it are dropped
+}
+
+// put drops a reference taken by IDTable.get.
+func (c *ucmCtx) put() { c.refs.Done() }
+
+// ctxOf returns the ucm id a CM id belongs to, nil if none.
+func ctxOf(id *cmcore.ID) *ucmCtx {
+	if id == nil {
+		return nil
+	}
+	c, _ := id.Context().(*ucmCtx)
+	return c
+}

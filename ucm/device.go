@@ -1,0 +1,60 @@
+package ucm
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/callermem"
+)
+
+// Config describes a Device.
+type Config struct {
+	// CM is the communication manager of the RDMA device served (started
+	// by the caller). Required.
+	CM *cmcore.CM
+	// Memory reaches the callers' memory: callermem.ProcessVM{} in the
+	// daemon, a *callermem.Fake in tests. Required.
+	Memory callermem.Memory
+	// IDs is the daemon-wide id space; nil gives this device its own.
+	IDs *IDTable
+	// Limits bound each open file.
+	Limits Limits
+	// Logger receives events that had to be dropped and similar trouble;
+	// nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Device is one /dev/infiniband/ucmN: it implements cuse.Device.
+type Device struct {
+	cm     *cmcore.CM
+	mem    callermem.Memory
+	ids    *IDTable
+	limits Limits
+	log    *slog.Logger
+}
+
+var _ cuse.Device = (*Device)(nil)
+
+// New returns the device for cfg.CM.
+func New(cfg Config) (*Device, error) {
+	if cfg.CM == nil || cfg.Memory == nil {
+		return nil, errors.New("ucm: Config needs a CM and a Memory")
+	}
+	d := &Device{cm: cfg.CM, mem: cfg.Memory, ids: cfg.IDs, limits: cfg.Limits.withDefaults(), log: cfg.Logger}
+	if d.ids == nil {
+		d.ids = NewIDTable()
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	return d, nil
+}
+
+// Open implements cuse.Device: every open(2) gets its own file state. As
+// the kernel, it checks nothing beyond what the node's mode allowed.
+func (d *Device) Open(_ context.Context, req cuse.Request, w cuse.Waker) (cuse.Handle, error) {
+	return newFile(d, req, w), nil
+}

@@ -1,0 +1,102 @@
+package ucm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cuse"
+	"golang.org/x/sys/unix"
+)
+
+// file is one open file (struct ib_ucm_file); it implements cuse.Handle.
+// Every call runs in its own goroutine.
+type file struct {
+	d     *Device
+	waker cuse.Waker
+	// uid and gid opened the file: ib_safe_file_access refuses writers
+	// with other credentials.
+	uid, gid uint32
+
+	mu         sync.Mutex
+	cond       sync.Cond // signalled when delivering is cleared
+	ctxs       map[*ucmCtx]struct{}
+	events     []*event      // FIFO across all ids of the file
+	ready      chan struct{} // closed (and replaced) when an event is queued
+	delivering *event        // the head event a GET_EVENT is copying out
+	closed     bool          // released: no more ids or events
+}
+
+var _ cuse.Handle = (*file)(nil)
+
+func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
+	f := &file{
+		d: d, waker: w, uid: req.Caller.Uid, gid: req.Caller.Gid,
+		ctxs:  make(map[*ucmCtx]struct{}),
+		ready: make(chan struct{}),
+	}
+	f.cond.L = &f.mu
+	return f
+}
+
+// Write serves one command (ib_ucm_write): on success it returns the full
+// length written, as the kernel did, whatever the header's in said.
+func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, error) {
+	if req.Caller.Uid != f.uid || req.Caller.Gid != f.gid {
+		return 0, fmt.Errorf("ucm: writer %d:%d is not the opener %d:%d: %w",
+			req.Caller.Uid, req.Caller.Gid, f.uid, f.gid, unix.EACCES)
+	}
+	hdr, cmd, err := abi.ParseCommand(data)
+	if err != nil {
+		return 0, err
+	}
+	if out := hdr.Cmd.OutLen(); int(hdr.Out) < out {
+		return 0, fmt.Errorf("ucm: %v: out %d < %d: %w", hdr.Cmd, hdr.Out, out, unix.ENOSPC)
+	}
+	c := call{f: f, pid: req.Caller.Pid}
+	if err := c.dispatch(ctx, req, hdr, cmd); err != nil {
+		return 0, fmt.Errorf("ucm: %v: %w", hdr.Cmd, err)
+	}
+	return len(data), nil
+}
+
+// Read fails as read(2) on the kernel's device did: it had no .read.
+func (f *file) Read(context.Context, cuse.Request, []byte) (int, error) {
+	return 0, fmt.Errorf("ucm: read is not supported: %w", unix.EINVAL)
+}
+
+// Poll is ib_ucm_poll: readable while an event is queued, nothing else.
+// Like a kernel .poll it reports its mask whatever was asked; the caller
+// filters.
+func (f *file) Poll(context.Context, cuse.Request, uint32) (uint32, error) {
+	f.mu.Lock()
+	n := len(f.events)
+	f.mu.Unlock()
+	if n == 0 {
+		return 0, nil
+	}
+	return unix.POLLIN | pollRdNorm, nil
+}
+
+// pollRdNorm is POLLRDNORM, which x/sys/unix does not define for Linux.
+const pollRdNorm = 0x40
+
+// Release is ib_ucm_close: every id of the file is destroyed, its queued
+// events purged (undelivered new connections rejected). No command is
+// running on the file, so nothing needs waiting for but the CM.
+func (f *file) Release(context.Context) {
+	f.mu.Lock()
+	f.closed = true
+	ctxs := make([]*ucmCtx, 0, len(f.ctxs))
+	for c := range f.ctxs {
+		ctxs = append(ctxs, c)
+	}
+	f.mu.Unlock()
+	for _, c := range ctxs {
+		f.d.ids.hide(c)
+	}
+	for _, c := range ctxs {
+		f.teardown(c)
+	}
+}

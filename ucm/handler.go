@@ -1,0 +1,56 @@
+package ucm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cmcore"
+	"golang.org/x/sys/unix"
+)
+
+// errRejectChild makes cmcore destroy a new connection the file could not
+// take, which answers the peer with REJ "consumer defined" (28), as the
+// kernel's ib_ucm_event_handler did by returning non-zero. (ENOMEM would
+// make cmcore drop the REQ silently instead.)
+var errRejectChild = errors.New("ucm: new connection not queued")
+
+// handle is every CM id's event handler (ib_ucm_event_handler). cmcore
+// calls it with no CM lock held; it takes the file's mutex only briefly
+// and never blocks, never destroys an id (design.md rule 3).
+func (d *Device) handle(ev *cmcore.Event) error {
+	owner := ctxOf(ev.ID)
+	newConn := ev.Type == cmcore.EventReqReceived || ev.Type == cmcore.EventSIDRReqReceived
+	if newConn {
+		owner = ctxOf(ev.Listener)
+	}
+	if owner == nil {
+		return nil
+	}
+	f := owner.file
+	e := makeEvent(ev)
+	if newConn {
+		child, err := f.newChild(ev.ID)
+		if err != nil {
+			d.log.Warn("ucm: rejecting new connection", "listener", owner.id, "err", err)
+			return fmt.Errorf("%w: %v", errRejectChild, err) // not %w: ENOMEM would drop silently
+		}
+		e.child = child
+		e.resp.ID = child.id
+	}
+	if err := f.enqueue(owner, e); err != nil {
+		if e.child != nil {
+			f.forget(e.child)
+			d.log.Warn("ucm: rejecting new connection", "listener", owner.id, "err", err)
+			return fmt.Errorf("%w: %v", errRejectChild, err) // not %w: ENOMEM would drop silently
+		}
+		// Design.md rule 7: an event that cannot be queued is dropped.
+		if !errors.Is(err, errGone) {
+			d.log.Warn("ucm: dropping event", "id", owner.id, "event", abi.CMEvent(ev.Type), "err", err)
+		}
+	}
+	return nil
+}
+
+// errGone is why events for a closed file or a destroyed id are dropped.
+var errGone = fmt.Errorf("ucm: id or file gone: %w", unix.ENOENT)

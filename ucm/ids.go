@@ -1,0 +1,167 @@
+package ucm
+
+import (
+	"container/heap"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// slotState is where an id is in its life; only live ids are found by
+// commands.
+type slotState uint8
+
+const (
+	slotHidden  slotState = iota // allocated, not yet usable (new or undelivered REQ child)
+	slotLive                     // found by commands
+	slotRemoved                  // DESTROY_ID or close is tearing it down
+)
+
+// IDTable is the daemon-wide id space, the kernel's ctx_id_table: ids are
+// small integers shared by all open files of all devices, lowest free first.
+// The zero value is not usable; call NewIDTable.
+type IDTable struct {
+	mu    sync.Mutex
+	slots map[uint32]*ucmCtx
+	free  idHeap // freed ids below next
+	next  uint32 // every id >= next is free
+}
+
+// NewIDTable returns an empty id space. Give the same table to every
+// Device of one daemon.
+func NewIDTable() *IDTable {
+	return &IDTable{slots: make(map[uint32]*ucmCtx)}
+}
+
+// Len returns how many ids are allocated (live, hidden or being torn down).
+func (t *IDTable) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.slots)
+}
+
+// alloc gives c the lowest free id, hidden until publish.
+func (t *IDTable) alloc(c *ucmCtx) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var id uint32
+	switch {
+	case t.free.Len() > 0:
+		id = heap.Pop(&t.free).(uint32)
+	case t.next == ^uint32(0):
+		return fmt.Errorf("ucm: id space exhausted: %w", unix.ENOMEM)
+	default:
+		id = t.next
+		t.next++
+	}
+	c.id = id
+	c.slot = slotHidden
+	t.slots[id] = c
+	return nil
+}
+
+// publish makes c usable by commands.
+func (t *IDTable) publish(c *ucmCtx) {
+	t.mu.Lock()
+	if t.slots[c.id] == c && c.slot == slotHidden {
+		c.slot = slotLive
+	}
+	t.mu.Unlock()
+}
+
+// get is ib_ucm_ctx_get: ENOENT for an id nobody can use, EINVAL for one
+// that belongs to another open file; otherwise a reference that the
+// caller drops with c.put.
+func (t *IDTable) get(f *file, id uint32) (*ucmCtx, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, err := t.lookupLocked(f, id)
+	if err != nil {
+		return nil, err
+	}
+	c.refs.Add(1)
+	return c, nil
+}
+
+// remove takes a live id of f out of reach of new commands (DESTROY_ID's
+// idr_remove); the number stays reserved until release.
+func (t *IDTable) remove(f *file, id uint32) (*ucmCtx, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, err := t.lookupLocked(f, id)
+	if err != nil {
+		return nil, err
+	}
+	c.slot = slotRemoved
+	return c, nil
+}
+
+func (t *IDTable) lookupLocked(f *file, id uint32) (*ucmCtx, error) {
+	c := t.slots[id]
+	if c == nil || c.slot != slotLive {
+		return nil, fmt.Errorf("ucm: id %d: %w", id, unix.ENOENT)
+	}
+	if c.file != f {
+		return nil, fmt.Errorf("ucm: id %d belongs to another open file: %w", id, unix.EINVAL)
+	}
+	return c, nil
+}
+
+// hide makes c unreachable (close tearing it down).
+func (t *IDTable) hide(c *ucmCtx) {
+	t.mu.Lock()
+	if t.slots[c.id] == c {
+		c.slot = slotRemoved
+	}
+	t.mu.Unlock()
+}
+
+// release frees c's number for reuse. Releasing twice is harmless.
+func (t *IDTable) release(c *ucmCtx) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.slots[c.id] != c {
+		return
+	}
+	delete(t.slots, c.id)
+	heap.Push(&t.free, c.id)
+	// Shrink from the top so the heap holds only holes below next.
+	for t.next > 0 && t.free.Len() > 0 && t.free.max() == t.next-1 {
+		t.free.removeMax()
+		t.next--
+	}
+}
+
+// idHeap is a min-heap of free ids.
+type idHeap []uint32
+
+func (h idHeap) Len() int           { return len(h) }
+func (h idHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h idHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *idHeap) Push(x any)        { *h = append(*h, x.(uint32)) }
+func (h *idHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// max returns the largest free id; the maximum of a min-heap is a leaf.
+func (h idHeap) max() uint32 {
+	m := uint32(0)
+	for _, v := range h[len(h)/2:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+func (h *idHeap) removeMax() {
+	m := h.max()
+	for i, v := range *h {
+		if v == m {
+			heap.Remove(h, i)
+			return
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package ucm
+
+import (
+	"fmt"
+
+	"github.com/ucmd/ucmd/abi"
+	"golang.org/x/sys/unix"
+)
+
+// call is one command in flight: the file and the thread blocked in
+// write(2), whose memory the command may touch until it answers.
+type call struct {
+	f   *file
+	pid int
+}
+
+// read is copy_from_user: n bytes at addr, or EFAULT.
+func (c *call) read(addr uint64, n int, what string) ([]byte, error) {
+	if c.pid <= 0 {
+		// The caller is outside our pid namespace: its memory is
+		// unreachable, and pid 0 would be our own.
+		return nil, fmt.Errorf("%s: caller not visible: %w", what, unix.EFAULT)
+	}
+	b := make([]byte, n)
+	if err := c.f.d.mem.Read(c.pid, addr, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return b, nil
+}
+
+// write is copy_to_user.
+func (c *call) write(addr uint64, b []byte, what string) error {
+	if c.pid <= 0 {
+		return fmt.Errorf("%s: caller not visible: %w", what, unix.EFAULT)
+	}
+	if err := c.f.d.mem.Write(c.pid, addr, b); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// writeStruct encodes s and copies it to addr.
+func (c *call) writeStruct(addr uint64, s abi.Struct, what string) error {
+	b := make([]byte, s.Size())
+	s.Encode(b)
+	return c.write(addr, b, what)
+}
+
+// data is ib_ucm_alloc_data: nothing when n is 0, whatever the pointer.
+func (c *call) data(addr uint64, n uint8, what string) ([]byte, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	return c.read(addr, int(n), what)
+}
+
+// path is ib_ucm_path_get: nil for a 0 pointer.
+func (c *call) path(addr uint64, what string) (*abi.PathRec, error) {
+	if addr == 0 {
+		return nil, nil
+	}
+	b, err := c.read(addr, abi.PathRecSize, what)
+	if err != nil {
+		return nil, err
+	}
+	var p abi.PathRec
+	p.Decode(b)
+	return &p, nil
+}
