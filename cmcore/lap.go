@@ -1,7 +1,11 @@
 package cmcore
 
+// Alternate path management: LAP proposes a new alternate path for an
+// established connection, APR answers it (IB only; dropped on RoCE ports).
+
 import (
 	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
 )
 
 // SendLAP proposes a new alternate path (ib_send_cm_lap). EINVAL: private
@@ -79,71 +83,59 @@ func (id *ID) SendAPR(status uint8, info, pd []byte) error {
 	return nil
 }
 
-// SendSIDRReq resolves a service ID to a UD QP (ib_send_cm_sidr_req); the
-// request is retransmitted every TimeoutMs up to MaxCMRetries times.
-// EINVAL: no path, private data over 216 bytes, not IDLE, or a path SGID
-// not on this device.
-func (id *ID) SendSIDRReq(p *SIDRReqParams) error {
-	if p.Path == nil {
-		return errInval("SIDR_REQ without a path")
+func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
+	if cm.isRoCE(in.p) {
+		return
 	}
-	if err := checkLen("SIDR_REQ private data", p.PrivateData, wire.SIDRReqPrivateDataSize); err != nil {
-		return err
+	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
+	if id == nil || id.state != StateEstablished {
+		return
 	}
-	cm := id.cm
-	var t txn
-	cm.mu.Lock()
-	av, pt, err := cm.avFromPath(p.Path)
-	if err != nil {
-		cm.mu.Unlock()
-		return err
+	switch id.lapState {
+	case LapUninit, LapIdle:
+	case LapMRALapSent:
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.MRA{
+			LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageMRAed: msgOther,
+			ServiceTimeout: id.mraTimeout, PrivateData: id.mraPD,
+		})
+		return
+	default:
+		return
 	}
-	if id.destroyed || id.state != StateIdle {
-		defer cm.mu.Unlock()
-		return errInval("send SIDR_REQ in state %v", id.state)
+	a := &m.Alternate
+	path := PathRecord{
+		DGID: a.LocalGID, SGID: a.RemoteGID, DLID: a.LocalLID, SLID: a.RemoteLID,
+		FlowLabel: a.FlowLabel, TrafficClass: a.TrafficClass, HopLimit: a.HopLimit,
+		SL: a.SL, Rate: a.PacketRate, PKey: id.pkey, MTU: id.pathMTU, Reversible: true,
+		MTUSelector: 1, RateSelector: 1, PacketLifeTimeSelector: 1,
 	}
-	id.port, id.av, id.dst = pt, av, av.madAddress()
-	id.serviceID, id.serviceMask = p.ServiceID, ^uint64(0)
-	id.timeout = msDuration(uint64(p.TimeoutMs))
-	id.maxRetries = p.MaxCMRetries
-	id.tid = id.newTID()
-	req := &wire.SIDRReq{RequestID: id.localID, PartitionKey: p.Path.PKey, ServiceID: p.ServiceID, PrivateData: p.PrivateData}
-	id.state = StateSIDRReqSent
-	cm.startMsg(&t, id, cm.encode(id.tid, req, true), id.timeout, id.maxRetries)
-	cm.unlock(&t)
-	return nil
+	if a.LocalACKTimeout > 0 {
+		path.PacketLifeTime = a.LocalACKTimeout - 1
+	}
+	// The primary AV follows the LAP's source (cm_init_av_for_lap).
+	id.port, id.dst = in.p, in.src
+	if av, _, err := cm.avFromPath(&path); err == nil {
+		id.altAV = av
+	}
+	id.tid = in.tid
+	id.lapState = LapRcvd
+	cm.post(Event{Type: EventLapReceived, ID: id, Lap: LapEventParam{Alternate: path}, PrivateData: m.PrivateData}, id)
 }
 
-// SendSIDRRep answers a SIDR_REQ (ib_send_cm_sidr_rep); the id returns to
-// IDLE. EINVAL: info over 72 bytes, private data over 136, or not
-// SIDR_REQ_RCVD.
-func (id *ID) SendSIDRRep(p *SIDRRepParams) error {
-	if err := checkLen("SIDR_REP info", p.Info, wire.SIDRRepInfoSize); err != nil {
-		return err
+func (cm *CM) recvAPR(t *txn, in *rx, m *wire.APR) {
+	if cm.isRoCE(in.p) {
+		return
 	}
-	if err := checkLen("SIDR_REP private data", p.PrivateData, wire.SIDRRepPrivateDataSize); err != nil {
-		return err
+	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
+	if id == nil || id.state != StateEstablished || (id.lapState != LapSent && id.lapState != LapMRALapRcvd) {
+		return
 	}
-	cm := id.cm
-	var t txn
-	cm.mu.Lock()
-	if id.destroyed || id.state != StateSIDRReqRcvd {
-		defer cm.mu.Unlock()
-		return errInval("send SIDR_REP in state %v", id.state)
-	}
-	cm.sendSIDRRepLocked(&t, id, p)
-	cm.unlock(&t)
-	return nil
+	id.lapState = LapIdle
+	id.cancelMsg()
+	cm.post(Event{Type: EventAPRReceived, ID: id, APR: APREventParam{Status: m.APStatus}, Info: m.Info, PrivateData: m.PrivateData}, id)
 }
 
-func (cm *CM) sendSIDRRepLocked(t *txn, id *ID, p *SIDRRepParams) {
-	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.SIDRRep{
-		RequestID: id.remoteID, Status: p.Status, QPN: p.QPN & 0xFFFFFF, ServiceID: id.serviceID,
-		QKey: p.QKey, Info: p.Info, PrivateData: p.PrivateData,
-	})
-	id.state = StateIdle
-	if id.sidrEntry != nil {
-		delete(cm.sidr, *id.sidrEntry)
-		id.sidrEntry = nil
-	}
+func (cm *CM) isRoCE(p *port) bool {
+	attr, err := p.hw.Attr()
+	return err == nil && attr.LinkLayer == hw.LinkEthernet
 }

@@ -1,0 +1,48 @@
+package cmcore
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Notify reports a QP event (ib_cm_notify). COMM_EST on REP_SENT or
+// MRA_REP_RCVD establishes the connection as if the RTU had come and queues
+// USER_ESTABLISHED (EISCONN if already ESTABLISHED); PATH_MIG on an
+// ESTABLISHED id with no LAP in progress swaps primary and alternate path.
+// Anything else is EINVAL.
+func (id *ID) Notify(ev NotifyEvent) error {
+	cm := id.cm
+	var t txn
+	cm.mu.Lock()
+	var err error
+	switch {
+	case id.destroyed:
+		err = errInval("notify on a destroyed id")
+	case ev == NotifyCommEst:
+		switch id.state {
+		case StateRepSent, StateMRARepRcvd:
+			id.cancelMsg()
+			id.state = StateEstablished
+			cm.post(Event{Type: EventUserEstablished, ID: id}, id)
+		case StateEstablished:
+			err = fmt.Errorf("cmcore: COMM_EST: already established: %w", unix.EISCONN)
+		default:
+			err = errInval("COMM_EST in state %v", id.state)
+		}
+	case ev == NotifyPathMig:
+		if id.state != StateEstablished || (id.lapState != LapUninit && id.lapState != LapIdle) {
+			err = errInval("PATH_MIG in state %v/%v", id.state, id.lapState)
+			break
+		}
+		id.av, id.altAV = id.altAV, id.av
+		if p := cm.portByNum(id.av.PortNum); p != nil {
+			id.port, id.dst = p, id.av.madAddress()
+		}
+		id.lapState = LapIdle
+	default:
+		err = errInval("notify event %d", ev)
+	}
+	cm.unlock(&t)
+	return err
+}
