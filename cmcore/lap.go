@@ -83,6 +83,7 @@ func (id *ID) SendAPR(status uint8, info, pd []byte) error {
 	return nil
 }
 
+// recvLAP is cm_lap_handler.
 func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 	if cm.isRoCE(in.p) {
 		return
@@ -122,6 +123,7 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 	cm.post(Event{Type: EventLapReceived, ID: id, Lap: LapEventParam{Alternate: path}, PrivateData: m.PrivateData}, id)
 }
 
+// recvAPR is cm_apr_handler.
 func (cm *CM) recvAPR(t *txn, in *rx, m *wire.APR) {
 	if cm.isRoCE(in.p) {
 		return
@@ -135,6 +137,7 @@ func (cm *CM) recvAPR(t *txn, in *rx, m *wire.APR) {
 	cm.post(Event{Type: EventAPRReceived, ID: id, APR: APREventParam{Status: m.APStatus}, Info: m.Info, PrivateData: m.PrivateData}, id)
 }
 
+// isRoCE: LAP and APR are not used on RoCE; Linux drops them there.
 func (cm *CM) isRoCE(p *port) bool {
 	attr, err := p.hw.Attr()
 	return err == nil && attr.LinkLayer == hw.LinkEthernet

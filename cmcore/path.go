@@ -82,9 +82,9 @@ func (av *AddressVector) madAddress() hw.Address {
 // avFromPath is cm_init_av_by_path + ib_init_ah_attr_from_path: the port is
 // the one whose GID table holds the path's SGID, the P_Key index comes from
 // the port's table. A GRH is used when hop_limit > 0 or on RoCE. Errors:
-// EINVAL when no port has the SGID (the kernel's -EINVAL from
-// cm_find_port... surfaces as such), ENOENT when the P_Key is unknown
-// (ib_find_cached_pkey, passed through by ib_send_cm_req).
+// EINVAL when no port has the SGID (as cm_init_av_by_path), ENOENT when
+// the P_Key is not in the port's table (the pkey lookup's error, which
+// ib_send_cm_req passes through).
 func (cm *CM) avFromPath(p *PathRecord) (AddressVector, *port, error) {
 	for _, pt := range cm.ports {
 		attr, err := pt.hw.Attr()

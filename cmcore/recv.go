@@ -60,6 +60,8 @@ func (cm *CM) issueRej(t *txn, in *rx, local, remote uint32, rejected uint8, rea
 	})
 }
 
+// recvRep is cm_rep_handler: only an id that has not learned its peer yet
+// takes a REP; duplicate remote IDs are dropped, reused QPNs are stale.
 func (cm *CM) recvRep(t *txn, in *rx, m *wire.Rep) {
 	id := cm.acquire(m.RemoteCommID, 0)
 	if id == nil {
@@ -135,6 +137,7 @@ func (cm *CM) dupRep(t *txn, in *rx, m *wire.Rep) {
 	}
 }
 
+// recvRTU is cm_rtu_handler.
 func (cm *CM) recvRTU(t *txn, in *rx, m *wire.RTU) {
 	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
 	if id == nil || (id.state != StateRepSent && id.state != StateMRARepRcvd) {
@@ -145,6 +148,7 @@ func (cm *CM) recvRTU(t *txn, in *rx, m *wire.RTU) {
 	cm.post(Event{Type: EventRTUReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
+// recvDReq is cm_dreq_handler: the DREQ must name our QPN.
 func (cm *CM) recvDReq(t *txn, in *rx, m *wire.DReq) {
 	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
 	if id == nil {
@@ -173,6 +177,7 @@ func (cm *CM) recvDReq(t *txn, in *rx, m *wire.DReq) {
 	cm.post(Event{Type: EventDReqReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
+// recvDRep is cm_drep_handler.
 func (cm *CM) recvDRep(t *txn, in *rx, m *wire.DRep) {
 	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
 	if id == nil || (id.state != StateDReqSent && id.state != StateDReqRcvd) {
@@ -182,6 +187,8 @@ func (cm *CM) recvDRep(t *txn, in *rx, m *wire.DRep) {
 	cm.post(Event{Type: EventDRepReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
+// recvRej is cm_rej_handler with cm_acquire_rejected_id's lookup: REJ
+// TIMEOUT by (ARI CA GUID, remote comm ID), a rejected REQ by our ID alone.
 func (cm *CM) recvRej(t *txn, in *rx, m *wire.Rej) {
 	var id *ID
 	switch {
@@ -222,6 +229,8 @@ func (cm *CM) recvRej(t *txn, in *rx, m *wire.Rej) {
 	}, id)
 }
 
+// recvMRA is cm_mra_handler: the first MRA for an outstanding message
+// extends its retransmission; later ones are duplicates.
 func (cm *CM) recvMRA(t *txn, in *rx, m *wire.MRA) {
 	var id *ID
 	switch m.MessageMRAed {

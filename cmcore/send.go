@@ -276,19 +276,23 @@ func (id *ID) SendREJ(reason uint16, ari, pd []byte) error {
 	cm := id.cm
 	var t txn
 	cm.mu.Lock()
-	switch id.state {
-	case StateReqSent, StateMRAReqRcvd, StateReqRcvd, StateMRAReqSent, StateRepRcvd, StateMRARepSent, StateRepSent, StateMRARepRcvd:
-		if !id.destroyed {
-			break
-		}
-		fallthrough
-	default:
+	if id.destroyed || !rejectable(id.state) {
 		defer cm.mu.Unlock()
 		return errInval("send REJ in state %v", id.state)
 	}
 	cm.sendRejLocked(&t, id, reason, ari, pd)
 	cm.unlock(&t)
 	return nil
+}
+
+// rejectable reports whether ib_send_cm_rej accepts state.
+func rejectable(s State) bool {
+	switch s {
+	case StateReqSent, StateMRAReqRcvd, StateReqRcvd, StateMRAReqSent,
+		StateRepRcvd, StateMRARepSent, StateRepSent, StateMRARepRcvd:
+		return true
+	}
+	return false
 }
 
 // sendRejLocked formats a REJ per ib-cm.md §3.3 and moves the id to IDLE or

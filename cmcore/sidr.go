@@ -77,6 +77,8 @@ func (cm *CM) sendSIDRRepLocked(t *txn, id *ID, p *SIDRRepParams) {
 	}
 }
 
+// recvSIDRReq is cm_sidr_req_handler: dedupe by (request ID, source),
+// SIDR_REP status 1 when nobody listens, else a new id for the listener.
 func (cm *CM) recvSIDRReq(t *txn, in *rx, m *wire.SIDRReq) {
 	key := sidrKey{reqID: m.RequestID, lid: in.src.LID}
 	if in.src.GRH != nil {
@@ -109,6 +111,7 @@ func (cm *CM) recvSIDRReq(t *txn, in *rx, m *wire.SIDRReq) {
 	}, l)
 }
 
+// recvSIDRRep is cm_sidr_rep_handler.
 func (cm *CM) recvSIDRRep(t *txn, in *rx, m *wire.SIDRRep) {
 	id := cm.acquire(m.RequestID, 0)
 	if id == nil || id.state != StateSIDRReqSent {
