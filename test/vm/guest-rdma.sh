@@ -16,20 +16,21 @@ set -eu
 fail() { echo "guest-rdma: $*" >&2; exit 1; }
 sysfs_ib=/sys/class/infiniband
 
-for m in cuse rdma_rxe ib_umad ib_uverbs; do
-  modprobe "$m" || fail "modprobe $m failed"
-done
+# few, batched commands: each program is loaded over 9p, slow under TCG
+modprobe -a cuse rdma_rxe ib_umad ib_uverbs || fail "modprobe failed"
 [ ! -d /sys/module/ib_cm ] || fail "ib_cm is loaded; it would own the CM MAD class"
 
 if [ ! -d $sysfs_ib/rxe0 ]; then
   for c in default all; do echo 0 > /proc/sys/net/ipv6/conf/$c/accept_dad; done
   # fixed MACs make the link-local GIDs the same every boot:
   # rxe0 fe80::ff:fe00:1, rxe1 fe80::ff:fe00:2
-  ip link add veth0 address 02:00:00:00:00:01 type veth peer name veth1 address 02:00:00:00:00:02
-  ip addr add 10.0.0.1/24 dev veth0
-  ip addr add 10.0.0.2/24 dev veth1
-  ip link set veth0 up
-  ip link set veth1 up
+  ip -batch - <<-EOF || fail "veth setup failed"
+	link add veth0 address 02:00:00:00:00:01 type veth peer name veth1 address 02:00:00:00:00:02
+	addr add 10.0.0.1/24 dev veth0
+	addr add 10.0.0.2/24 dev veth1
+	link set veth0 up
+	link set veth1 up
+	EOF
   rdma link add rxe0 type rxe netdev veth0
   rdma link add rxe1 type rxe netdev veth1
 fi
@@ -37,7 +38,8 @@ fi
 # the link-local GIDs appear once the links are up: wait up to 10 s
 i=0
 while :; do
-  g0=$(cat $sysfs_ib/rxe0/ports/1/gids/0) g1=$(cat $sysfs_ib/rxe1/ports/1/gids/0)
+  read -r g0 < $sysfs_ib/rxe0/ports/1/gids/0
+  read -r g1 < $sysfs_ib/rxe1/ports/1/gids/0
   case "$g0 $g1" in fe80:*" "fe80:*) break ;; esac
   i=$((i + 1)); [ $i -le 200 ] || fail "link-local GIDs not ready: rxe0 $g0, rxe1 $g1"
   sleep 0.05

@@ -97,7 +97,9 @@ if [ -z "$INTERACTIVE" ]; then
 fi
 
 rwlist=$(IFS=,; echo "${RW[*]}")
-append="console=ttyS0 panic=-1 ${VERBOSE:-quiet} ucmdvm.stage2=$HERE/stage2.sh"
+loglevel=quiet
+[ -n "$VERBOSE" ] && loglevel=loglevel=7
+append="console=ttyS0 panic=-1 $loglevel ucmdvm.stage2=$HERE/stage2.sh"
 append+=" ucmdvm.moddir=$CACHE/lib/modules/$KVER ucmdvm.name=$NAME"
 [ -n "$rwlist" ] && append+=" ucmdvm.rw=$rwlist"
 [ -n "$INTERACTIVE" ] && append+=" ucmdvm.interactive=1"
