@@ -137,7 +137,8 @@ func (cm *CM) Start() error {
 
 // Close stops the CM: it closes the endpoints, waits for the receivers,
 // and stops every timer. Ids stay usable as objects but send nothing and
-// get no more events; Destroy on them is still safe.
+// get no more events; Destroy on them is still safe. Close waits for the
+// receive goroutines, so it must not be called from a Handler.
 func (cm *CM) Close() error {
 	cm.mu.Lock()
 	if cm.closed {

@@ -109,7 +109,8 @@
 //
 // One mutex per CM guards all ids and tables; MADs are sent and events
 // delivered after it is released. Each port has one receive goroutine;
-// Close stops them. Deadlock caveat: handlers of two CMs that destroy each
+// Close stops them and waits for them, so it must not be called from a
+// handler. Deadlock caveat: handlers of two CMs that destroy each
 // other's ids while both run can wait on each other; handlers must not
 // block.
 package cmcore
