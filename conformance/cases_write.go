@@ -1,0 +1,66 @@
+package conformance
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ucmd/ucmd/abi"
+	"golang.org/x/sys/unix"
+)
+
+// writeCases are ib_ucm_write's own checks (§2.3).
+func writeCases() []Case {
+	return []Case{
+		{Name: "write/short-header", Spec: "§2.3: len < 8 → EINVAL", run: func(e *Env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			_, err = c.Raw(make([]byte, 7))
+			return expect(err, unix.EINVAL)
+		}},
+		{Name: "write/bad-command", Spec: "§2.3: hdr.cmd >= 18 → EINVAL", run: func(e *Env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			b := Encode(abi.CmdCreateID, 4, &abi.CreateID{Response: c.Mem.Alloc(4)})
+			binary.NativeEndian.PutUint32(b, abi.NumCmds)
+			_, err = c.Raw(b)
+			return expect(err, unix.EINVAL)
+		}},
+		{Name: "write/in-beyond-len", Spec: "§2.3: hdr.in + 8 > len → EINVAL", run: func(e *Env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			b := Encode(abi.CmdCreateID, 4, &abi.CreateID{Response: c.Mem.Alloc(4)})
+			_, err = c.Raw(b[:len(b)-1])
+			return expect(err, unix.EINVAL)
+		}},
+		{Name: "write/returns-full-length", Spec: "§2.3: success returns len, trailing bytes beyond 8+in ignored", run: func(e *Env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			b := Encode(abi.CmdCreateID, 4, &abi.CreateID{Response: c.Mem.Alloc(4)})
+			b = append(b, make([]byte, 40)...)
+			n, err := c.Raw(b)
+			if err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			if n != len(b) {
+				return fmt.Errorf("write returned %d, want %d", n, len(b))
+			}
+			return nil
+		}},
+		{Name: "read/einval", Spec: "§2.1: the device has no read → EINVAL", run: func(e *Env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			_, err = c.F.Read(64)
+			return expect(err, unix.EINVAL)
+		}},
+	}
+}

@@ -1,0 +1,203 @@
+package conformance
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ucmd/ucmd/abi"
+	"golang.org/x/sys/unix"
+)
+
+// Node is a DUT on a real device node: commands are plain write(2)s from
+// this process, with pointers into memory mapped outside the Go heap, so
+// the garbage collector never moves what the device reads and writes.
+type Node struct {
+	path string
+	// Loopback, if set, is a path record from the device's port to
+	// itself; cases that connect need it.
+	Loopback *abi.PathRec
+	mem      *mmapMem
+}
+
+// OpenPath returns a DUT for the ucm device node at path (e.g.
+// /dev/infiniband/ucm0). It checks the node can be opened. Set the
+// returned *Node's Loopback to run the connecting cases.
+func OpenPath(path string) (DUT, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	unix.Close(fd)
+	return &Node{path: path, mem: &mmapMem{}}, nil
+}
+
+// Open implements DUT.
+func (n *Node) Open(nonblock bool) (File, error) {
+	flags := unix.O_RDWR | unix.O_CLOEXEC
+	if nonblock {
+		flags |= unix.O_NONBLOCK
+	}
+	fd, err := unix.Open(n.path, flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &nodeFile{fd: fd}, nil
+}
+
+// Mem implements DUT.
+func (n *Node) Mem() Memory { return n.mem }
+
+// LoopbackPath implements DUT.
+func (n *Node) LoopbackPath() (abi.PathRec, bool) {
+	if n.Loopback == nil {
+		return abi.PathRec{}, false
+	}
+	return *n.Loopback, true
+}
+
+// Close implements DUT: it unmaps the memory handed out.
+func (n *Node) Close() error { return n.mem.free() }
+
+// nodeFile is an open file descriptor of the node.
+type nodeFile struct {
+	mu     sync.RWMutex // Close waits for calls in flight
+	fd     int
+	closed bool
+}
+
+func (f *nodeFile) Write(b []byte) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return 0, unix.EBADF
+	}
+	for {
+		n, err := unix.Write(f.fd, b)
+		if err == unix.EINTR {
+			continue // the Go runtime's preemption signals, not the test's
+		}
+		return n, err
+	}
+}
+
+func (f *nodeFile) Read(n int) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return unix.Read(f.fd, make([]byte, n))
+}
+
+func (f *nodeFile) WaitReadable(d time.Duration) (bool, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	end := time.Now().Add(d)
+	for {
+		fds := []unix.PollFd{{Fd: int32(f.fd), Events: unix.POLLIN}}
+		ms := max(int(time.Until(end)/time.Millisecond), 0)
+		n, err := unix.Poll(fds, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		return n > 0 && fds[0].Revents&unix.POLLIN != 0, nil
+	}
+}
+
+func (f *nodeFile) SetNonblock(on bool) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return unix.SetNonblock(f.fd, on)
+}
+
+func (f *nodeFile) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	return unix.Close(f.fd)
+}
+
+// mmapMem hands out anonymous mappings, each followed by a PROT_NONE
+// guard page.
+type mmapMem struct {
+	mu      sync.Mutex
+	regions map[uint64][]byte // by base address, the usable part
+	maps    [][]byte          // whole mappings, to unmap
+	bad     uint64
+}
+
+func (m *mmapMem) Alloc(n int) uint64 {
+	page := os.Getpagesize()
+	size := (max(n, 1) + page - 1) / page * page
+	b, err := unix.Mmap(-1, 0, size+page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		panic(fmt.Sprintf("conformance: mmap: %v", err))
+	}
+	if err := unix.Mprotect(b[size:], unix.PROT_NONE); err != nil {
+		panic(fmt.Sprintf("conformance: mprotect: %v", err))
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&b[0])))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.regions == nil {
+		m.regions = make(map[uint64][]byte)
+	}
+	m.regions[addr] = b[:size]
+	m.maps = append(m.maps, b)
+	return addr
+}
+
+func (m *mmapMem) Bad() uint64 {
+	m.mu.Lock()
+	bad := m.bad
+	m.mu.Unlock()
+	if bad != 0 {
+		return bad
+	}
+	a := m.Alloc(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.regions[a]
+	if err := unix.Mprotect(b, unix.PROT_NONE); err != nil {
+		panic(fmt.Sprintf("conformance: mprotect: %v", err))
+	}
+	delete(m.regions, a)
+	m.bad = a
+	return a
+}
+
+func (m *mmapMem) region(addr uint64, n int) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for base, b := range m.regions {
+		if addr >= base && addr+uint64(n) <= base+uint64(len(b)) {
+			return b[addr-base : addr-base+uint64(n)]
+		}
+	}
+	panic(fmt.Sprintf("conformance: %d bytes at %#x were not allocated", n, addr))
+}
+
+func (m *mmapMem) Read(addr uint64, n int) []byte {
+	return append([]byte(nil), m.region(addr, n)...)
+}
+
+func (m *mmapMem) Write(addr uint64, b []byte) { copy(m.region(addr, len(b)), b) }
+
+func (m *mmapMem) free() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var first error
+	for _, b := range m.maps {
+		if err := unix.Munmap(b); err != nil && first == nil {
+			first = err
+		}
+	}
+	m.maps, m.regions, m.bad = nil, nil, 0
+	return first
+}
