@@ -17,10 +17,13 @@
 #   121 the -r RDMA setup failed       123 not set up (make vm-setup) / no qemu
 #   122 VM lock not acquired in time   124 timed out (-t)
 #   125 the guest died (panic, qemu failure) without reporting a status
+#   126 the working directory is missing in the guest
+#   130 interrupted (INT/TERM/HUP); the guest was stopped
 #   2   usage error
 #
 # The command's stdout+stderr are streamed to stdout; the guest console goes
-# to <run dir>/console.log and is printed to stderr when the run fails.
+# to <run dir>/console.log and is printed to stderr when the run fails; a
+# failed command also leaves the guest's dmesg in <run dir>/dmesg.txt.
 #
 # Environment: UCMD_VM_CACHE (default <repo>/.cache/vm), UCMD_VM_SMP (2),
 # UCMD_VM_MEM (MiB, 2048), UCMD_VM_LOCK (/tmp/ucmd-vm.lock), UCMD_VM_LOCK_WAIT
@@ -32,7 +35,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${UCMD_VM_CACHE:-$REPO/.cache/vm}
 
-usage() { sed -n '6,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 say() { echo "vm: $*" >&2; }
 
 TIMEOUT=600 OUT='' KEEP='' RDMA='' NAME=ucmd-vm VERBOSE='' INTERACTIVE=
@@ -84,7 +87,7 @@ else
   mkdir -p "$OUT"
   OUT=$(realpath "$OUT")
 fi
-rm -rf "$OUT/rc" "$OUT/started" "$OUT/scratch"
+rm -rf "$OUT/rc" "$OUT/started" "$OUT/scratch" "$OUT/dmesg.txt"
 : > "$OUT/output"
 : > "$OUT/console.log"
 

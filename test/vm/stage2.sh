@@ -22,6 +22,8 @@ else
   sh /out/cmd.sh < /dev/null >> /out/output 2>&1
   rc=$?
 fi
+# a failure's kernel messages at every level (the console has only errors)
+[ "$rc" = 0 ] || dmesg > /out/dmesg.txt 2>&1
 # /out is mounted without a cache: the host has the status once echo returns
 echo "$rc" > /out/rc
 read -r up _ < /proc/uptime
