@@ -34,7 +34,9 @@ updated=
 apt_update() {
   [ -n "$updated" ] && return 0
   log "apt-get update"
-  apt-get update -qq >&2 || die "apt-get update failed"
+  # one unreachable third-party source fails the update as a whole; the
+  # Debian lists it did fetch may still be enough
+  apt-get update -qq >&2 || log "warning: apt-get update failed; continuing with the lists there are"
   updated=1
 }
 
