@@ -53,6 +53,8 @@ type CM struct {
 	delivering bool  // some goroutine is draining events
 	running    *ID   // owner whose handler is running
 	deliverGo  int64 // goroutine id of the drainer while delivering
+
+	stats counters
 }
 
 type port struct {
@@ -245,7 +247,9 @@ func (cm *CM) transmit(t *txn) {
 
 func (cm *CM) transmit1(o *outMAD) {
 	if o.p.ep != nil {
+		cm.stats.sent.Add(1)
 		if err := o.p.ep.Send(bgctx, o.dst, o.mad); err != nil {
+			cm.stats.sendErrors.Add(1)
 			// Lost like any MAD on the fabric: retransmission or the
 			// peer's retry repairs it, final timeouts report it.
 			cm.log.Debug("cmcore: send failed", "port", o.p.num, "err", err)

@@ -15,8 +15,10 @@ type rx struct {
 // handleMAD decodes one received MAD and runs the §3.4 row for it. Bad
 // MADs are dropped: nothing from the wire can panic or block the CM.
 func (cm *CM) handleMAD(p *port, r *hw.Received, gid int64) {
+	cm.stats.received.Add(1)
 	h, m, err := wire.Decode(&r.MAD)
 	if err != nil {
+		cm.stats.dropped.Add(1)
 		cm.log.Debug("cmcore: dropping MAD", "port", p.num, "err", err)
 		return
 	}

@@ -73,12 +73,14 @@ func (cm *CM) msgTimeout(m *outMsg) {
 	}
 	if m.retries > 0 {
 		m.retries--
+		cm.stats.retransmitted.Add(1)
 		t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad})
 		cm.armMsg(m)
 		cm.unlock(&t)
 		return
 	}
 	id.msg = nil
+	cm.stats.timedOut.Add(1)
 	cm.sendFailed(id, m.state, WCRespTimeout)
 	cm.unlock(&t)
 }

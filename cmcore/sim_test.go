@@ -111,6 +111,10 @@ func TestSimConnectDisconnect(t *testing.T) {
 	if n := p.n.clk.Pending(); n != 0 {
 		t.Errorf("%d timers left", n)
 	}
+	// REQ, RTU, DREQ from a; REP, DREP from b; nothing lost or retried.
+	if sta, stb := p.a.Stats(), p.b.Stats(); sta != (Stats{Sent: 3, Received: 2}) || stb != (Stats{Sent: 2, Received: 3}) {
+		t.Errorf("stats a %+v, b %+v", sta, stb)
+	}
 }
 
 func TestSimRejectByPassive(t *testing.T) {
@@ -278,6 +282,10 @@ func TestSimTimeouts(t *testing.T) {
 		must(t, a.SendREQ(p.req(0x100)))
 		p.n.run(time.Minute)
 		wantEvents(t, "active", p.ra.log[a], EventReqError)
+		st := p.a.Stats()
+		if st.TimedOut != 1 || st.Retransmitted == 0 || st.Sent != st.Retransmitted+1 || st.Received != 0 {
+			t.Errorf("stats after an unanswered REQ: %+v", st)
+		}
 	})
 	t.Run("REP", func(t *testing.T) {
 		p := newPair(t, 1, sim.Knobs{})
