@@ -5,14 +5,13 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/ucmd/ucmd/ucm"
 )
 
 // TestFake runs every case over the fake kernel, each on a fresh device.
 func TestFake(t *testing.T) {
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			d := NewFake(t, ucm.Limits{})
+			d := NewFake(t, nil)
 			err := RunCase(context.Background(), d, c)
 			if errors.Is(err, ErrSkip) {
 				t.Skip(err)
@@ -27,7 +26,7 @@ func TestFake(t *testing.T) {
 // TestRun runs the suite's entry point once over one shared device, as
 // `ucmd conformance` will.
 func TestRun(t *testing.T) {
-	d := NewFake(t, ucm.Limits{})
+	d := NewFake(t, nil)
 	n := 0
 	failed := Run(context.Background(), d, func(c Case, err error) {
 		n++

@@ -29,15 +29,29 @@ type Fake struct {
 	Device *ucm.Device
 	CM     *cmcore.CM
 	Sim    *sim.Device
+	IDs    *ucm.IDTable
 	Caller cuse.Caller
 
 	mem *fakeMem
 }
 
-// NewFake builds a Fake. limits may be zero. Everything is torn down by
-// tb's cleanup.
-func NewFake(tb testing.TB, limits ucm.Limits) *Fake {
+// FakeOptions adjust a Fake; the zero value is the default device.
+type FakeOptions struct {
+	// Limits are the device's per-file limits.
+	Limits ucm.Limits
+	// WrapMemory, if set, wraps the caller memory the device uses (the
+	// test's view through Mem is unaffected), e.g. to stall or fail
+	// copies.
+	WrapMemory func(callermem.Memory) callermem.Memory
+}
+
+// NewFake builds a Fake; opts may be nil. Everything is torn down by tb's
+// cleanup.
+func NewFake(tb testing.TB, opts *FakeOptions) *Fake {
 	tb.Helper()
+	if opts == nil {
+		opts = &FakeOptions{}
+	}
 	fab := sim.New(sim.Config{Seed: 1})
 	sd, err := fab.AddIB("sim0", 1)
 	if err != nil {
@@ -48,7 +62,12 @@ func NewFake(tb testing.TB, limits ucm.Limits) *Fake {
 		tb.Fatal(err)
 	}
 	mem := callermem.NewFake()
-	dev, err := ucm.New(ucm.Config{CM: cm, Memory: mem, IDs: ucm.NewIDTable(), Limits: limits})
+	var devMem callermem.Memory = mem
+	if opts.WrapMemory != nil {
+		devMem = opts.WrapMemory(mem)
+	}
+	ids := ucm.NewIDTable()
+	dev, err := ucm.New(ucm.Config{CM: cm, Memory: devMem, IDs: ids, Limits: opts.Limits})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -57,7 +76,7 @@ func NewFake(tb testing.TB, limits ucm.Limits) *Fake {
 	tb.Cleanup(func() { cm.Close() })
 	k := cusetest.Start(tb, dev, &cusetest.Options{Memory: mem, Timeout: fakeTimeout})
 	return &Fake{
-		Kernel: k, Device: dev, CM: cm, Sim: sd,
+		Kernel: k, Device: dev, CM: cm, Sim: sd, IDs: ids,
 		Caller: cuse.Caller{Pid: FakePid, Uid: 1000, Gid: 1000},
 		mem:    &fakeMem{f: mem, pid: FakePid},
 	}

@@ -1,0 +1,135 @@
+package ucm_test
+
+import (
+	"testing"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"golang.org/x/sys/unix"
+)
+
+// A new connection's id exists from the REQ's arrival but is unusable
+// until GET_EVENT delivers the REQ; a failed GET_EVENT retried does not
+// allocate a second id (the kernel's retry leak).
+func TestChildHiddenUntilDelivered(t *testing.T) {
+	e := newEnv(t, nil)
+	e.req(t, 0xa0) // listener 0, active 1: the child is 2
+	e.waitReadable(t, e.b)
+	if n := e.d.IDs.Len(); n != 3 {
+		t.Fatalf("%d ids, want 3 (listener, active, hidden child)", n)
+	}
+	_, err := e.b.AttrID(2)
+	wantErrno(t, "ATTR_ID of the undelivered child", err, unix.ENOENT)
+
+	g := &abi.EventGet{Response: e.b.Mem.Bad(), Data: e.b.Mem.Alloc(255), Info: e.b.Mem.Alloc(255), DataLen: 255, InfoLen: 255}
+	wantErrno(t, "GET_EVENT with a bad response", e.b.Cmd(abi.CmdEvent, abi.EventRespSize, g), unix.EFAULT)
+	_, err = e.b.GetEventLen(10, 255)
+	wantErrno(t, "GET_EVENT with a short data buffer", err, unix.ENOMEM)
+
+	ev, err := e.b.GetEvent()
+	must(t, err)
+	if ev.Event != abi.CMReqReceived || ev.ID != 2 || ev.UID != 0xb0 {
+		t.Fatalf("got %v id %d uid %#x, want REQ for id 2 with the listener's uid", ev.Event, ev.ID, ev.UID)
+	}
+	if n := e.d.IDs.Len(); n != 3 {
+		t.Errorf("%d ids after the retries, want 3", n)
+	}
+	if _, err := e.b.AttrID(2); err != nil {
+		t.Errorf("ATTR_ID of the delivered child: %v", err)
+	}
+}
+
+// An event of a new connection that comes before its REQ is delivered is
+// its own (uid 0, its id), not the listener's as in the kernel.
+func TestChildEventBeforeDelivery(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.req(t, 0xa0)
+	e.waitReadable(t, e.b)
+	// Destroying a REQ_SENT id sends REJ to the passive side.
+	_, err := e.a.DestroyID(a)
+	must(t, err)
+	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	must(t, err)
+	rej, err := e.b.Expect(abi.CMRejReceived, wait)
+	must(t, err)
+	if rej.ID != req.ID || rej.UID != 0 {
+		t.Errorf("REJ for id %d uid %#x, want the child %d with uid 0", rej.ID, rej.UID, req.ID)
+	}
+	n, err := e.b.DestroyID(e.listener)
+	must(t, err)
+	if n != 1 {
+		t.Errorf("listener events_reported %d, want 1 (the REQ)", n)
+	}
+	n, err = e.b.DestroyID(req.ID)
+	must(t, err)
+	if n != 1 {
+		t.Errorf("child events_reported %d, want 1 (the REJ)", n)
+	}
+}
+
+// SEND_REP's uid becomes the child's cookie for its later events.
+func TestSendREPSetsUID(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.req(t, 0xa0)
+	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	must(t, err)
+	must(t, e.b.SendREP(&abi.Rep{UID: 0xc0ffee, ID: req.ID, QPN: 0x200, PSN: 1}))
+	_, err = e.a.Expect(abi.CMRepReceived, wait)
+	must(t, err)
+	must(t, e.a.SendPrivateData(abi.CmdSendRTU, a, nil))
+	rtu, err := e.b.Expect(abi.CMRTUReceived, wait)
+	must(t, err)
+	if rtu.UID != 0xc0ffee || rtu.ID != req.ID {
+		t.Errorf("RTU uid %#x id %d, want %#x %d", rtu.UID, rtu.ID, 0xc0ffee, req.ID)
+	}
+}
+
+// Rule 2: ids die only by DESTROY_ID or close: a rejected connection's
+// id stays, usable again.
+func TestRejectedIDSurvives(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.req(t, 0xa0)
+	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	must(t, err)
+	must(t, e.b.SendInfo(abi.CmdSendRej, req.ID, 28, nil, nil))
+	_, err = e.a.Expect(abi.CMRejReceived, wait)
+	must(t, err)
+	if _, err := e.a.AttrID(a); err != nil {
+		t.Errorf("active id after REJ: %v", err)
+	}
+	if _, err := e.b.AttrID(req.ID); err != nil {
+		t.Errorf("rejecting id after REJ: %v", err)
+	}
+	// IDLE again: it can start a new connection.
+	must(t, e.a.SendREQ(e.a.Req(a, e.sid, e.path, 0x300)))
+	_, err = e.b.Expect(abi.CMReqReceived, wait)
+	must(t, err)
+}
+
+// Writes from credentials other than the opener's fail with EACCES
+// (ib_safe_file_access).
+func TestWriteFromOtherCredentials(t *testing.T) {
+	d := conformance.NewFake(t, nil)
+	c, err := conformance.NewClient(d, false)
+	must(t, err)
+	ff := fake(c)
+	ff.Caller.Uid++
+	_, err = c.CreateID(0)
+	wantErrno(t, "CREATE_ID from another uid", err, unix.EACCES)
+	ff.Caller.Uid--
+	_, err = c.CreateID(0)
+	must(t, err)
+}
+
+// The caller's pid 0 (outside our pid namespace) is never dereferenced.
+func TestInvisibleCaller(t *testing.T) {
+	d := conformance.NewFake(t, nil)
+	c, err := conformance.NewClient(d, false)
+	must(t, err)
+	fake(c).Caller.Pid = 0
+	_, err = c.Raw(conformance.Encode(abi.CmdCreateID, 4, &abi.CreateID{Response: 0x1000}))
+	wantErrno(t, "CREATE_ID from pid 0", err, unix.EFAULT)
+	if n := d.IDs.Len(); n != 0 {
+		t.Errorf("%d ids left", n)
+	}
+}
