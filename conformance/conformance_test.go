@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-
 )
 
 // TestFake runs every case over the fake kernel, each on a fresh device.
