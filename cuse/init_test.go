@@ -64,7 +64,9 @@ func pipeEnd(t *testing.T) *os.File {
 	return os.NewFile(uintptr(p[0]), "pipe")
 }
 
-func seqpacket(t *testing.T) (kernel, server *os.File) {
+func seqpacket(t *testing.T) (kernel, server *os.File) { return seqpacketTB(t) }
+
+func seqpacketTB(t testing.TB) (kernel, server *os.File) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
