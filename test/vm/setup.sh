@@ -174,6 +174,10 @@ main() {
     log "up to date (kernel $kver, cache $CACHE)"
     return
   fi
+  # a guest booting from this cache right now would lose its kernel and
+  # modules under it: rebuild under run.sh's VM lock
+  exec 9>>"${UCMD_VM_LOCK:-/tmp/ucmd-vm.lock}"
+  flock -w "${UCMD_VM_LOCK_WAIT:-3600}" 9 || die "VM lock not acquired"
   rm -f "$CACHE/stamp"
   build_tree "$deb" "$kver"
   build_initramfs "$kver"
