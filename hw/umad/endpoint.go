@@ -76,7 +76,6 @@ func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 	}
 	rd, err := newRecvFile(fd, p.UMADPath())
 	if err != nil {
-		unix.Close(fd)
 		return nil, fmt.Errorf("open MAD agent on %s: %w", p, err)
 	}
 	openSend := func() (*sendFile, error) {
@@ -86,20 +85,22 @@ func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 		}
 		return &sendFile{fd: fd, agent: agent}, nil
 	}
-	// Open one send file now so that permission problems show up here.
-	first, err := openSend()
+	e, err := newEndpoint(p, attr.LinkLayer, rd, openSend)
 	if err != nil {
 		rd.Interrupt()
 		rd.Close()
 		return nil, err
 	}
-	e := newEndpoint(p, attr.LinkLayer, rd, openSend)
-	e.opened = 1
-	e.idle <- first
 	return e, nil
 }
 
-func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFile, error)) *Endpoint {
+// newEndpoint opens the first send file at once, so that permission
+// problems show up at open, and starts reading rd.
+func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFile, error)) (*Endpoint, error) {
+	first, err := openSend()
+	if err != nil {
+		return nil, err
+	}
 	o := p.opts.withDefaults()
 	e := &Endpoint{
 		port:     p,
@@ -112,9 +113,11 @@ func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFi
 		readDone: make(chan struct{}),
 		failed:   make(chan struct{}),
 		idle:     make(chan *sendFile, o.SendFiles),
+		opened:   1,
 	}
+	e.idle <- first
 	go e.readLoop()
-	return e
+	return e, nil
 }
 
 // Stats returns the endpoint's counters.

@@ -18,7 +18,8 @@ type recvFile interface {
 	Close() error
 }
 
-// newRecvFile wraps a non-blocking umad fd. The runtime poller serves it
+// newRecvFile wraps a non-blocking umad fd, which it owns from then on
+// (it is closed on error too). The runtime poller serves it
 // when the device supports epoll (umad implements poll); if the poller
 // refuses the fd, a poll(2) loop with an eventfd for wake-ups takes over.
 func newRecvFile(fd int, name string) (recvFile, error) {

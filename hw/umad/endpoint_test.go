@@ -1,0 +1,346 @@
+package umad
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/umad/uapi"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// seqpacket returns a connected SOCK_SEQPACKET pair: like umad, every
+// read returns exactly one written packet.
+func seqpacket(t *testing.T) (ours, theirs int) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[1]) })
+	return fds[0], fds[1]
+}
+
+// fakeKernel stands in for umad: it writes packets to the endpoint's
+// receive file and reads what the endpoint writes to its send files.
+type fakeKernel struct {
+	t     *testing.T
+	recv  int      // our end of the receive file
+	sends chan int // our ends of the send files the endpoint opened
+}
+
+func newTestEndpoint(t *testing.T, ll hw.LinkLayer, opts Options) (*Endpoint, *fakeKernel) {
+	t.Helper()
+	theirs, ours := seqpacket(t)
+	unix.SetNonblock(theirs, true)
+	rd, err := newRecvFile(theirs, "fake-umad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rd.(pollerFile); !ok {
+		t.Fatalf("socket not served by the runtime poller (%T)", rd)
+	}
+	k := &fakeKernel{t: t, recv: ours, sends: make(chan int, 16)}
+	agent := uint32(7)
+	open := func() (*sendFile, error) {
+		a, b := seqpacket(t)
+		k.sends <- b
+		agent++
+		return &sendFile{fd: a, agent: agent}, nil
+	}
+	p := &Port{dev: &Device{name: "rxe0"}, num: 1, umad: "umad0", opts: opts}
+	e, err := newEndpoint(p, ll, rd, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e, k
+}
+
+// deliver writes hdr+mad as the kernel would on receipt.
+func (k *fakeKernel) deliver(h uapi.UserMADHdr, payload []byte) {
+	b := make([]byte, uapi.SizeofUserMADHdr+len(payload))
+	h.MarshalTo(b)
+	copy(b[uapi.SizeofUserMADHdr:], payload)
+	if _, err := unix.Write(k.recv, b); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// sent reads one packet from send file fd.
+func (k *fakeKernel) sent(fd int) (uapi.UserMADHdr, []byte) {
+	b := make([]byte, 4096)
+	n, err := unix.Read(fd, b)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	var h uapi.UserMADHdr
+	if err := h.Unmarshal(b[:n]); err != nil {
+		k.t.Fatal(err)
+	}
+	return h, b[uapi.SizeofUserMADHdr:n]
+}
+
+func testMAD(tid byte) *hw.MAD {
+	var m hw.MAD
+	m[0], m[1], m[2], m[3] = 1, 0x07, 2, 0x03
+	m[15] = tid
+	m[255] = 0x5a
+	return &m
+}
+
+func recvWithin(t *testing.T, e hw.Endpoint) hw.Received {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := e.Recv(ctx)
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	return r
+}
+
+func TestRecvDecodesSource(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkEthernet, Options{})
+	src := uapi.UserMADHdr{
+		ID: 0, Length: 320, QPN: 1, LID: 0, GRHPresent: 1, GIDIndex: 1, HopLimit: 64,
+		TrafficClass: 2, FlowLabel: 0x12345, PKeyIndex: 0,
+		GID: [16]byte{0xfe, 0x80, 15: 2},
+	}
+	k.deliver(src, testMAD(1)[:])
+	r := recvWithin(t, e)
+	want := hw.GRH{GID: hw.GID{0xfe, 0x80, 15: 2}, SGIDIndex: 1, HopLimit: 64, TrafficClass: 2, FlowLabel: 0x12345}
+	if r.Src.GRH == nil || *r.Src.GRH != want || r.Src.QPN != 1 || r.MAD != *testMAD(1) {
+		t.Fatalf("received %+v GRH %+v", r.Src, r.Src.GRH)
+	}
+
+	ib := uapi.UserMADHdr{Length: 320, QPN: 1, LID: 0x12, SL: 3, PathBits: 1, PKeyIndex: 2}
+	k.deliver(ib, testMAD(2)[:])
+	r = recvWithin(t, e)
+	if (r.Src != hw.Address{LID: 0x12, SL: 3, PathBits: 1, QPN: 1, PKeyIndex: 2}) {
+		t.Fatalf("received %+v", r.Src)
+	}
+}
+
+func TestRecvDropsBadPackets(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkInfiniBand, Options{QueueLen: 2})
+	k.deliver(uapi.UserMADHdr{Status: uint32(unix.ETIMEDOUT), Length: 88}, testMAD(1)[:24]) // a send handed back
+	k.deliver(uapi.UserMADHdr{QPN: 1}, testMAD(2)[:100])                                    // truncated
+	unix.Write(k.recv, []byte{1, 2, 3})                                                     // not even a header
+	for i := range 4 {
+		k.deliver(uapi.UserMADHdr{QPN: 1}, testMAD(byte(10 + i))[:])
+	}
+	// The queue holds 2; the reader keeps going, so wait for the count.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Stats().Overflow < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s := e.Stats(); s != (Stats{Received: 2, Overflow: 2, Malformed: 2, SendFailures: 1}) {
+		t.Fatalf("stats %+v", s)
+	}
+	if r := recvWithin(t, e); r.MAD[15] != 10 {
+		t.Errorf("first MAD has TID %d, want 10", r.MAD[15])
+	}
+}
+
+func TestSendEncodes(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkEthernet, Options{})
+	dst := hw.Address{QPN: 1, QKey: 0x80010000, PKeyIndex: 0,
+		GRH: &hw.GRH{GID: hw.GID{0xfe, 0x80, 15: 2}, SGIDIndex: 1, HopLimit: 64, TrafficClass: 4, FlowLabel: 7}}
+	if err := e.Send(context.Background(), dst, testMAD(3)); err != nil {
+		t.Fatal(err)
+	}
+	h, payload := k.sent(<-k.sends)
+	want := uapi.UserMADHdr{ID: 8, QPN: 1, QKey: 0x80010000, GRHPresent: 1, GIDIndex: 1, HopLimit: 64,
+		TrafficClass: 4, GID: [16]byte{0xfe, 0x80, 15: 2}, FlowLabel: 7}
+	if h != want {
+		t.Errorf("header %+v, want %+v", h, want)
+	}
+	if !bytes.Equal(payload, testMAD(3)[:]) {
+		t.Errorf("payload is %d bytes, differs from the MAD", len(payload))
+	}
+	// Echoing a received source back reproduces its GRH.
+	if r := addressFromHdr(&want); *r.GRH != *dst.GRH {
+		t.Errorf("round trip GRH %+v", r.GRH)
+	}
+
+	if err := e.Send(context.Background(), hw.Address{QPN: 1}, testMAD(4)); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("RoCE send without GRH: %v, want EINVAL", err)
+	}
+}
+
+func TestSendErrorsCarryContext(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkInfiniBand, Options{})
+	e.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, testMAD(1))
+	unix.Shutdown(<-k.sends, unix.SHUT_RD) // the peer stops reading: writes fail with EPIPE
+	err := e.Send(context.Background(), hw.Address{LID: 0x42, QPN: 1}, testMAD(2))
+	if !errors.Is(err, unix.EPIPE) || !bytes.Contains([]byte(err.Error()), []byte("LID 0x42")) {
+		t.Errorf("send error %v: want EPIPE and the destination", err)
+	}
+}
+
+// A send stuck in the kernel (RoCE MAC resolution) holds up neither
+// receives nor sends on other files.
+func TestSlowSendBlocksNothingElse(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkInfiniBand, Options{SendFiles: 2})
+	// Fill the first send file so that its next write blocks.
+	sf := <-e.idle
+	e.idle <- sf
+	unix.SetNonblock(sf.fd, true)
+	for {
+		if _, err := unix.Write(sf.fd, make([]byte, 320)); err != nil {
+			break
+		}
+	}
+	unix.SetNonblock(sf.fd, false)
+	stuckPeer := <-k.sends
+
+	stuck := make(chan error, 1)
+	go func() { stuck <- e.Send(context.Background(), hw.Address{LID: 9, QPN: 1}, testMAD(1)) }()
+	for len(e.idle) != 0 { // wait until the stuck send has taken the file
+		time.Sleep(time.Millisecond)
+	}
+
+	k.deliver(uapi.UserMADHdr{QPN: 1}, testMAD(2)[:])
+	if r := recvWithin(t, e); r.MAD[15] != 2 {
+		t.Fatal("wrong MAD")
+	}
+	if err := e.Send(context.Background(), hw.Address{LID: 5, QPN: 1}, testMAD(3)); err != nil {
+		t.Fatalf("second send: %v", err)
+	}
+	if h, _ := k.sent(<-k.sends); h.LID != 5 {
+		t.Errorf("second send went to LID %#x", h.LID)
+	}
+	// With both files busy, a third send waits for one, honouring ctx.
+	free := <-e.idle // hide the free file
+	defer unix.Close(free.fd)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := e.Send(ctx, hw.Address{LID: 6, QPN: 1}, testMAD(4)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("third send: %v, want the deadline", err)
+	}
+
+	select {
+	case err := <-stuck:
+		t.Fatalf("stuck send returned early: %v", err)
+	default:
+	}
+	// Resolution completes: drain the peer, the stuck send finishes.
+	buf := make([]byte, 4096)
+	unix.SetNonblock(stuckPeer, true)
+	for {
+		if _, err := unix.Read(stuckPeer, buf); err != nil {
+			break
+		}
+	}
+	if err := <-stuck; err != nil {
+		t.Fatalf("stuck send: %v", err)
+	}
+}
+
+func TestSendFileNoiseDiscarded(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkInfiniBand, Options{})
+	e.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, testMAD(1))
+	peer := <-k.sends
+	k.sent(peer)
+	unix.Write(peer, make([]byte, 320)) // a stray response to the send-only agent
+	e.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, testMAD(2))
+	if s := e.Stats(); s.Discarded != 1 {
+		t.Errorf("stats %+v, want 1 discarded", s)
+	}
+}
+
+func TestCloseUnblocksRecv(t *testing.T) {
+	e, _ := newTestEndpoint(t, hw.LinkInfiniBand, Options{})
+	errc := make(chan error)
+	go func() {
+		_, err := e.Recv(context.Background())
+		errc <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, hw.ErrClosed) {
+		t.Errorf("Recv after Close: %v", err)
+	}
+	if err := e.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, testMAD(1)); !errors.Is(err, hw.ErrClosed) {
+		t.Errorf("Send after Close: %v", err)
+	}
+	if err := e.Close(); !errors.Is(err, hw.ErrClosed) {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestRecvCancel(t *testing.T) {
+	e, _ := newTestEndpoint(t, hw.LinkInfiniBand, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := e.Recv(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Recv: %v", err)
+	}
+}
+
+func TestReadErrorReported(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkInfiniBand, Options{})
+	k.deliver(uapi.UserMADHdr{QPN: 1}, testMAD(1)[:])
+	time.Sleep(10 * time.Millisecond)
+	unix.Close(k.recv) // like a removed device: reads stop working
+	recvWithin(t, e)   // queued MADs come first
+	_, err := e.Recv(context.Background())
+	if err == nil || errors.Is(err, hw.ErrClosed) {
+		t.Fatalf("Recv after the file failed: %v", err)
+	}
+	t.Log(err)
+}
+
+func TestPollLoopFallback(t *testing.T) {
+	// A regular file is not pollable: newRecvFile must not pick the poller.
+	path := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(path, []byte("x"), 0o644)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := newRecvFile(fd, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rd.(*pollLoopFile); !ok {
+		t.Fatalf("regular file served by %T", rd)
+	}
+	rd.Interrupt()
+	rd.Close()
+
+	// The poll loop reads packets and wakes up on Interrupt.
+	theirs, ours := seqpacket(t)
+	pl, err := newPollLoopFile(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	unix.Write(ours, []byte("mad"))
+	b := make([]byte, 16)
+	if n, err := pl.Read(b); err != nil || string(b[:n]) != "mad" {
+		t.Fatalf("Read %q, %v", b[:n], err)
+	}
+	errc := make(chan error)
+	go func() {
+		_, err := pl.Read(b)
+		errc <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	pl.Interrupt()
+	if err := <-errc; !errors.Is(err, os.ErrClosed) {
+		t.Errorf("interrupted Read: %v", err)
+	}
+}
