@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Host setup for the test VM (make vm-setup). Idempotent; a second run with
-# nothing to do takes well under a second and downloads nothing.
+# nothing to do takes about a second and downloads nothing.
 #
 #  1. apt packages (only when one is missing; apt-get update first, because a
 #     machine image's package lists may be stale or absent);
@@ -43,7 +43,7 @@ apt_update() {
 install_packages() {
   local missing=() p
   for p in "${PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' ||
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] ||
       missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -113,7 +113,7 @@ closure() {
 
 # build_tree DEB KVER: unpack, prune to modules.list, depmod, vmlinux.
 build_tree() {
-  local deb=$1 kver=$2 tmp f off want kos
+  local deb=$1 kver=$2 tmp f off want list kos
   tmp=$CACHE/unpack
   rm -rf "$tmp" "${CACHE:?}/lib" "$CACHE/vmlinux"
   log "unpacking $(basename "$deb")"
@@ -124,7 +124,9 @@ build_tree() {
   cp -p "$tmp/lib/modules/$kver"/modules.{order,builtin,builtin.modinfo} \
     "$CACHE/lib/modules/$kver/"
   mapfile -t want < <(names "$HERE/modules.list"; names "$HERE/initramfs.list")
-  mapfile -t kos < <(closure "$tmp" "$kver" "${want[@]}")
+  # not a process substitution: its failure (a misspelt module) would be lost
+  list=$(closure "$tmp" "$kver" "${want[@]}") || die "resolving modules failed"
+  mapfile -t kos <<< "$list"
   for f in "${kos[@]}"; do
     mkdir -p "$CACHE/$(dirname "$f")"
     cp -p "$tmp/$f" "$CACHE/$f"
@@ -134,7 +136,9 @@ build_tree() {
   # bzImage -> vmlinux: the payload is one XZ stream after the setup code
   off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$tmp/boot/vmlinuz-$kver" | head -1 | cut -d: -f1)
   [ -n "$off" ] || die "no XZ payload in vmlinuz-$kver"
-  tail -c +$((off + 1)) "$tmp/boot/vmlinuz-$kver" | xz -dcq --single-stream > "$CACHE/vmlinux.tmp" || true
+  # (tail's SIGPIPE when xz stops at the end of the stream is no error)
+  xz -dcq --single-stream < <(tail -c +$((off + 1)) "$tmp/boot/vmlinuz-$kver") \
+    > "$CACHE/vmlinux.tmp" || die "XZ decompression of vmlinuz-$kver failed"
   [ "$(head -c4 "$CACHE/vmlinux.tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ] ||
     die "decompressed vmlinux-$kver is not an ELF image"
   mv "$CACHE/vmlinux.tmp" "$CACHE/vmlinux"
@@ -144,17 +148,18 @@ build_tree() {
 # build_initramfs KVER: busybox, init, and the initramfs.list closure in load
 # order (mods/order), so init needs no module names of its own.
 build_initramfs() {
-  local kver=$1 t f bb want
+  local kver=$1 t f bb want list
   bb=$(command -v busybox) || die "busybox not found"
   t=$(mktemp -d)
   mkdir -p "$t"/{bin,dev,proc,sys,mods}
   cp "$bb" "$t/bin/busybox"
   cp "$HERE/init" "$t/init"
   mapfile -t want < <(names "$HERE/initramfs.list")
-  closure "$CACHE" "$kver" "${want[@]}" | while read -r f; do
+  list=$(closure "$CACHE" "$kver" "${want[@]}") || die "resolving initramfs modules failed"
+  while read -r f; do
     cp "$CACHE/$f" "$t/mods/"
     basename "$f" >> "$t/mods/order"
-  done
+  done <<< "$list"
   (cd "$t" && find . | cpio -o -H newc --quiet | gzip -1) > "$CACHE/initramfs.cpio.gz.tmp"
   mv "$CACHE/initramfs.cpio.gz.tmp" "$CACHE/initramfs.cpio.gz"
   rm -rf "$t"
