@@ -1,0 +1,98 @@
+package ucm_test
+
+import (
+	"testing"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/ucm"
+	"golang.org/x/sys/unix"
+)
+
+func TestMaxIDs(t *testing.T) {
+	d := conformance.NewFake(t, &conformance.FakeOptions{Limits: ucm.Limits{MaxIDs: 2}})
+	c, err := conformance.NewClient(d, false)
+	must(t, err)
+	for range 2 {
+		_, err := c.CreateID(0)
+		must(t, err)
+	}
+	_, err = c.CreateID(0)
+	wantErrno(t, "third CREATE_ID", err, unix.ENOMEM)
+	other, err := conformance.NewClient(d, false)
+	must(t, err)
+	if _, err := other.CreateID(0); err != nil {
+		t.Errorf("the limit is per file: %v", err)
+	}
+}
+
+// A REQ that cannot be queued is rejected (REJ 28) and leaves no id
+// behind (rule 7).
+func TestMaxEventsRejectsREQ(t *testing.T) {
+	e := newEnv(t, &conformance.FakeOptions{Limits: ucm.Limits{MaxEvents: 1}})
+	e.req(t, 0xa0)
+	e.waitReadable(t, e.b)
+	second := e.req(t, 0xa1)
+	rej, err := e.a.Expect(abi.CMRejReceived, wait)
+	must(t, err)
+	if rej.ID != second || rej.U.Rej().Reason != 28 {
+		t.Errorf("REJ for id %d reason %d, want %d and 28", rej.ID, rej.U.Rej().Reason, second)
+	}
+	// listener, two active ids, one child.
+	if n := e.d.IDs.Len(); n != 4 {
+		t.Errorf("%d ids, want 4", n)
+	}
+	if _, err := e.b.Expect(abi.CMReqReceived, wait); err != nil {
+		t.Error(err)
+	}
+}
+
+// An event other than REQ that cannot be queued is dropped, not counted.
+func TestMaxEventsDropsEvent(t *testing.T) {
+	e := newEnv(t, &conformance.FakeOptions{Limits: ucm.Limits{MaxEvents: 1}})
+	a := e.req(t, 0xa0)
+	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	must(t, err)
+	must(t, e.b.SendREP(&abi.Rep{ID: req.ID, QPN: 0x200}))
+	e.waitReadable(t, e.a) // the REP fills a's queue
+	must(t, e.a.SendPrivateData(abi.CmdSendRTU, a, nil))
+	must(t, e.a.SendPrivateData(abi.CmdSendDReq, a, nil)) // b's DREQ: second event, b's queue has RTU
+	_, err = e.b.Expect(abi.CMRTUReceived, wait)
+	must(t, err)
+	if err := fake(e.b).SetNonblock(true); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.b.GetEvent()
+	wantErrno(t, "GET_EVENT after the dropped DREQ", err, unix.EAGAIN)
+	n, err := e.b.DestroyID(req.ID)
+	must(t, err)
+	if n != 1 {
+		t.Errorf("events_reported %d, want 1 (the RTU)", n)
+	}
+}
+
+// Close destroys every id of the file at once (rule 8): an established
+// connection is disconnected and the ids are freed.
+func TestReleaseTearsDown(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.req(t, 0xa0)
+	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	must(t, err)
+	must(t, e.b.SendREP(&abi.Rep{ID: req.ID, QPN: 0x200}))
+	_, err = e.a.Expect(abi.CMRepReceived, wait)
+	must(t, err)
+	must(t, e.a.SendPrivateData(abi.CmdSendRTU, a, nil))
+	_, err = e.b.Expect(abi.CMRTUReceived, wait)
+	must(t, err)
+	must(t, e.a.Close())
+	if n := e.d.IDs.Len(); n != 2 {
+		t.Errorf("%d ids after close, want b's 2", n)
+	}
+	if _, err := e.b.Expect(abi.CMDReqReceived, wait); err != nil {
+		t.Error(err)
+	}
+	must(t, e.b.Close())
+	if n := e.d.IDs.Len(); n != 0 {
+		t.Errorf("%d ids after both closed", n)
+	}
+}
