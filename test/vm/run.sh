@@ -150,11 +150,14 @@ else
   qrc=$?
   wait "${tails[@]}"
 fi
-wall=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')
+since() { echo "$1 $t0" | awk '{ printf "%.1f", $1 - $2 }'; }
+wall=$(since "$(date +%s.%N)")
 
 if [ -f "$OUT/rc" ]; then
   rc=$(cat "$OUT/rc")
-  say "exit status $rc; command started at $(cat "$OUT/started") s guest uptime; wall $wall s"
+  # boot-to-command on the host clock: when stage 2 wrote "started"
+  say "exit status $rc; command started $(since "$(date -r "$OUT/started" +%s.%N)") s after qemu" \
+    "($(cat "$OUT/started") s guest uptime); wall $wall s"
 else
   case $qrc in
     124 | 137) rc=124; say "timed out after $TIMEOUT s (wall $wall s)" ;;
