@@ -1,0 +1,256 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/umad"
+)
+
+var cmRegistration = hw.Registration{MgmtClass: mgmtClassCM, ClassVersion: cmClassVer, Methods: []uint8{mgmtMethodSend}}
+
+// rxePorts discovers rxe0 and rxe1 through hw/umad and returns their port 1.
+func rxePorts(t *testing.T) (p0, p1 hw.Port) {
+	t.Helper()
+	devs, err := umad.Discover(umad.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]hw.Device{}
+	for _, d := range devs {
+		byName[d.Name()] = d
+	}
+	for _, n := range []string{"rxe0", "rxe1"} {
+		if byName[n] == nil || len(byName[n].Ports()) != 1 {
+			t.Fatalf("discovered %v: want rxe0 and rxe1 with one port each", devs)
+		}
+	}
+	return byName["rxe0"].Ports()[0], byName["rxe1"].Ports()[0]
+}
+
+// linkLocal returns the port's link-local GID entry (index 0 in the guest).
+func linkLocal(t *testing.T, p hw.Port) hw.GIDEntry {
+	t.Helper()
+	a, err := p.Attr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.LinkLayer != hw.LinkEthernet || a.State != hw.PortActive {
+		t.Fatalf("%s port %d: %v %v, want an ACTIVE Ethernet port", p.Device().Name(), p.Num(), a.LinkLayer, a.State)
+	}
+	for _, e := range a.GIDs {
+		if e.GID.Addr().IsLinkLocalUnicast() {
+			return e
+		}
+	}
+	t.Fatalf("%s: no link-local GID in %v", p.Device().Name(), a.GIDs)
+	return hw.GIDEntry{}
+}
+
+func openCM(t *testing.T, p hw.Port) hw.Endpoint {
+	t.Helper()
+	ep, err := p.OpenMAD(cmRegistration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	return ep
+}
+
+func cmMAD(attr uint16, tid uint64, fill byte) *hw.MAD {
+	var m hw.MAD
+	m[0], m[1], m[2], m[3] = 1, mgmtClassCM, cmClassVer, mgmtMethodSend
+	binary.BigEndian.PutUint64(m[8:], tid)
+	binary.BigEndian.PutUint16(m[16:], attr)
+	for i := 24; i < len(m); i++ {
+		m[i] = fill + byte(i)
+	}
+	return &m
+}
+
+func recvCM(t *testing.T, ep hw.Endpoint) hw.Received {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := ep.Recv(ctx)
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	return r
+}
+
+// checkArrived compares a received MAD with the one sent: everything but
+// the upper half of the TID, which umad replaces with the agent's hi_tid.
+func checkArrived(t *testing.T, got *hw.Received, sent *hw.MAD, from hw.GIDEntry, toIndex int) {
+	t.Helper()
+	gotTID, sentTID := binary.BigEndian.Uint64(got.MAD[8:]), binary.BigEndian.Uint64(sent[8:])
+	if uint32(gotTID) != uint32(sentTID) {
+		t.Errorf("TID %#x, want low 32 bits of %#x", gotTID, sentTID)
+	}
+	t.Logf("TID sent %#016x, received %#016x", sentTID, gotTID)
+	g, s := got.MAD, *sent
+	copy(g[8:12], s[8:12])
+	if g != s {
+		t.Errorf("MAD changed in transit (beyond the TID's upper half)")
+	}
+	if got.Src.GRH == nil {
+		t.Fatalf("received without GRH: %+v", got.Src)
+	}
+	if got.Src.GRH.GID != from.GID || int(got.Src.GRH.SGIDIndex) != toIndex || got.Src.QPN != 1 {
+		t.Errorf("source %+v GRH %+v, want GID %v, local GID index %d, QPN 1", got.Src, *got.Src.GRH, from.GID, toIndex)
+	}
+}
+
+// TestUMADExchangeLinkLocal: rxe0 and rxe1 exchange CM-class MADs through
+// hw/umad both ways over their link-local GIDs; the reply goes to the
+// received source address unchanged, as cmcore answers.
+func TestUMADExchangeLinkLocal(t *testing.T) {
+	p0, p1 := rxePorts(t)
+	g0, g1 := linkLocal(t, p0), linkLocal(t, p1)
+	e0, e1 := openCM(t, p0), openCM(t, p1)
+	ctx := context.Background()
+
+	req := cmMAD(0x0010, 0xdeadbeef_12345678, 1)
+	dst := hw.Address{QPN: 1, QKey: 0x80010000, GRH: &hw.GRH{GID: g1.GID, SGIDIndex: uint8(g0.Index), HopLimit: 64}}
+	start := time.Now()
+	if err := e0.Send(ctx, dst, req); err != nil {
+		t.Fatalf("rxe0 → rxe1: %v", err)
+	}
+	t.Logf("first send (with MAC resolution) took %v", time.Since(start))
+	r := recvCM(t, e1)
+	checkArrived(t, &r, req, g0, g1.Index)
+
+	rep := cmMAD(0x0013, uint64(binary.BigEndian.Uint32(r.MAD[12:16])), 2)
+	if err := e1.Send(ctx, r.Src, rep); err != nil {
+		t.Fatalf("rxe1 → rxe0 (echoing the source): %v", err)
+	}
+	back := recvCM(t, e0)
+	checkArrived(t, &back, rep, g1, g0.Index)
+
+	// A burst both ways at once: nothing lost on an idle link.
+	const n = 50
+	errc := make(chan error, 2)
+	for _, s := range []struct {
+		ep  hw.Endpoint
+		dst hw.Address
+	}{{e0, dst}, {e1, r.Src}} {
+		go func() {
+			for i := range n {
+				if err := s.ep.Send(ctx, s.dst, cmMAD(0x0014, uint64(i), 3)); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ep := range []hw.Endpoint{e0, e1} {
+		for range n {
+			recvCM(t, ep)
+		}
+	}
+	for i, ep := range []hw.Endpoint{e0, e1} {
+		if s := ep.(*umad.Endpoint).Stats(); s.Received != n+1 || s.Overflow+s.Malformed+s.SendFailures != 0 {
+			t.Errorf("rxe%d endpoint stats %+v", i, s)
+		}
+	}
+}
+
+// TestUMADRoCEWithoutGRH: RoCE needs a GRH; hw/umad refuses before the
+// kernel would (EINVAL from write()).
+func TestUMADRoCEWithoutGRH(t *testing.T) {
+	p0, _ := rxePorts(t)
+	e0 := openCM(t, p0)
+	err := e0.Send(context.Background(), hw.Address{QPN: 1}, cmMAD(0x10, 1, 0))
+	if !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("send without GRH: %v, want EINVAL", err)
+	}
+}
+
+// TestUMADRuntimePoller: a non-blocking umad file is taken by Go's runtime
+// poller (umad implements poll), so receives cost no thread and Close wakes
+// a blocked Recv.
+func TestUMADRuntimePoller(t *testing.T) {
+	fd, err := unix.Open("/dev/infiniband/umad0", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "umad0")
+	defer f.Close()
+	if err := f.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatalf("umad0 is not in the runtime poller: %v", err)
+	}
+	buf := make([]byte, 64+256)
+	if _, err := f.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read of an idle umad file: %v, want the deadline", err)
+	}
+
+	p0, _ := rxePorts(t)
+	ep, err := p0.OpenMAD(cmRegistration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error)
+	go func() {
+		_, err := ep.Recv(context.Background())
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	ep.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, hw.ErrClosed) {
+			t.Errorf("Recv after Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not wake Recv")
+	}
+}
+
+// TestUMADKernelCMOwnsClass: with ib_cm loaded (here pulled in by
+// rdma_ucm, as librdmacm users do), opening the CM endpoint fails with
+// hw.ErrCMClassInUse and names the modules to unload; running exactly the
+// command it suggests frees the class.
+func TestUMADKernelCMOwnsClass(t *testing.T) {
+	p0, _ := rxePorts(t)
+	for _, c := range []struct{ load, advice string }{
+		{"ib_cm", "modprobe -r ib_cm"},
+		{"rdma_ucm", "modprobe -r rdma_ucm rdma_cm ib_cm"},
+	} {
+		modprobe(t, c.load)
+		_, err := p0.OpenMAD(cmRegistration)
+		if !errors.Is(err, hw.ErrCMClassInUse) || !errors.Is(err, unix.EINVAL) {
+			t.Fatalf("OpenMAD with %s loaded: %v, want ErrCMClassInUse (EINVAL)", c.load, err)
+		}
+		t.Logf("with %s loaded: %v", c.load, err)
+		_, cmd, ok := strings.Cut(err.Error(), c.advice)
+		if !ok || !strings.HasPrefix(cmd, " (") {
+			t.Fatalf("error does not advise exactly %q: %v", c.advice, err)
+		}
+		args := strings.Fields(c.advice)
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", c.advice, err, out)
+		}
+		ep, err := p0.OpenMAD(cmRegistration)
+		if err != nil {
+			t.Fatalf("after %q: %v", c.advice, err)
+		}
+		ep.Close()
+	}
+}
