@@ -16,6 +16,7 @@ type FakeFile struct {
 	F      *cusetest.File
 	Caller cuse.Caller
 	mu     sync.Mutex // serialises SetFlags with requests reading Flags
+	closed bool
 }
 
 // Write implements File.
@@ -89,8 +90,15 @@ func (f *FakeFile) SetNonblock(on bool) error {
 	return nil
 }
 
-// Close implements File: RELEASE, awaited.
+// Close implements File: RELEASE, awaited. Closing twice is harmless.
 func (f *FakeFile) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	f.mu.Unlock()
 	r, err := wait(f.F.ReleaseAsync())
 	if err != nil {
 		return err

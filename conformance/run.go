@@ -81,6 +81,7 @@ func Cases() []Case {
 	cs = append(cs, cmCases()...)
 	cs = append(cs, eventCases()...)
 	cs = append(cs, flowCases()...)
+	cs = append(cs, moreCases()...)
 	return cs
 }
 

@@ -147,3 +147,36 @@ func TestEventQueuedDuringDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// DESTROY_ID waits for the commands still using the id (the kernel's
+// ctx refcount and completion): an ATTR_ID stalled writing its response
+// holds the destroy back.
+func TestDestroyWaitsForCommands(t *testing.T) {
+	gt := newGate()
+	d := conformance.NewFake(t, &conformance.FakeOptions{WrapMemory: gt.wrap})
+	c, err := conformance.NewClient(d, false)
+	must(t, err)
+	id, err := c.CreateID(0)
+	must(t, err)
+	resp := c.Mem.Alloc(abi.AttrIDRespSize)
+	gt.arm(resp)
+	attr := fake(c).WriteAsync(conformance.Encode(abi.CmdAttrID, abi.AttrIDRespSize, &abi.AttrID{Response: resp, ID: id}))
+	<-gt.entered
+	destroy := fake(c).WriteAsync(conformance.Encode(abi.CmdDestroyID, 4, &abi.DestroyID{Response: c.Mem.Alloc(4), ID: id}))
+	if answered(destroy, 50*time.Millisecond) {
+		t.Fatal("DESTROY_ID answered while ATTR_ID was using the id")
+	}
+	// The id is already out of reach of new commands.
+	_, err = c.AttrID(id)
+	wantErrno(t, "ATTR_ID during DESTROY_ID", err, unix.ENOENT)
+	close(gt.open)
+	if r := replyOf(t, attr); r.Errno != 0 {
+		t.Errorf("ATTR_ID: %v", r.Errno)
+	}
+	if r := replyOf(t, destroy); r.Errno != 0 {
+		t.Errorf("DESTROY_ID: %v", r.Errno)
+	}
+	if n := d.IDs.Len(); n != 0 {
+		t.Errorf("%d ids left", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cuse"
@@ -26,6 +27,8 @@ type file struct {
 	ready      chan struct{} // closed (and replaced) when an event is queued
 	delivering *event        // the head event a GET_EVENT is copying out
 	closed     bool          // released: no more ids or events
+
+	warned atomic.Bool // a lost event has been logged at Warn
 }
 
 var _ cuse.Handle = (*file)(nil)

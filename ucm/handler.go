@@ -32,7 +32,7 @@ func (d *Device) handle(ev *cmcore.Event) error {
 	if newConn {
 		child, err := f.newChild(ev.ID)
 		if err != nil {
-			d.log.Warn("ucm: rejecting new connection", "listener", owner.id, "err", err)
+			f.warn("ucm: rejecting new connection", "listener", owner.id, "err", err)
 			return fmt.Errorf("%w: %v", errRejectChild, err) // not %w: ENOMEM would drop silently
 		}
 		e.child = child
@@ -41,12 +41,12 @@ func (d *Device) handle(ev *cmcore.Event) error {
 	if err := f.enqueue(owner, e); err != nil {
 		if e.child != nil {
 			f.forget(e.child)
-			d.log.Warn("ucm: rejecting new connection", "listener", owner.id, "err", err)
+			f.warn("ucm: rejecting new connection", "listener", owner.id, "err", err)
 			return fmt.Errorf("%w: %v", errRejectChild, err) // not %w: ENOMEM would drop silently
 		}
 		// Design.md rule 7: an event that cannot be queued is dropped.
 		if !errors.Is(err, errGone) {
-			d.log.Warn("ucm: dropping event", "id", owner.id, "event", abi.CMEvent(ev.Type), "err", err)
+			f.warn("ucm: dropping event", "id", owner.id, "event", abi.CMEvent(ev.Type), "err", err)
 		}
 	}
 	return nil
@@ -54,3 +54,13 @@ func (d *Device) handle(ev *cmcore.Event) error {
 
 // errGone is why events for a closed file or a destroyed id are dropped.
 var errGone = fmt.Errorf("ucm: id or file gone: %w", unix.ENOENT)
+
+// warn logs a lost event: the first of a file at Warn, the rest at Debug,
+// so that a client that never reads its events cannot flood the log.
+func (f *file) warn(msg string, args ...any) {
+	if f.warned.CompareAndSwap(false, true) {
+		f.d.log.Warn(msg, append(args, "note", "further losses on this file are logged at debug level")...)
+		return
+	}
+	f.d.log.Debug(msg, args...)
+}
