@@ -9,7 +9,7 @@ BENCHCOUNT ?= 6
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup vm-selftest e2e check run clean
+.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup vm-selftest vm-bench e2e check run clean
 
 all: build
 
@@ -50,6 +50,10 @@ vm-setup:
 # run.sh's own contract (statuses, output, lock): five short boots.
 vm-selftest:
 	@./test/vm/selftest.sh
+
+# Boot-to-command and whole-run times of the guest over a few boots.
+vm-bench:
+	@./test/vm/bench.sh
 
 # The real-kernel tests (test/e2e, tag e2e) inside the VM: /dev/cuse, umad and
 # Soft-RoCE. Fails when the VM cannot run, unless E2E=skip (refused in CI).
