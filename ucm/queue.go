@@ -55,9 +55,9 @@ func (f *file) enqueue(owner *ucmCtx, e *event) error {
 		f.mu.Unlock()
 		return errGone
 	}
-	if len(f.events) >= f.d.limits.MaxEvents {
+	if n := len(f.events); n >= f.d.limits.MaxEvents {
 		f.mu.Unlock()
-		return fmt.Errorf("ucm: %d events queued: %w", len(f.events), unix.ENOMEM)
+		return fmt.Errorf("ucm: %d events queued: %w", n, unix.ENOMEM)
 	}
 	e.ctx = owner
 	e.resp.UID = owner.uid
