@@ -5,8 +5,8 @@
 # Env: E2E=skip     skip, loudly (refused when CI=true: CI never skips)
 #      E2E_FLAGS    extra test flags, e.g. '-test.run=Smoke -test.count=3'
 #      E2E_TIMEOUT  guest timeout in seconds (default 900)
-# Exit status: the test binary's, or one of run.sh's (121-125, see there).
-# Logs of the last run: bin/e2e/run/{output,console.log,scratch/}.
+# Exit status: the test binary's, or one of run.sh's (121-126, 130; see there).
+# Logs of the last run: bin/e2e/run/{output,console.log,dmesg.txt,scratch/}.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,13 +38,15 @@ CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
 CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./test/e2e
 
 cd "$REPO/test/e2e" # where `go test` would run the package's tests
+vm_timeout=${E2E_TIMEOUT:-900}
+# the test timeout fires first, so a hung test still prints its goroutines
+test_timeout=$((vm_timeout > 120 ? vm_timeout - 60 : vm_timeout / 2))
 rc=0
+# the run dir keeps the guest console, the output and $UCMD_VM_SCRATCH
 # shellcheck disable=SC2086 # E2E_FLAGS is a list of flags
-# the test timeout fires before the VM's, so a hung test still prints its
-# goroutines; the run dir keeps the guest console, the output and $UCMD_VM_SCRATCH
-"$HERE/run.sh" -r -o "$OUT/run" -t "${E2E_TIMEOUT:-900}" -- \
+"$HERE/run.sh" -r -o "$OUT/run" -t "$vm_timeout" -- \
   env UCMD_BIN="$OUT/ucmd" "$OUT/e2e.test" -test.v -test.count=1 \
-  -test.timeout="$(( ${E2E_TIMEOUT:-900} - 60 ))s" ${E2E_FLAGS:-} || rc=$?
+  -test.timeout="${test_timeout}s" ${E2E_FLAGS:-} || rc=$?
 
 wall=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')
 case $rc in
