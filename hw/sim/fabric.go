@@ -45,9 +45,6 @@ type Config struct {
 // DefaultQueueLen is the default receive queue length per endpoint.
 const DefaultQueueLen = 1024
 
-// gsiQKey is QP1's Q_Key, which every MAD on QP1 carries.
-const gsiQKey = 0x80010000
-
 // Fabric connects simulated devices. All its state is guarded by mu, which
 // is also held while a MAD is routed and queued, so delivery is ordered.
 type Fabric struct {
@@ -271,6 +268,9 @@ func einval(format string, args ...any) error {
 // vanish in the fabric are counted, not reported.
 func (f *Fabric) send(ep *endpoint, dst *hw.Address, mad *hw.MAD) error {
 	src := ep.port
+	if mad == nil {
+		return einval("%s: send: nil MAD", src)
+	}
 	sa := &src.attr
 	if int(dst.PKeyIndex) >= len(sa.PKeys) {
 		return einval("%s: send: P_Key index %d out of range (table has %d)", src, dst.PKeyIndex, len(sa.PKeys))
@@ -411,8 +411,7 @@ func (f *Fabric) resolve(p *packet, dst *hw.Address, sgid *hw.GIDEntry) bool {
 		return false // P_Key mismatch, or two limited members
 	}
 	src2 := &p.rcv.Src
-	src2.QPN = 1
-	src2.QKey = gsiQKey
+	src2.QPN = 1 // QKey stays 0: umad does not report it either
 	src2.PKeyIndex = uint16(pi)
 	if sa.LinkLayer == hw.LinkInfiniBand {
 		mask := uint8(1)<<sa.LMC - 1

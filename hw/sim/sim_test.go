@@ -12,6 +12,8 @@ import (
 	"github.com/ucmd/ucmd/internal/clock"
 )
 
+const gsiQKey = 0x80010000
+
 var cmReg = hw.Registration{MgmtClass: 0x07, ClassVersion: 2, Methods: []uint8{0x03}}
 
 // cmMAD builds a CM-class SEND MAD with the given TID and attribute.
@@ -80,7 +82,7 @@ func TestIBDeliveryAndEcho(t *testing.T) {
 	}
 	r := recvNow(t, eb)
 	aa, _ := a.Attr()
-	want := hw.Address{LID: aa.LID, SL: 5, PathBits: 3, QPN: 1, QKey: gsiQKey, PKeyIndex: 1}
+	want := hw.Address{LID: aa.LID, SL: 5, PathBits: 3, QPN: 1, PKeyIndex: 1}
 	if r.Src != want {
 		t.Fatalf("source address %+v, want %+v", r.Src, want)
 	}

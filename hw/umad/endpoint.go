@@ -249,6 +249,9 @@ func describe(a *hw.Address) string {
 // kernel can mean a missing GRH or bad GID index, or that a MAD with the
 // same TID is still in flight.
 func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
+	if mad == nil {
+		return fmt.Errorf("umad send on %s: nil MAD: %w", e.port, unix.EINVAL)
+	}
 	if dst.GRH == nil && e.ll == hw.LinkEthernet {
 		return fmt.Errorf("umad send to %s on %s: RoCE needs a GRH: %w", describe(&dst), e.port, unix.EINVAL)
 	}
