@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/cuse/internal/wire"
 )
 
 // channel is the message transport: /dev/cuse, or one end of a
@@ -17,6 +21,15 @@ import (
 type channel struct {
 	f  *os.File
 	rc syscall.RawConn
+
+	// State of the one reader, and the RawConn callback bound to it once,
+	// so that a read allocates nothing.
+	rbuf   []byte
+	rn     int
+	rerr   error
+	readFn func(fd uintptr) bool
+
+	writers sync.Pool // of *writeOp
 }
 
 func newChannel(f *os.File) (*channel, error) {
@@ -30,69 +43,97 @@ func newChannel(f *os.File) (*channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuse channel %s: %w", f.Name(), err)
 	}
-	return &channel{f: f, rc: rc}, nil
-}
-
-// read reads one message into b, parking in the runtime poller.
-func (c *channel) read(b []byte) (int, error) {
-	var n int
-	var err error
-	rerr := c.rc.Read(func(fd uintptr) bool {
+	c := &channel{f: f, rc: rc}
+	c.readFn = func(fd uintptr) bool {
 		for {
-			n, err = unix.Read(int(fd), b)
-			if err != unix.EINTR {
-				return err != unix.EAGAIN
+			c.rn, c.rerr = unix.Read(int(fd), c.rbuf)
+			if c.rerr != unix.EINTR {
+				return c.rerr != unix.EAGAIN
 			}
 		}
-	})
-	if rerr != nil {
-		return 0, rerr
 	}
+	c.writers.New = func() any {
+		w := &writeOp{}
+		w.fn = w.write
+		return w
+	}
+	return c, nil
+}
+
+// read reads one message into b, parking in the runtime poller. Only one
+// goroutine may read.
+func (c *channel) read(b []byte) (int, error) {
+	c.rbuf = b
+	err := c.rc.Read(c.readFn)
+	c.rbuf = nil
 	if err != nil {
-		return 0, os.NewSyscallError("read", err)
+		return 0, err
 	}
-	if n == 0 {
+	if c.rerr != nil {
+		return 0, os.NewSyscallError("read", c.rerr)
+	}
+	if c.rn == 0 {
 		return 0, errChannelEOF
 	}
-	return n, nil
+	return c.rn, nil
 }
 
 var errChannelEOF = errors.New("cuse channel closed by the other end")
 
-// writev writes one message, a header followed by up to two more parts
-// (a reply struct, a payload), with a single writev(2): the kernel takes one
-// whole message per write.
-func (c *channel) writev(hdr, a, b []byte) error {
-	var iov [3]unix.Iovec
-	n, total := 0, 0
-	for _, p := range [3][]byte{hdr, a, b} {
-		if len(p) == 0 {
-			continue
+// writeOp is one writev in progress; pooled, with its RawConn callback
+// bound once, so that a reply allocates nothing.
+type writeOp struct {
+	hdr   [wire.SizeofOutHeader]byte
+	fixed [wire.SizeofCuseInitOut]byte // the largest reply struct
+	iov   [3]unix.Iovec
+	niov  int
+	n     int
+	errno unix.Errno
+	fn    func(fd uintptr) bool
+}
+
+func (w *writeOp) write(fd uintptr) bool {
+	for {
+		r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iov[0])), uintptr(w.niov))
+		w.n, w.errno = int(r), e
+		if e != unix.EINTR {
+			return e != unix.EAGAIN
 		}
-		iov[n].Base = &p[0]
-		iov[n].SetLen(len(p))
-		n++
-		total += len(p)
 	}
-	var wrote int
-	var errno unix.Errno
-	werr := c.rc.Write(func(fd uintptr) bool {
-		for {
-			r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(n))
-			wrote, errno = int(r), e
-			if errno != unix.EINTR {
-				return errno != unix.EAGAIN
-			}
+}
+
+// writev writes one message with a single writev(2), as the kernel takes
+// one whole message per write: the out header h (its Length computed
+// here), a fixed-size reply struct (copied, so callers may keep it on their
+// stack) and a payload.
+func (c *channel) writev(h fuse.OutHeader, fixed, payload []byte) error {
+	w := c.writers.Get().(*writeOp)
+	defer func() {
+		w.iov = [3]unix.Iovec{} // drop the reference to the payload
+		c.writers.Put(w)
+	}()
+	if len(fixed) > len(w.fixed) {
+		return fmt.Errorf("writev: %d-byte reply struct", len(fixed))
+	}
+	nfixed := copy(w.fixed[:], fixed)
+	h.Length = uint32(len(w.hdr) + nfixed + len(payload))
+	wire.PutOutHeader(w.hdr[:], h)
+	w.niov = 0
+	for _, p := range [3][]byte{w.hdr[:], w.fixed[:nfixed], payload} {
+		if len(p) > 0 {
+			w.iov[w.niov].Base = &p[0]
+			w.iov[w.niov].SetLen(len(p))
+			w.niov++
 		}
-	})
-	if werr != nil {
-		return werr
 	}
-	if errno != 0 {
-		return os.NewSyscallError("writev", errno)
+	if err := c.rc.Write(w.fn); err != nil {
+		return err
 	}
-	if wrote != total {
-		return fmt.Errorf("writev: wrote %d of %d bytes", wrote, total)
+	if w.errno != 0 {
+		return os.NewSyscallError("writev", w.errno)
+	}
+	if w.n != int(h.Length) {
+		return fmt.Errorf("writev: wrote %d of %d bytes", w.n, h.Length)
 	}
 	return nil
 }

@@ -234,7 +234,7 @@ func (s *Server) read(r *request) {
 		s.reply(r, s.errno(r, err), nil, nil)
 		return
 	}
-	s.reply(r, 0, dst[:n], nil)
+	s.reply(r, 0, nil, dst[:n])
 }
 
 func (s *Server) write(r *request) {
@@ -344,12 +344,12 @@ func (s *Server) errno(r *request, err error) int32 {
 
 // reply answers r with one message and retires it. A nonzero status is
 // sent header-only, as the kernel requires.
-func (s *Server) reply(r *request, status int32, a, b []byte) error {
+func (s *Server) reply(r *request, status int32, fixed, payload []byte) error {
 	r.done = true
 	if status != 0 {
-		a, b = nil, nil
+		fixed, payload = nil, nil
 	}
-	err := s.writeReply(r.hdr.Unique, status, a, b)
+	err := s.writeReply(r.hdr.Unique, status, fixed, payload)
 	s.mu.Lock()
 	delete(s.inflight, r.hdr.Unique)
 	s.mu.Unlock()
@@ -357,14 +357,9 @@ func (s *Server) reply(r *request, status int32, a, b []byte) error {
 	return err
 }
 
-func (s *Server) writeReply(unique uint64, status int32, a, b []byte) error {
-	var hdr [wire.SizeofOutHeader]byte
-	wire.PutOutHeader(hdr[:], fuse.OutHeader{
-		Length: uint32(len(hdr) + len(a) + len(b)),
-		Status: status,
-		Unique: unique,
-	})
-	err := s.ch.writev(hdr[:], a, b)
+// writeReply writes one reply: header, fixed reply struct, payload.
+func (s *Server) writeReply(unique uint64, status int32, fixed, payload []byte) error {
+	err := s.ch.writev(fuse.OutHeader{Status: status, Unique: unique}, fixed, payload)
 	switch {
 	case err == nil:
 	case errors.Is(err, unix.ENOENT):
@@ -380,14 +375,10 @@ func (s *Server) writeReply(unique uint64, status int32, a, b []byte) error {
 // notifyPoll sends FUSE_NOTIFY_POLL: the kernel wakes the file whose poll
 // handle is kh, and its pollers poll again. Unknown handles are ignored.
 func (s *Server) notifyPoll(kh uint64) {
-	var hdr [wire.SizeofOutHeader]byte
-	wire.PutOutHeader(hdr[:], fuse.OutHeader{
-		Length: wire.SizeofNotifyPollWakeupHeader,
-		Status: wire.FUSE_NOTIFY_POLL,
-	})
 	var body [wire.SizeofNotifyPollWakeupOut]byte
 	wire.NotifyPollWakeupOut{Kh: kh}.Append(body[:0])
-	if err := s.ch.writev(hdr[:], body[:], nil); err != nil {
+	// Unique 0 and a positive code in the error field mark a notification.
+	if err := s.ch.writev(fuse.OutHeader{Status: wire.FUSE_NOTIFY_POLL}, body[:], nil); err != nil {
 		s.log.Warn("cuse: sending poll wake-up", "kh", kh, "err", err)
 	}
 }
