@@ -31,8 +31,8 @@ if [ ! -d $sysfs_ib/rxe0 ]; then
 	link set veth0 up
 	link set veth1 up
 	EOF
-  rdma link add rxe0 type rxe netdev veth0
-  rdma link add rxe1 type rxe netdev veth1
+  rdma link add rxe0 type rxe netdev veth0 || fail "rxe0 on veth0 failed (see dmesg)"
+  rdma link add rxe1 type rxe netdev veth1 || fail "rxe1 on veth1 failed (see dmesg)"
 fi
 
 # the link-local GIDs appear once the links are up: wait up to 10 s
