@@ -933,9 +933,15 @@ static void teardown_qp(struct conn *c)
 	c->buf = NULL;
 }
 
+/* apply_qp_state flags */
+#define QPA_PRE_REP 1	 /* passive RTR before SEND_REP: the CM cannot know our
+			  * REP PSN yet (the kernel sets it in ib_send_cm_rep), so
+			  * rq_psn is ours to fill in, as cmpost and IPoIB did */
+#define QPA_CHECK_ONLY 2 /* query and check, don't modify the QP */
+
 /* INIT_QP_ATTR for one state, checks, and (verbs) ibv_modify_qp with exactly
  * the returned mask. */
-static int apply_qp_state(struct conn *c, uint32_t state)
+static int apply_qp_state(struct conn *c, uint32_t state, int flags)
 {
 	static const char *const sn[] = { "RESET", "INIT", "RTR", "RTS" };
 	struct ucm_uverbs_qp_attr ka;
@@ -984,7 +990,7 @@ static int apply_qp_state(struct conn *c, uint32_t state)
 		uint32_t got = 0, want = 0;
 		if (state == UCM_QPS_RTR && ka.dest_qp_num != c->rqpn)
 			bad = "dest_qp_num", got = ka.dest_qp_num, want = c->rqpn;
-		else if (state == UCM_QPS_RTR && ka.rq_psn != c->psn)
+		else if (state == UCM_QPS_RTR && !(flags & QPA_PRE_REP) && ka.rq_psn != c->psn)
 			bad = "rq_psn", got = ka.rq_psn, want = c->psn;
 		else if (state == UCM_QPS_RTR && (ka.path_mtu < 1 || ka.path_mtu > 5))
 			bad = "path_mtu", got = ka.path_mtu, want = 0;
@@ -1002,12 +1008,14 @@ static int apply_qp_state(struct conn *c, uint32_t state)
 			return -1;
 		}
 	}
-	if (opt.no_verbs)
+	if (opt.no_verbs || (flags & QPA_CHECK_ONLY))
 		return 0;
 	struct ibv_qp_attr a;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = (enum ibv_qp_state)state;
 	qp_attr_from_ucm(&a, &ka);
+	if (flags & QPA_PRE_REP)
+		a.rq_psn = c->psn;
 	int r = ibv_modify_qp(c->qp, &a, (int)m);
 	if (r) {
 		conn_fail(c, "ibv_modify_qp(%s, mask 0x%x): errno %d (%s)", sn[state], m, r, strerror(r));
@@ -1356,7 +1364,7 @@ static void server_progress(struct conn *c)
 static void server_established(struct conn *c, const char *by)
 {
 	c->est_by = by;
-	if (apply_qp_state(c, UCM_QPS_RTS))
+	if (apply_qp_state(c, UCM_QPS_RTS, 0))
 		return;
 	c->st = S_DATA;
 	set_wait(c, (opt.no_verbs || !c->peer_verbs) ? "DREQ" : "data/DREQ");
@@ -1621,8 +1629,8 @@ static void client_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 				  srv_id, SERVER_RNR_RETRY);
 			return;
 		}
-		if (apply_qp_state(c, UCM_QPS_INIT) || apply_qp_state(c, UCM_QPS_RTR) ||
-		    apply_qp_state(c, UCM_QPS_RTS))
+		if (apply_qp_state(c, UCM_QPS_INIT, 0) || apply_qp_state(c, UCM_QPS_RTR, 0) ||
+		    apply_qp_state(c, UCM_QPS_RTS, 0))
 			return;
 		if (c->peer_verbs && post_recvs(c))
 			return;
@@ -1831,7 +1839,7 @@ static void listener_req(const struct ib_ucm_event_resp *ev, const uint8_t *data
 	}
 	if (setup_qp(c))
 		return;
-	if (apply_qp_state(c, UCM_QPS_INIT) || apply_qp_state(c, UCM_QPS_RTR))
+	if (apply_qp_state(c, UCM_QPS_INIT, 0) || apply_qp_state(c, UCM_QPS_RTR, QPA_PRE_REP))
 		return;
 	if (c->peer_verbs && post_recvs(c))
 		return;
@@ -1856,6 +1864,9 @@ static void listener_req(const struct ib_ucm_event_resp *ev, const uint8_t *data
 		conn_fail_cmd(c);
 		return;
 	}
+	/* now the CM knows our PSN: its RTR answer must carry it */
+	if (apply_qp_state(c, UCM_QPS_RTR, QPA_CHECK_ONLY))
+		return;
 	c->st = S_REP_SENT;
 	set_wait(c, "RTU");
 }
