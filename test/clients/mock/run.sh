@@ -1,18 +1,20 @@
 #!/bin/sh
 # Drive a ucmclient server and client through the LD_PRELOAD ucm mock.
-#   test/clients/mock/run.sh [-b BIN] [-e VAR=VAL]... -- SERVER_ARGS -- CLIENT_ARGS
+#   test/clients/mock/run.sh [-b BIN] [-m MOCK_SO] [-e VAR=VAL]... -- SERVER_ARGS -- CLIENT_ARGS
 # Prints both outputs, exits with the client's status (server's if the client
 # passed and the server failed). Both get -D /dev/infiniband/ucm0 (intercepted).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=""
+mock=""
 envs=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	-b) bin=$2; shift 2 ;;
+	-m) mock=$2; shift 2 ;;
 	-e) envs="$envs $2"; shift 2 ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [-b BIN] [-e VAR=VAL]... -- SERVER_ARGS -- CLIENT_ARGS" >&2; exit 2 ;;
+	*) echo "usage: $0 [-b BIN] [-m MOCK_SO] [-e VAR=VAL]... -- SERVER_ARGS -- CLIENT_ARGS" >&2; exit 2 ;;
 	esac
 done
 srv=""
@@ -25,7 +27,11 @@ if [ -z "$bin" ]; then
 	bin=$tmp/ucmclient
 	"$here/../build.sh" "$bin" || exit 1
 fi
-gcc -O2 -Wall -Wextra -Werror -std=gnu11 -shared -fPIC -o "$tmp/ucm_mock.so" "$here/ucm_mock.c" -ldl -lpthread || exit 1
+if [ -n "$mock" ]; then
+	cp "$mock" "$tmp/ucm_mock.so" || exit 1
+else
+	gcc -O2 -Wall -Wextra -Werror -std=gnu11 -shared -fPIC -o "$tmp/ucm_mock.so" "$here/ucm_mock.c" -ldl -lpthread || exit 1
+fi
 mkdir "$tmp/fabric"
 # shellcheck disable=SC2086
 env UCM_MOCK_DIR="$tmp/fabric" LD_PRELOAD="$tmp/ucm_mock.so" $envs \
