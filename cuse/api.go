@@ -26,7 +26,9 @@ type Request struct {
 	Caller Caller
 	// Flags are the file's f_flags (O_NONBLOCK, O_ACCMODE, ...) as the
 	// kernel saw them for this very call. A client's later
-	// fcntl(F_SETFL, O_NONBLOCK) shows up here and nowhere else.
+	// fcntl(F_SETFL, O_NONBLOCK) shows up here and nowhere else. POLL
+	// requests carry no f_flags; Poll gets the flags the file was opened
+	// with.
 	Flags uint32
 }
 

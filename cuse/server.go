@@ -59,11 +59,9 @@ func Open(ctx context.Context, cfg Config, dev Device) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s (is the cuse module loaded?): %w", DevicePath, err)
 	}
-	f := os.NewFile(uintptr(fd), DevicePath)
-	s, err := NewServer(ctx, f, cfg, dev)
+	s, err := NewServer(ctx, os.NewFile(uintptr(fd), DevicePath), cfg, dev)
 	if err != nil {
-		f.Close()
-		return nil, err
+		return nil, err // NewServer closed the fd
 	}
 	// The kernel validates our CUSE_INIT reply inside our write and, on
 	// failure (a duplicate name, a busy device number), aborts the

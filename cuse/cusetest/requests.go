@@ -64,6 +64,22 @@ func (p *Pending) Answered() bool {
 	}
 }
 
+// WaitFor waits up to d for the reply and reports whether it came; it
+// never fails the test, so it may be called from any goroutine.
+func (p *Pending) WaitFor(d time.Duration) (Reply, bool) {
+	if p.Answered() {
+		return p.reply, true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return p.reply, true
+	case <-t.C:
+		return Reply{}, false
+	}
+}
+
 // Wait waits for the reply, failing the test after the kernel's timeout.
 func (p *Pending) Wait() Reply {
 	p.k.t.Helper()
