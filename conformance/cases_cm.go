@@ -6,8 +6,8 @@ import (
 )
 
 // onFreshID runs a command on a new IDLE id and expects errno.
-func onFreshID(name, spec string, errno unix.Errno, cmd abi.Cmd, build func(e *Env, c *Client, id uint32) abi.Struct) Case {
-	return Case{Name: name, Spec: spec, run: func(e *Env) error {
+func onFreshID(name, spec string, errno unix.Errno, cmd abi.Cmd, build func(e *env, c *Client, id uint32) abi.Struct) Case {
+	return Case{Name: name, Spec: spec, run: func(e *env) error {
 		c, err := e.Client()
 		if err != nil {
 			return err
@@ -22,13 +22,13 @@ func onFreshID(name, spec string, errno unix.Errno, cmd abi.Cmd, build func(e *E
 
 // pathOrZero is the loopback path if known, else an empty one (the CM
 // refuses the request either way, which is all these cases need).
-func pathOrZero(e *Env) abi.PathRec {
+func pathOrZero(e *env) abi.PathRec {
 	p, _ := e.DUT.LoopbackPath()
 	return p
 }
 
-func withID(b func(c *Client, id uint32) abi.Struct) func(*Env, *Client, uint32) abi.Struct {
-	return func(_ *Env, c *Client, id uint32) abi.Struct { return b(c, id) }
+func withID(b func(c *Client, id uint32) abi.Struct) func(*env, *Client, uint32) abi.Struct {
+	return func(_ *env, c *Client, id uint32) abi.Struct { return b(c, id) }
 }
 
 // cmCases are the CM's refusals that ucm passes through (§3.2).
@@ -38,8 +38,8 @@ func cmCases() []Case {
 	listen := func(sid, mask uint64) func(c *Client, id uint32) abi.Struct {
 		return func(c *Client, id uint32) abi.Struct { return &abi.Listen{ServiceID: sid, ServiceMask: mask, ID: id} }
 	}
-	req := func(mod func(*abi.Req)) func(*Env, *Client, uint32) abi.Struct {
-		return func(e *Env, c *Client, id uint32) abi.Struct {
+	req := func(mod func(*abi.Req)) func(*env, *Client, uint32) abi.Struct {
+		return func(e *env, c *Client, id uint32) abi.Struct {
 			r := c.Req(id, SID(), pathOrZero(e), 0x30)
 			mod(r)
 			return r
@@ -54,7 +54,7 @@ func cmCases() []Case {
 			abi.CmdListen, withID(listen(0x0000000001000777, 0))),
 		onFreshID("listen/einval-assign-range", "§3.2: a sid with top byte 0x02 other than IB_CM_ASSIGN_SERVICE_ID → EINVAL", inval,
 			abi.CmdListen, withID(listen(0x0200000000000001, ^uint64(0)))),
-		{Name: "listen/einval-not-idle", Spec: "§3.2: LISTEN on a listening id → EINVAL", run: func(e *Env) error {
+		{Name: "listen/einval-not-idle", Spec: "§3.2: LISTEN on a listening id → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -68,7 +68,7 @@ func cmCases() []Case {
 			}
 			return expect(c.Listen(id, SID(), 0), unix.EINVAL)
 		}},
-		{Name: "listen/ebusy-overlap", Spec: "§3.2: a listen overlapping another on the device → EBUSY", run: func(e *Env) error {
+		{Name: "listen/ebusy-overlap", Spec: "§3.2: a listen overlapping another on the device → EBUSY", run: func(e *env) error {
 			a, err := e.Client()
 			if err != nil {
 				return err
@@ -106,7 +106,7 @@ func cmCases() []Case {
 			req(func(r *abi.Req) { r.QPType = abi.QPTypeUD })),
 		onFreshID("send_req/einval-peer-to-peer", "§3.2: peer_to_peer is unsupported → EINVAL", inval, abi.CmdSendReq,
 			req(func(r *abi.Req) { r.PeerToPeer = 1 })),
-		{Name: "send_req/einval-private-data", Spec: "§2.6: more than 92 bytes of REQ private data → EINVAL", run: func(e *Env) error {
+		{Name: "send_req/einval-private-data", Spec: "§2.6: more than 92 bytes of REQ private data → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err

@@ -53,7 +53,7 @@ func checkQPAttrs(c *Client, id uint32, path abi.PathRec, want qpSide) error {
 	return nil
 }
 
-func connectEndToEnd(e *Env) error {
+func connectEndToEnd(e *env) error {
 	p, err := newPair(e)
 	if err != nil {
 		return err

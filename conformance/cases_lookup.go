@@ -82,7 +82,7 @@ func lookupCases() []Case {
 		cs = append(cs, Case{
 			Name: ic.name + "/enoent",
 			Spec: "§3.1: an id that does not exist → ENOENT",
-			run: func(e *Env) error {
+			run: func(e *env) error {
 				c, err := e.Client()
 				if err != nil {
 					return err
@@ -92,7 +92,7 @@ func lookupCases() []Case {
 		}, Case{
 			Name: ic.name + "/einval-other-file",
 			Spec: "§3.1, rule 1: an id of another open file → EINVAL, and it is left alone",
-			run: func(e *Env) error {
+			run: func(e *env) error {
 				owner, err := e.Client()
 				if err != nil {
 					return err

@@ -11,7 +11,7 @@ import (
 // writeCases are ib_ucm_write's own checks (§2.3).
 func writeCases() []Case {
 	return []Case{
-		{Name: "write/short-header", Spec: "§2.3: len < 8 → EINVAL", run: func(e *Env) error {
+		{Name: "write/short-header", Spec: "§2.3: len < 8 → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -19,7 +19,7 @@ func writeCases() []Case {
 			_, err = c.Raw(make([]byte, 7))
 			return expect(err, unix.EINVAL)
 		}},
-		{Name: "write/bad-command", Spec: "§2.3: hdr.cmd >= 18 → EINVAL", run: func(e *Env) error {
+		{Name: "write/bad-command", Spec: "§2.3: hdr.cmd >= 18 → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -29,7 +29,7 @@ func writeCases() []Case {
 			_, err = c.Raw(b)
 			return expect(err, unix.EINVAL)
 		}},
-		{Name: "write/in-beyond-len", Spec: "§2.3: hdr.in + 8 > len → EINVAL", run: func(e *Env) error {
+		{Name: "write/in-beyond-len", Spec: "§2.3: hdr.in + 8 > len → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -38,7 +38,7 @@ func writeCases() []Case {
 			_, err = c.Raw(b[:len(b)-1])
 			return expect(err, unix.EINVAL)
 		}},
-		{Name: "write/returns-full-length", Spec: "§2.3: success returns len, trailing bytes beyond 8+in ignored", run: func(e *Env) error {
+		{Name: "write/returns-full-length", Spec: "§2.3: success returns len, trailing bytes beyond 8+in ignored", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -54,7 +54,7 @@ func writeCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "read/einval", Spec: "§2.1: the device has no read → EINVAL", run: func(e *Env) error {
+		{Name: "read/einval", Spec: "§2.1: the device has no read → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err

@@ -1,18 +1,22 @@
-package conformance
+package conformance_test
 
 import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
 )
 
 // TestFake runs every case over the fake kernel, each on a fresh device.
 func TestFake(t *testing.T) {
-	for _, c := range Cases() {
+	for _, c := range conformance.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			d := NewFake(t, nil)
-			err := RunCase(context.Background(), d, c)
-			if errors.Is(err, ErrSkip) {
+			d := fakedut.New(t, nil)
+			err := conformance.RunCase(context.Background(), d, c)
+			if errors.Is(err, conformance.ErrSkip) {
 				t.Skip(err)
 			}
 			if err != nil {
@@ -25,15 +29,33 @@ func TestFake(t *testing.T) {
 // TestRun runs the suite's entry point once over one shared device, as
 // `ucmd conformance` will.
 func TestRun(t *testing.T) {
-	d := NewFake(t, nil)
+	d := fakedut.New(t, nil)
 	n := 0
-	failed := Run(context.Background(), d, func(c Case, err error) {
+	failed := conformance.Run(context.Background(), d, func(c conformance.Case, err error) {
 		n++
 		if err != nil {
 			t.Errorf("%s: %v", c.Name, err)
 		}
 	})
-	if failed != 0 || n != len(Cases()) {
-		t.Errorf("%d failed of %d run, %d cases", failed, n, len(Cases()))
+	if failed != 0 || n != len(conformance.Cases()) {
+		t.Errorf("%d failed of %d run, %d cases", failed, n, len(conformance.Cases()))
 	}
 }
+
+// Without a loopback path the connecting cases are skipped, not failed.
+func TestSkipWithoutPath(t *testing.T) {
+	d := noPath{fakedut.New(t, nil)}
+	skipped := 0
+	failed := conformance.Run(context.Background(), d, func(c conformance.Case, err error) {
+		if errors.Is(err, conformance.ErrSkip) {
+			skipped++
+		}
+	})
+	if failed != 0 || skipped == 0 {
+		t.Errorf("%d failed, %d skipped", failed, skipped)
+	}
+}
+
+type noPath struct{ *fakedut.DUT }
+
+func (noPath) LoopbackPath() (p abi.PathRec, ok bool) { return p, false }

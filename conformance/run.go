@@ -20,12 +20,12 @@ type Case struct {
 	Name string
 	// Spec says what the kernel did, with the docs/ucm-abi.md section.
 	Spec string
-	run  func(e *Env) error
+	run  func(e *env) error
 }
 
-// Env is what a case runs with: the DUT and the files it opened, which
+// env is what a case runs with: the DUT and the files it opened, which
 // are closed when the case ends.
-type Env struct {
+type env struct {
 	Ctx   context.Context
 	DUT   DUT
 	files []*Client
@@ -35,12 +35,12 @@ type Env struct {
 const Wait = 5 * time.Second
 
 // Client opens a file for the case.
-func (e *Env) Client() (*Client, error) { return e.open(false) }
+func (e *env) Client() (*Client, error) { return e.open(false) }
 
 // NonblockClient opens a file with O_NONBLOCK.
-func (e *Env) NonblockClient() (*Client, error) { return e.open(true) }
+func (e *env) NonblockClient() (*Client, error) { return e.open(true) }
 
-func (e *Env) open(nonblock bool) (*Client, error) {
+func (e *env) open(nonblock bool) (*Client, error) {
 	c, err := NewClient(e.DUT, nonblock)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
@@ -50,7 +50,7 @@ func (e *Env) open(nonblock bool) (*Client, error) {
 }
 
 // Path returns the loopback path, or ErrSkip.
-func (e *Env) Path() (abi.PathRec, error) {
+func (e *env) Path() (abi.PathRec, error) {
 	p, ok := e.DUT.LoopbackPath()
 	if !ok {
 		return p, fmt.Errorf("no loopback path: %w", ErrSkip)
@@ -64,7 +64,7 @@ var sidSeq atomic.Uint64
 // refuses.
 func SID() uint64 { return 0xDEAD0000 + sidSeq.Add(1) }
 
-func (e *Env) close() {
+func (e *env) close() {
 	for i := len(e.files) - 1; i >= 0; i-- {
 		e.files[i].Close()
 	}
@@ -105,7 +105,7 @@ func Run(ctx context.Context, dut DUT, report func(Case, error)) int {
 
 // RunCase runs one case.
 func RunCase(ctx context.Context, dut DUT, c Case) error {
-	e := &Env{Ctx: ctx, DUT: dut}
+	e := &env{Ctx: ctx, DUT: dut}
 	defer e.close()
 	return c.run(e)
 }

@@ -6,9 +6,9 @@ import (
 	"github.com/ucmd/ucmd/abi"
 )
 
-// Pair is a listener on one file and an active id on another, both on
+// pair is a listener on one file and an active id on another, both on
 // the DUT's loopback path.
-type Pair struct {
+type pair struct {
 	Passive, Active *Client
 	Listener, ID    uint32 // the listening id (passive file), the active id
 	SID             uint64
@@ -27,12 +27,12 @@ const (
 )
 
 // newPair creates the listener and the active id; nothing is sent yet.
-func newPair(e *Env) (*Pair, error) {
+func newPair(e *env) (*pair, error) {
 	path, err := e.Path()
 	if err != nil {
 		return nil, err
 	}
-	p := &Pair{SID: SID(), Path: path}
+	p := &pair{SID: SID(), Path: path}
 	if p.Passive, err = e.Client(); err != nil {
 		return nil, err
 	}
@@ -52,14 +52,14 @@ func newPair(e *Env) (*Pair, error) {
 }
 
 // SendREQ sends the active side's REQ with private data pd.
-func (p *Pair) SendREQ(pd []byte) error {
+func (p *pair) SendREQ(pd []byte) error {
 	r := p.Active.Req(p.ID, p.SID, p.Path, activeQPN)
 	r.Data, r.Len = p.Active.Data(pd)
 	return check("SEND_REQ", p.Active.SendREQ(r))
 }
 
 // pairWithREQ sends the REQ and waits until the passive file is readable.
-func pairWithREQ(e *Env) (*Pair, error) {
+func pairWithREQ(e *env) (*pair, error) {
 	p, err := newPair(e)
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func pairWithREQ(e *Env) (*Pair, error) {
 
 // Accept takes the REQ event and answers it with a REP; it returns the
 // new connection's id.
-func (p *Pair) Accept() (uint32, error) {
+func (p *pair) Accept() (uint32, error) {
 	ev, err := p.Passive.Expect(abi.CMReqReceived, Wait)
 	if err != nil {
 		return 0, err
@@ -96,7 +96,7 @@ func rep(id uint32) *abi.Rep {
 
 // Establish runs REQ, REP, RTU; it returns the passive connection id
 // after its RTU event.
-func (p *Pair) Establish() (uint32, error) {
+func (p *pair) Establish() (uint32, error) {
 	if err := p.SendREQ(nil); err != nil {
 		return 0, err
 	}

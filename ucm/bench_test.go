@@ -6,13 +6,14 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
 )
 
 // BenchmarkCreateDestroyID is CREATE_ID then DESTROY_ID through the fake
 // kernel: two FUSE round trips over the socketpair, caller-memory copies,
 // a cmcore id created and destroyed.
 func BenchmarkCreateDestroyID(b *testing.B) {
-	d := conformance.NewFake(b, nil)
+	d := fakedut.New(b, nil)
 	c, err := conformance.NewClient(d, false)
 	must(b, err)
 	ff := fake(c)

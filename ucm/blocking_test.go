@@ -6,6 +6,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,7 +81,7 @@ func TestPollWakeup(t *testing.T) {
 // copy: the event counts and nothing is half delivered.
 func TestDestroyWhileDelivering(t *testing.T) {
 	gt := newGate()
-	e := newEnv(t, &conformance.FakeOptions{WrapMemory: gt.wrap})
+	e := newEnv(t, &fakedut.Options{WrapMemory: gt.wrap})
 	e.req(t, 0xa0)
 	e.waitReadable(t, e.b)
 	b, g := eventGet(e.b)
@@ -120,7 +121,7 @@ func TestDestroyWhileDelivering(t *testing.T) {
 // goroutine, completes while another event of the file is being copied.
 func TestEventQueuedDuringDelivery(t *testing.T) {
 	gt := newGate()
-	e := newEnv(t, &conformance.FakeOptions{WrapMemory: gt.wrap})
+	e := newEnv(t, &fakedut.Options{WrapMemory: gt.wrap})
 	e.req(t, 0xa0)
 	req, err := e.b.Expect(abi.CMReqReceived, wait)
 	must(t, err)
@@ -153,7 +154,7 @@ func TestEventQueuedDuringDelivery(t *testing.T) {
 // holds the destroy back.
 func TestDestroyWaitsForCommands(t *testing.T) {
 	gt := newGate()
-	d := conformance.NewFake(t, &conformance.FakeOptions{WrapMemory: gt.wrap})
+	d := fakedut.New(t, &fakedut.Options{WrapMemory: gt.wrap})
 	c, err := conformance.NewClient(d, false)
 	must(t, err)
 	id, err := c.CreateID(0)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
 	"golang.org/x/sys/unix"
 )
 
@@ -109,7 +110,7 @@ func TestRejectedIDSurvives(t *testing.T) {
 // Writes from credentials other than the opener's fail with EACCES
 // (ib_safe_file_access).
 func TestWriteFromOtherCredentials(t *testing.T) {
-	d := conformance.NewFake(t, nil)
+	d := fakedut.New(t, nil)
 	c, err := conformance.NewClient(d, false)
 	must(t, err)
 	ff := fake(c)
@@ -123,7 +124,7 @@ func TestWriteFromOtherCredentials(t *testing.T) {
 
 // The caller's pid 0 (outside our pid namespace) is never dereferenced.
 func TestInvisibleCaller(t *testing.T) {
-	d := conformance.NewFake(t, nil)
+	d := fakedut.New(t, nil)
 	c, err := conformance.NewClient(d, false)
 	must(t, err)
 	fake(c).Caller.Pid = 0

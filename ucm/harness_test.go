@@ -7,6 +7,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
 	"github.com/ucmd/ucmd/cuse/callermem"
 	"github.com/ucmd/ucmd/cuse/cusetest"
 	"golang.org/x/sys/unix"
@@ -30,16 +31,16 @@ func wantErrno(t testing.TB, what string, err error, want unix.Errno) {
 
 // env is a fake device with a listening file b and an active file a.
 type env struct {
-	d        *conformance.Fake
+	d        *fakedut.DUT
 	a, b     *conformance.Client
 	path     abi.PathRec
 	listener uint32
 	sid      uint64
 }
 
-func newEnv(t *testing.T, opts *conformance.FakeOptions) *env {
+func newEnv(t *testing.T, opts *fakedut.Options) *env {
 	t.Helper()
-	e := &env{d: conformance.NewFake(t, opts), sid: 0x1000}
+	e := &env{d: fakedut.New(t, opts), sid: 0x1000}
 	var err error
 	e.a, err = conformance.NewClient(e.d, false)
 	must(t, err)
@@ -70,7 +71,7 @@ func (e *env) waitReadable(t *testing.T, c *conformance.Client) {
 	}
 }
 
-func fake(c *conformance.Client) *conformance.FakeFile { return c.F.(*conformance.FakeFile) }
+func fake(c *conformance.Client) *fakedut.File { return c.F.(*fakedut.File) }
 
 // eventGet encodes a GET_EVENT with fresh 255-byte buffers.
 func eventGet(c *conformance.Client) ([]byte, *abi.EventGet) {

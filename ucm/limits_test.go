@@ -5,12 +5,13 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
 	"github.com/ucmd/ucmd/ucm"
 	"golang.org/x/sys/unix"
 )
 
 func TestMaxIDs(t *testing.T) {
-	d := conformance.NewFake(t, &conformance.FakeOptions{Limits: ucm.Limits{MaxIDs: 2}})
+	d := fakedut.New(t, &fakedut.Options{Limits: ucm.Limits{MaxIDs: 2}})
 	c, err := conformance.NewClient(d, false)
 	must(t, err)
 	for range 2 {
@@ -29,7 +30,7 @@ func TestMaxIDs(t *testing.T) {
 // A REQ that cannot be queued is rejected (REJ 28) and leaves no id
 // behind (rule 7).
 func TestMaxEventsRejectsREQ(t *testing.T) {
-	e := newEnv(t, &conformance.FakeOptions{Limits: ucm.Limits{MaxEvents: 1}})
+	e := newEnv(t, &fakedut.Options{Limits: ucm.Limits{MaxEvents: 1}})
 	e.req(t, 0xa0)
 	e.waitReadable(t, e.b)
 	second := e.req(t, 0xa1)
@@ -49,7 +50,7 @@ func TestMaxEventsRejectsREQ(t *testing.T) {
 
 // An event other than REQ that cannot be queued is dropped, not counted.
 func TestMaxEventsDropsEvent(t *testing.T) {
-	e := newEnv(t, &conformance.FakeOptions{Limits: ucm.Limits{MaxEvents: 1}})
+	e := newEnv(t, &fakedut.Options{Limits: ucm.Limits{MaxEvents: 1}})
 	a := e.req(t, 0xa0)
 	req, err := e.b.Expect(abi.CMReqReceived, wait)
 	must(t, err)

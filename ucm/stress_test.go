@@ -10,6 +10,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +19,7 @@ import (
 // may hang, every answer must be one the kernel could give, and close
 // must leave no id behind.
 func TestSixteenGoroutinesOneFile(t *testing.T) {
-	d := conformance.NewFake(t, nil)
+	d := fakedut.New(t, nil)
 	c, err := conformance.NewClient(d, false)
 	must(t, err)
 	ff := fake(c)

@@ -1,4 +1,9 @@
-package conformance
+// Package fakedut is the conformance suite's device under test for unit
+// tests: a ucm.Device on one simulated InfiniBand port (real clock, perfect
+// fabric), served by the fake kernel of package cusetest, with in-memory
+// caller memory. It lives apart from package conformance so that the daemon,
+// which runs the suite on real nodes, does not link the test machinery.
+package fakedut
 
 import (
 	"fmt"
@@ -7,6 +12,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/callermem"
 	"github.com/ucmd/ucmd/cuse/cusetest"
@@ -15,16 +21,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FakePid is the client thread of a Fake: all its files and memory.
-const FakePid = 4242
+// Pid is the client thread of a DUT: all its files and memory.
+const Pid = 4242
 
 // fakeTimeout bounds one request through the fake kernel.
 const fakeTimeout = 10 * time.Second
 
-// Fake is the DUT of unit tests: a ucm.Device on one simulated InfiniBand
-// port (real clock, perfect fabric), served by the fake kernel of package
-// cusetest, with in-memory caller memory.
-type Fake struct {
+// DUT is the fake device under test; it implements conformance.DUT.
+type DUT struct {
 	Kernel *cusetest.Kernel
 	Device *ucm.Device
 	CM     *cmcore.CM
@@ -35,8 +39,8 @@ type Fake struct {
 	mem *fakeMem
 }
 
-// FakeOptions adjust a Fake; the zero value is the default device.
-type FakeOptions struct {
+// Options adjust a DUT; the zero value is the default device.
+type Options struct {
 	// Limits are the device's per-file limits.
 	Limits ucm.Limits
 	// WrapMemory, if set, wraps the caller memory the device uses (the
@@ -45,12 +49,12 @@ type FakeOptions struct {
 	WrapMemory func(callermem.Memory) callermem.Memory
 }
 
-// NewFake builds a Fake; opts may be nil. Everything is torn down by tb's
+// New builds a DUT; opts may be nil. Everything is torn down by tb's
 // cleanup.
-func NewFake(tb testing.TB, opts *FakeOptions) *Fake {
+func New(tb testing.TB, opts *Options) *DUT {
 	tb.Helper()
 	if opts == nil {
-		opts = &FakeOptions{}
+		opts = &Options{}
 	}
 	fab := sim.New(sim.Config{Seed: 1})
 	sd, err := fab.AddIB("sim0", 1)
@@ -75,15 +79,15 @@ func NewFake(tb testing.TB, opts *FakeOptions) *Fake {
 	// every file.
 	tb.Cleanup(func() { cm.Close() })
 	k := cusetest.Start(tb, dev, &cusetest.Options{Memory: mem, Timeout: fakeTimeout})
-	return &Fake{
+	return &DUT{
 		Kernel: k, Device: dev, CM: cm, Sim: sd, IDs: ids,
-		Caller: cuse.Caller{Pid: FakePid, Uid: 1000, Gid: 1000},
-		mem:    &fakeMem{f: mem, pid: FakePid},
+		Caller: cuse.Caller{Pid: Pid, Uid: 1000, Gid: 1000},
+		mem:    &fakeMem{f: mem, pid: Pid},
 	}
 }
 
 // Open implements DUT.
-func (d *Fake) Open(nonblock bool) (File, error) {
+func (d *DUT) Open(nonblock bool) (conformance.File, error) {
 	flags := uint32(unix.O_RDWR)
 	if nonblock {
 		flags |= unix.O_NONBLOCK
@@ -94,14 +98,14 @@ func (d *Fake) Open(nonblock bool) (File, error) {
 	if errno != 0 {
 		return nil, errno
 	}
-	return &FakeFile{F: f, Caller: d.Caller}, nil
+	return &File{F: f, Caller: d.Caller}, nil
 }
 
 // Mem implements DUT.
-func (d *Fake) Mem() Memory { return d.mem }
+func (d *DUT) Mem() conformance.Memory { return d.mem }
 
 // LoopbackPath implements DUT: the simulated port to itself.
-func (d *Fake) LoopbackPath() (abi.PathRec, bool) {
+func (d *DUT) LoopbackPath() (abi.PathRec, bool) {
 	a, err := d.Sim.Port(1).Attr()
 	if err != nil || len(a.GIDs) == 0 {
 		return abi.PathRec{}, false
@@ -113,7 +117,7 @@ func (d *Fake) LoopbackPath() (abi.PathRec, bool) {
 }
 
 // Close implements DUT; the test's cleanup does the work.
-func (d *Fake) Close() error { return nil }
+func (d *DUT) Close() error { return nil }
 
 func wait(p *cusetest.Pending) (cusetest.Reply, error) {
 	select {

@@ -1,4 +1,4 @@
-package conformance
+package fakedut
 
 import (
 	"sync"
@@ -10,17 +10,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FakeFile is a File of the fake kernel. Its methods may be called from
+// File is a conformance.File of the fake kernel. Its methods may be called from
 // any goroutine: they never use the kernel's test-failing waits.
-type FakeFile struct {
+type File struct {
 	F      *cusetest.File
 	Caller cuse.Caller
 	mu     sync.Mutex // serialises SetFlags with requests reading Flags
 	closed bool
 }
 
-// Write implements File.
-func (f *FakeFile) Write(b []byte) (int, error) {
+// Write implements conformance.File.
+func (f *File) Write(b []byte) (int, error) {
 	f.mu.Lock()
 	p := f.F.WriteAsync(f.Caller, b)
 	f.mu.Unlock()
@@ -36,14 +36,14 @@ func (f *FakeFile) Write(b []byte) (int, error) {
 
 // WriteAsync sends a write and returns it pending, for tests that
 // interrupt it.
-func (f *FakeFile) WriteAsync(b []byte) *cusetest.Pending {
+func (f *File) WriteAsync(b []byte) *cusetest.Pending {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.F.WriteAsync(f.Caller, b)
 }
 
-// Read implements File.
-func (f *FakeFile) Read(n int) (int, error) {
+// Read implements conformance.File.
+func (f *File) Read(n int) (int, error) {
 	f.mu.Lock()
 	p := f.F.ReadAsync(f.Caller, n)
 	f.mu.Unlock()
@@ -57,8 +57,8 @@ func (f *FakeFile) Read(n int) (int, error) {
 	return len(r.Body), nil
 }
 
-// WaitReadable implements File by polling every millisecond.
-func (f *FakeFile) WaitReadable(d time.Duration) (bool, error) {
+// WaitReadable implements conformance.File by polling every millisecond.
+func (f *File) WaitReadable(d time.Duration) (bool, error) {
 	end := time.Now().Add(d)
 	for {
 		r, err := wait(f.F.PollAsync(f.Caller, unix.POLLIN, 0))
@@ -78,8 +78,8 @@ func (f *FakeFile) WaitReadable(d time.Duration) (bool, error) {
 	}
 }
 
-// SetNonblock implements File.
-func (f *FakeFile) SetNonblock(on bool) error {
+// SetNonblock implements conformance.File.
+func (f *File) SetNonblock(on bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl := f.F.Flags &^ unix.O_NONBLOCK
@@ -90,8 +90,8 @@ func (f *FakeFile) SetNonblock(on bool) error {
 	return nil
 }
 
-// Close implements File: RELEASE, awaited. Closing twice is harmless.
-func (f *FakeFile) Close() error {
+// Close implements conformance.File: RELEASE, awaited. Closing twice is harmless.
+func (f *File) Close() error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
