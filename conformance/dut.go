@@ -3,9 +3,13 @@
 // docs/ucm-abi.md §2.3 and §3.2, the event queue rules, and the 2005
 // review's rules. The cases are written once against a DUT (device under
 // test) and run over two implementations: the fake kernel of package
-// cusetest serving a ucm.Device on the simulated fabric (NewFake, for unit
-// tests), and a real device node opened by path (OpenPath, for `ucmd
-// conformance PATH` or an old kernel's ib_ucm).
+// cusetest serving a ucm.Device on the simulated fabric (package
+// conformance/fakedut, for unit tests), and a real device node opened by
+// path (OpenPath, for `ucmd conformance PATH` or an old kernel's ib_ucm).
+//
+// Run reports each Case; the cases that connect need the DUT's loopback
+// path (its port to itself, see LoopbackPath and Node.Loopback) and are
+// skipped without one.
 package conformance
 
 import (
@@ -52,4 +56,14 @@ type Memory interface {
 	Read(addr uint64, n int) []byte
 	// Write stores b at addr (which Alloc returned).
 	Write(addr uint64, b []byte)
+}
+
+// LoopbackPath is a path record from a port to itself: the port's GID and
+// LID (0 on RoCE) as source and destination, the default P_Key, 2048-byte
+// MTU and a short packet lifetime so that timewait ends quickly.
+func LoopbackPath(gid [16]byte, lid uint16) abi.PathRec {
+	return abi.PathRec{
+		DGID: gid, SGID: gid, DLID: lid, SLID: lid,
+		PKey: 0xffff, MTU: 4, Rate: 3, PacketLifeTime: 8, Reversible: 1, NumbPath: 1,
+	}
 }

@@ -110,10 +110,7 @@ func (d *DUT) LoopbackPath() (abi.PathRec, bool) {
 	if err != nil || len(a.GIDs) == 0 {
 		return abi.PathRec{}, false
 	}
-	return abi.PathRec{
-		DGID: a.GIDs[0].GID, SGID: a.GIDs[0].GID, DLID: a.LID, SLID: a.LID,
-		PKey: 0xffff, MTU: 4, Rate: 3, PacketLifeTime: 8, Reversible: 1, NumbPath: 1,
-	}, true
+	return conformance.LoopbackPath(a.GIDs[0].GID, a.LID), true
 }
 
 // Close implements DUT; the test's cleanup does the work.
