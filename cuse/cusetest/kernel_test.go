@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/cuse"
@@ -90,3 +91,5 @@ func TestKernelFlagsViolations(t *testing.T) {
 		t.Errorf("notification for kh %d, want 7", kh)
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
