@@ -54,6 +54,26 @@ func writeCases() []Case {
 			}
 			return nil
 		}},
+		{Name: "write/short-in-accepted", Spec: "§2.3: handlers read sizeof(cmd) whatever hdr.in says; in=0 with the struct present succeeds", run: func(e *env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			resp := c.Mem.Alloc(4)
+			b := Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 5, Response: resp})
+			binary.NativeEndian.PutUint16(b[4:], 0) // hdr.in
+			n, err := c.Raw(b)
+			if err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			if n != len(b) {
+				return fmt.Errorf("write returned %d, want %d", n, len(b))
+			}
+			var r abi.CreateIDResp
+			r.Decode(c.Mem.Read(resp, 4))
+			_, err = c.AttrID(r.ID)
+			return check("ATTR_ID of the new id", err)
+		}},
 		{Name: "read/einval", Spec: "§2.1: the device has no read → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {

@@ -17,7 +17,7 @@ func (c *call) createID(m *abi.CreateID) error {
 	if err := f.addCtx(x); err != nil {
 		return err
 	}
-	x.cmID = f.d.cm.CreateID(f.d.handle)
+	x.cmID = f.d.cm.CreateID(f.d.handler)
 	x.cmID.SetContext(x)
 	f.d.ids.publish(x)
 	if err := c.writeStruct(m.Response, &abi.CreateIDResp{ID: x.id}, "response"); err != nil {

@@ -34,6 +34,9 @@ type Device struct {
 	ids    *IDTable
 	limits Limits
 	log    *slog.Logger
+	// handler is d.handle as a cmcore.Handler, made once: a method value
+	// allocates each time it is taken.
+	handler cmcore.Handler
 }
 
 var _ cuse.Device = (*Device)(nil)
@@ -50,6 +53,7 @@ func New(cfg Config) (*Device, error) {
 	if d.log == nil {
 		d.log = slog.Default()
 	}
+	d.handler = d.handle
 	return d, nil
 }
 
