@@ -122,5 +122,25 @@ else
 	echo "skip ibdev scan in a mount namespace (needs root, unshare and mount)"
 fi
 
+# 6. The whole client (no verbs) against the LD_PRELOAD ucm mock: event loop,
+#    uid/id dispatch, events_reported accounting, private data, timeouts.
+gcc -O2 -Wall -Wextra -Werror -std=gnu11 -shared -fPIC -o "$tmp/ucm_mock.so" \
+	"$here/mock/ucm_mock.c" -ldl -lpthread || bad "build the mock"
+C="-c --no-verbs -G fe80::ff:fe00:1 -g fe80::ff:fe00:2"
+mock() { # NAME WANT_RC WANT_TEXT [-e VAR=VAL] -- SERVER -- CLIENT
+	name=$1 want_rc=$2 want_text=$3
+	shift 3
+	run "mock: $name" "$want_rc" "$want_text" "$here/mock/run.sh" -b "$bin" -m "$tmp/ucm_mock.so" "$@"
+}
+mock "5 in sequence" 0 "client: 5 of 5 connections ok" -- -l 0x1000 --no-verbs -n 5 -- $C -n 5
+mock "3 rounds x 4 in parallel" 0 "client: 12 of 12 connections ok" -- -l 0x1000 --no-verbs -n 3 -P 4 -- $C -n 3 -P 4
+mock "O_NONBLOCK fd" 0 "client: 4 of 4 connections ok" -- -l 0x1000 --no-verbs -n 2 -P 2 --nonblock -- $C -n 2 -P 2 --nonblock
+mock "IB path (LIDs)" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -- $C -L 2 --slid 1
+mock "no TIMEWAIT_EXIT" 0 "timewait no" -e UCM_MOCK_NO_TIMEWAIT=1 -- -l 0x1000 --no-verbs -w 100 -- $C -w 100
+mock "RTU lost (DREQ establishes)" 0 "established_by DREQ(no RTU seen)" -e UCM_MOCK_DROP_RTU=1 -- -l 0x1000 --no-verbs -- $C
+mock "events_reported mismatch detected" 1 "DESTROY_ID: events_reported 4, but GET_EVENT delivered 3" -e UCM_MOCK_BAD_REPORTED=1 -- -l 0x1000 --no-verbs -- $C
+mock "no listener: REJ reported" 1 "REJ_RECEIVED while waiting for REP: reason 8 (invalid service id)" -- -l 0x2000 --no-verbs -T 2 -- $C
+mock "lost REP: both sides time out" 1 "timed out after 300 ms waiting for REP" -e UCM_MOCK_DROP_REP=1 -- -l 0x1000 --no-verbs -t 300 -- $C -t 300
+mock "every option accepted" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -- -t 3000 -s 0x1000 --cm-timeout 1 --no-verbs --plt 0 -M 1 --hop-limit 1 --rate 2 --retry 4 --rnr-retry 3 --mtu 1 --lax -z 8 -x 0 -i 1 -n 1 -P 1 -w 0 -T 5 -D /dev/infiniband/ucm0 -d x -G fe80::1 -g fe80::2 -L 1 --slid 1 -c
 echo "selftest: $pass passed, $fail failed"
 [ "$fail" = 0 ]

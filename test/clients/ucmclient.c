@@ -88,6 +88,7 @@ static struct {
 	int have_rgid, have_sgid;
 	uint8_t rgid[16], sgid[16];
 	int dlid; /* IB only */
+	int slid; /* IB, --no-verbs only (verbs: the port's LID) */
 	long count;    /* -n */
 	int parallel;  /* -P */
 	int msgs;      /* -M */
@@ -107,6 +108,7 @@ static struct {
 	.sid = DEFAULT_SID,
 	.port = 1,
 	.dlid = -1,
+	.slid = -1,
 	.count = 1,
 	.parallel = 1,
 	.msgs = 4,
@@ -1255,10 +1257,11 @@ static void client_start(int num)
 	memset(&path, 0, sizeof(path));
 	memcpy(path.dgid, opt.rgid, 16);
 	memcpy(path.sgid, opt.sgid, 16);
-	int ib = !opt.no_verbs && vb.pattr.link_layer != IBV_LINK_LAYER_ETHERNET;
+	/* InfiniBand: the verbs port says so; --no-verbs: -L was given */
+	int ib = opt.no_verbs ? opt.dlid >= 0 : vb.pattr.link_layer != IBV_LINK_LAYER_ETHERNET;
 	if (ib) {
 		path.dlid = htobe16((uint16_t)opt.dlid);
-		path.slid = htobe16(vb.pattr.lid);
+		path.slid = htobe16(opt.no_verbs ? (uint16_t)opt.slid : vb.pattr.lid);
 		path.hop_limit = 0;
 	} else {
 		path.hop_limit = (uint8_t)opt.hop_limit;
@@ -2053,7 +2056,9 @@ static void usage(FILE *f)
 		"  -x, --gid-index N      local GID index (client, default 0)\n"
 		"  -G, --sgid GID         local GID (required with --no-verbs on the client)\n"
 		"  -g, --gid GID          remote GID (client)\n"
-		"  -L, --dlid LID         remote LID (InfiniBand link layer only)\n"
+		"  -L, --dlid LID         remote LID (InfiniBand link layer only; with --no-verbs it\n"
+		"                         selects an IB path: LIDs, no GRH, and needs --slid)\n"
+		"      --slid LID         local LID for an IB path with --no-verbs\n"
 		"connections:\n"
 		"  -s, --service SID      client's service id (default 0x1000)\n"
 		"  -n, --count N          rounds: total connections = N x P (server: 0 = run until signal)\n"
@@ -2102,7 +2107,7 @@ static void parse_gid(const char *s, uint8_t *gid, const char *what)
 
 enum {
 	O_NOVERBS = 256, O_DBR, O_NONBLOCK_OPT, O_LAX, O_DUMP, O_MTU, O_HOP, O_RATE, O_PLT,
-	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY,
+	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID,
 };
 
 static void parse_args(int argc, char **argv)
@@ -2125,6 +2130,7 @@ static void parse_args(int argc, char **argv)
 		{ "retry", required_argument, 0, O_RETRY }, { "rnr-retry", required_argument, 0, O_RNR },
 		{ "cm-timeout", required_argument, 0, O_CMTMO },
 		{ "cm-retries", required_argument, 0, O_CMRETRY },
+		{ "slid", required_argument, 0, O_SLID },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
@@ -2181,6 +2187,7 @@ static void parse_args(int argc, char **argv)
 		case O_RNR: opt.rnr_retry = (int)parse_num(optarg, "rnr retry", 0, 7); break;
 		case O_CMTMO: opt.cm_timeout = (int)parse_num(optarg, "cm timeout", 0, 31); break;
 		case O_CMRETRY: opt.max_cm_retries = (int)parse_num(optarg, "cm retries", 0, 15); break;
+		case O_SLID: opt.slid = (int)parse_num(optarg, "LID", 1, 0xbfff); break;
 		default: usage(stderr); exit(2);
 		}
 	}
@@ -2202,6 +2209,10 @@ static void parse_args(int argc, char **argv)
 	}
 	if (opt.client && opt.no_verbs && !opt.have_sgid) {
 		errmsg("--no-verbs client needs the local GID (-G)");
+		exit(2);
+	}
+	if (opt.client && opt.no_verbs && (opt.dlid >= 0) != (opt.slid >= 0)) {
+		errmsg("an InfiniBand path with --no-verbs needs both -L (remote LID) and --slid");
 		exit(2);
 	}
 	if (opt.client && opt.count == 0) {

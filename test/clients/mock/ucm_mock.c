@@ -19,7 +19,8 @@
  *
  * Knobs (environment): UCM_MOCK_DIR (required), UCM_MOCK_NO_TIMEWAIT=1
  * (never send TIMEWAIT_EXIT), UCM_MOCK_BAD_REPORTED=1 (events_reported + 1),
- * UCM_MOCK_DROP_RTU=1 (RTUs never arrive: the passive side must NOTIFY).
+ * UCM_MOCK_DROP_RTU=1 (RTUs never arrive: the passive side must NOTIFY),
+ * UCM_MOCK_DROP_REP=1 (REPs never arrive: both sides must time out).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -643,6 +644,8 @@ static int do_cmd(const uint8_t *buf, size_t len)
 		m.rnr = c->rnr_retry_count;
 		if (c->len)
 			memcpy(m.pdata, (const void *)(uintptr_t)c->data, c->len);
+		if (env1("UCM_MOCK_DROP_REP"))
+			return 0;
 		return send_to(x->peer, &m) ? -errno : 0;
 	}
 	case IB_USER_CM_CMD_SEND_RTU:
