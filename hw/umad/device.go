@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/ucmd/ucmd/hw"
 	"github.com/ucmd/ucmd/hw/umad/uapi"
@@ -46,7 +48,17 @@ type Options struct {
 	// SendFiles bounds the send files per endpoint: up to this many sends
 	// (to peers whose MAC is being resolved) proceed in parallel.
 	SendFiles int
+	// AttrMaxAge is how long Port.Attr serves a snapshot before it
+	// refreshes it in the background. A RoCE GID table is up to 1024 sysfs
+	// files (rxe: 0.5 s to read under qemu TCG), far too slow to read per
+	// connection; its changes (IP addresses coming and going) show within
+	// about this delay. Zero means DefaultAttrMaxAge; negative means read
+	// sysfs on every call.
+	AttrMaxAge time.Duration
 }
+
+// DefaultAttrMaxAge is the default of Options.AttrMaxAge.
+const DefaultAttrMaxAge = 5 * time.Second
 
 func (o Options) withDefaults() Options {
 	if o.SysfsRoot == "" {
@@ -60,6 +72,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SendFiles <= 0 {
 		o.SendFiles = DefaultSendFiles
+	}
+	if o.AttrMaxAge == 0 {
+		o.AttrMaxAge = DefaultAttrMaxAge
 	}
 	return o
 }
@@ -93,6 +108,11 @@ type Port struct {
 	umad string // "umad0", or "" when ib_umad has no device for the port
 	sys  sysfs
 	opts Options
+
+	mu        sync.Mutex
+	attr      hw.PortAttr   // the last snapshot read
+	attrTime  time.Time     // when it was read; zero: never
+	refreshed chan struct{} // non-nil while a background refresh runs; closed when it ends
 }
 
 var _ hw.Port = (*Port)(nil)
@@ -109,8 +129,56 @@ func (p *Port) UMADPath() string {
 	return filepath.Join(p.opts.DevDir, p.umad)
 }
 
-// Attr reads the port's attributes from sysfs afresh.
-func (p *Port) Attr() (hw.PortAttr, error) { return p.sys.portAttr(p.dev.name, p.num) }
+// Attr returns the port's attributes. The first call reads sysfs; later
+// calls return that snapshot, and once it is older than
+// Options.AttrMaxAge they start a refresh in the background, so that
+// callers never wait for a GID table read after the first. The slices are
+// the caller's own.
+func (p *Port) Attr() (hw.PortAttr, error) {
+	maxAge := p.opts.withDefaults().AttrMaxAge
+	p.mu.Lock()
+	if p.attrTime.IsZero() || maxAge < 0 {
+		p.mu.Unlock()
+		return p.Refresh()
+	}
+	if time.Since(p.attrTime) >= maxAge && p.refreshed == nil {
+		done := make(chan struct{})
+		p.refreshed = done
+		go func() {
+			defer close(done)
+			a, err := p.sys.portAttr(p.dev.name, p.num)
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.refreshed = nil
+			if err == nil {
+				p.attr = a
+			}
+			// On error keep serving the last snapshot; retry after maxAge.
+			p.attrTime = time.Now()
+		}()
+	}
+	a := cloneAttr(p.attr)
+	p.mu.Unlock()
+	return a, nil
+}
+
+// Refresh reads the port's attributes from sysfs now and caches them.
+func (p *Port) Refresh() (hw.PortAttr, error) {
+	a, err := p.sys.portAttr(p.dev.name, p.num)
+	if err != nil {
+		return hw.PortAttr{}, err
+	}
+	p.mu.Lock()
+	p.attr, p.attrTime = a, time.Now()
+	p.mu.Unlock()
+	return cloneAttr(a), nil
+}
+
+func cloneAttr(a hw.PortAttr) hw.PortAttr {
+	a.GIDs = slices.Clone(a.GIDs)
+	a.PKeys = slices.Clone(a.PKeys)
+	return a
+}
 
 // Discover lists the RDMA devices in sysfs, sorted by name. No devices
 // (or no RDMA support at all) is not an error.

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ucmd/ucmd/hw"
 )
@@ -150,7 +152,7 @@ func TestDiscover(t *testing.T) {
 
 func TestAttrIsFresh(t *testing.T) {
 	root := tree(t, fakeSysfs())
-	devs, err := Discover(Options{SysfsRoot: root})
+	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +162,39 @@ func TestAttrIsFresh(t *testing.T) {
 	a, err := p.Attr()
 	if err != nil || len(a.GIDs) != 2 {
 		t.Fatalf("GIDs after removal %v (%v), want 2 entries", a.GIDs, err)
+	}
+}
+
+func TestAttrCached(t *testing.T) {
+	root := tree(t, fakeSysfs())
+	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := devs[1].ports[0]
+	a, _ := p.Attr()
+	a.GIDs[0].GID[0] = 0 // the caller's copy
+	os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/1"), []byte(zeroGID), 0o644)
+	b, err := p.Attr()
+	if err != nil || len(b.GIDs) != 3 || b.GIDs[0].GID[0] != 0xfe {
+		t.Fatalf("cached GIDs %v (%v), want the first snapshot, unmodified", b.GIDs, err)
+	}
+	p.mu.Lock()
+	p.attrTime = p.attrTime.Add(-2 * time.Hour) // expire it
+	p.mu.Unlock()
+	// An expired snapshot is still served at once, and refreshed behind.
+	if c, _ := p.Attr(); len(c.GIDs) != 3 {
+		t.Fatalf("GIDs on expiry %v, want the old 3 entries", c.GIDs)
+	}
+	p.mu.Lock()
+	done := p.refreshed
+	p.mu.Unlock()
+	if done == nil {
+		t.Fatal("no background refresh started")
+	}
+	<-done
+	if c, _ := p.Attr(); len(c.GIDs) != 2 {
+		t.Fatalf("GIDs after the refresh %v, want 2 entries", c.GIDs)
 	}
 }
 
@@ -255,5 +290,37 @@ func TestOpenMADWithoutUMAD(t *testing.T) {
 	_, err = devs[0].ports[1].OpenMAD(hw.Registration{MgmtClass: 0x07, ClassVersion: 2, Methods: []uint8{3}})
 	if err == nil || !strings.Contains(err.Error(), "is ib_umad loaded") {
 		t.Errorf("OpenMAD on a port without umad: %v", err)
+	}
+}
+
+// BenchmarkAttr reads an rxe-sized port (1024 GID slots, two in use) from a
+// fake sysfs: uncached, and as callers see it with the cache.
+func BenchmarkAttr(b *testing.B) {
+	files := fakeSysfs()
+	for i := 4; i < 1024; i++ {
+		files["class/infiniband/rxe0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
+	}
+	root := b.TempDir()
+	for p, c := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(c), 0o644)
+	}
+	for _, c := range []struct {
+		name   string
+		maxAge time.Duration
+	}{{"uncached", -1}, {"cached", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: c.maxAge})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := devs[1].ports[0]
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Attr(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

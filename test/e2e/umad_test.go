@@ -254,3 +254,74 @@ func TestUMADKernelCMOwnsClass(t *testing.T) {
 		ep.Close()
 	}
 }
+
+// BenchmarkUMADAttr: one port snapshot read from sysfs (AttrMaxAge < 0),
+// which is why hw/umad caches it.
+func BenchmarkUMADAttr(b *testing.B) {
+	devs, err := umad.Discover(umad.Options{AttrMaxAge: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range devs {
+		if d.Name() != "rxe0" {
+			continue
+		}
+		p := d.Ports()[0]
+		for b.Loop() {
+			if _, err := p.Attr(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.Fatal("no rxe0")
+}
+
+// BenchmarkUMADRoundTrip: a CM MAD rxe0 → rxe1 and the echo back, through
+// the kernel (Soft-RoCE over a veth pair, under TCG).
+func BenchmarkUMADRoundTrip(b *testing.B) {
+	devs, err := umad.Discover(umad.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var p0, p1 hw.Port
+	for _, d := range devs {
+		switch d.Name() {
+		case "rxe0":
+			p0 = d.Ports()[0]
+		case "rxe1":
+			p1 = d.Ports()[0]
+		}
+	}
+	a1, _ := p1.Attr()
+	e0, err := p0.OpenMAD(cmRegistration)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e0.Close()
+	e1, err := p1.OpenMAD(cmRegistration)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e1.Close()
+	dst := hw.Address{QPN: 1, GRH: &hw.GRH{GID: a1.GIDs[0].GID, HopLimit: 64}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var tid uint64
+	for b.Loop() {
+		tid++
+		if err := e0.Send(ctx, dst, cmMAD(0x10, tid, 0)); err != nil {
+			b.Fatal(err)
+		}
+		r, err := e1.Recv(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e1.Send(ctx, r.Src, &r.MAD); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e0.Recv(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
