@@ -78,7 +78,7 @@ func TestPollWakeup(t *testing.T) {
 }
 
 // DESTROY_ID of an id whose event GET_EVENT is copying out waits for the
-// copy: the event counts and nothing is half delivered.
+// copy: the event counts and nothing is half delivered (rule 6).
 func TestDestroyWhileDelivering(t *testing.T) {
 	gt := newGate()
 	e := newEnv(t, &fakedut.Options{WrapMemory: gt.wrap})

@@ -10,8 +10,8 @@ import (
 )
 
 // A new connection's id exists from the REQ's arrival but is unusable
-// until GET_EVENT delivers the REQ; a failed GET_EVENT retried does not
-// allocate a second id (the kernel's retry leak).
+// until GET_EVENT delivers the REQ (rule 4); a failed GET_EVENT retried
+// does not allocate a second id (the kernel's retry leak).
 func TestChildHiddenUntilDelivered(t *testing.T) {
 	e := newEnv(t, nil)
 	e.req(t, 0xa0) // listener 0, active 1: the child is 2

@@ -32,8 +32,7 @@ func (d *Device) handle(ev *cmcore.Event) error {
 	if newConn {
 		child, err := f.newChild(ev.ID)
 		if err != nil {
-			f.warn("ucm: rejecting new connection", "listener", owner.id, "err", err)
-			return fmt.Errorf("%w: %v", errRejectChild, err) // not %w: ENOMEM would drop silently
+			return f.reject(owner, err)
 		}
 		e.child = child
 		e.resp.ID = child.id
@@ -41,8 +40,7 @@ func (d *Device) handle(ev *cmcore.Event) error {
 	if err := f.enqueue(owner, e); err != nil {
 		if e.child != nil {
 			f.forget(e.child)
-			f.warn("ucm: rejecting new connection", "listener", owner.id, "err", err)
-			return fmt.Errorf("%w: %v", errRejectChild, err) // not %w: ENOMEM would drop silently
+			return f.reject(owner, err)
 		}
 		// Design.md rule 7: an event that cannot be queued is dropped.
 		if !errors.Is(err, errGone) {
@@ -50,6 +48,14 @@ func (d *Device) handle(ev *cmcore.Event) error {
 		}
 	}
 	return nil
+}
+
+// reject answers a new connection for listener that cannot be taken.
+func (f *file) reject(listener *ucmCtx, why error) error {
+	if !errors.Is(why, errGone) {
+		f.warn("ucm: rejecting new connection", "listener", listener.id, "err", why)
+	}
+	return fmt.Errorf("%w: %v", errRejectChild, why) // not %w: ENOMEM would drop silently
 }
 
 // errGone is why events for a closed file or a destroyed id are dropped.

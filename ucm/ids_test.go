@@ -51,6 +51,8 @@ func TestIDTableShrinksFromTop(t *testing.T) {
 	}
 }
 
+// Rules 1 and 4: an id is found only once published, only by its own
+// file (another file gets EINVAL), and not once removed.
 func TestIDTableVisibility(t *testing.T) {
 	tab := NewIDTable()
 	mine, other := &file{}, &file{}
