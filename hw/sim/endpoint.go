@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/ucmd/ucmd/hw"
 )
@@ -102,10 +103,7 @@ func (e *endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 		return err
 	}
 	f := e.port.dev.fabric
-	f.mu.Lock()
-	block := f.knobs.SendBlock
-	f.mu.Unlock()
-	if block > 0 {
+	if block := time.Duration(f.sendBlock.Load()); block > 0 {
 		ch := make(chan struct{})
 		t := f.clk.AfterFunc(block, func() { close(ch) })
 		select {

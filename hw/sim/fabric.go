@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,7 +55,9 @@ type Fabric struct {
 	queueLen   int
 	rewriteTID bool
 	knobs      Knobs
-	filter     Filter
+	// sendBlock mirrors knobs.SendBlock so Send reads it without the lock.
+	sendBlock atomic.Int64
+	filter    Filter
 	// scratch is the MAD handed to the filter: the packet stays on the
 	// sender's stack instead of escaping through the filter call.
 	scratch *hw.MAD
@@ -102,6 +105,7 @@ func New(c Config) *Fabric {
 		held:       make(map[link]*heldMAD),
 		nextLID:    1,
 	}
+	f.sendBlock.Store(int64(c.Knobs.SendBlock))
 	if f.clk == nil {
 		f.clk = clock.Real{}
 	}
@@ -194,6 +198,7 @@ func (f *Fabric) SetKnobs(k Knobs) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.knobs = k
+	f.sendBlock.Store(int64(k.SendBlock))
 }
 
 // SetFilter installs fn (nil removes it).
