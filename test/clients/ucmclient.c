@@ -413,6 +413,10 @@ static int ucm_write(uint32_t cmd, const void *body, uint16_t in, uint16_t out, 
 	if (opt.verbose >= 3)
 		hexdump(cmd_name(cmd), buf, size);
 
+	/* Every command is bounded (a daemon that never answers would otherwise
+	 * hang us); GET_EVENT passes its own. EINTR is reported as a timeout. */
+	if (timeout_ms == 0 && !(cmd == IB_USER_CM_CMD_EVENT && opt.nonblock))
+		timeout_ms = opt.wait_ms;
 	struct itimerval itv = { 0 };
 	if (timeout_ms > 0) {
 		alarm_fired = 0;
