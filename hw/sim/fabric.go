@@ -312,7 +312,7 @@ func (f *Fabric) send(ep *endpoint, dst *hw.Address, mad *hw.MAD) error {
 	if f.trace != nil {
 		f.event(EventSend, &p)
 	}
-	if f.parts[link{src, p.dst}] {
+	if len(f.parts) > 0 && f.parts[link{src, p.dst}] {
 		src.counters.Partitioned++
 		if f.trace != nil {
 			f.event(EventPartitioned, &p)
@@ -355,7 +355,7 @@ func (f *Fabric) send(ep *endpoint, dst *hw.Address, mad *hw.MAD) error {
 	}
 
 	l := link{src, p.dst}
-	if h := f.held[l]; h != nil {
+	if h := f.heldOn(l); h != nil {
 		// The held MAD is overtaken by this one, then follows it.
 		delete(f.held, l)
 		h.timer.Stop()
@@ -386,6 +386,15 @@ func (f *Fabric) send(ep *endpoint, dst *hw.Address, mad *hw.MAD) error {
 	}
 	f.emit(&p, copies)
 	return nil
+}
+
+// heldOn returns the MAD held on l, skipping the map lookup when nothing
+// is held anywhere (the common case).
+func (f *Fabric) heldOn(l link) *heldMAD {
+	if len(f.held) == 0 {
+		return nil
+	}
+	return f.held[l]
 }
 
 // resolve finds p's destination port and fills in the source address the
