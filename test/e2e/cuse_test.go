@@ -74,6 +74,7 @@ func (f *ucmtestFile) Write(ctx context.Context, req cuse.Request, data []byte) 
 		if err := d.mem.Write(req.Caller.Pid, addr, response); err != nil {
 			return 0, err
 		}
+	case len(data) == 24: // a small ucm-sized command, for the benchmark
 	case string(data) == "block":
 		d.mu.Lock()
 		release := d.release
@@ -159,11 +160,14 @@ func waitFor[T any](t *testing.T, what string, ch <-chan T) T {
 	}
 }
 
-func TestCUSEDevice(t *testing.T) {
+// serveUcmtest registers /dev/infiniband/ucmtest; stop closes the server
+// and checks that the node is gone.
+func serveUcmtest(t testing.TB) (dev *ucmtestDev, stop func()) {
+	t.Helper()
 	if _, err := os.Stat(cuse.DevicePath); err != nil {
 		t.Fatalf("%s: %v (the VM loads the cuse module)", cuse.DevicePath, err)
 	}
-	dev := &ucmtestDev{
+	dev = &ucmtestDev{
 		mem:     callermem.ProcessVM{},
 		release: make(chan struct{}),
 		blocked: make(chan int, 10),
@@ -177,7 +181,7 @@ func TestCUSEDevice(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
-	defer func() {
+	return dev, func() {
 		if err := srv.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
@@ -188,7 +192,12 @@ func TestCUSEDevice(t *testing.T) {
 		if _, err := os.Stat(ucmtestPath); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after Close: %v, want it gone", ucmtestPath, err)
 		}
-	}()
+	}
+}
+
+func TestCUSEDevice(t *testing.T) {
+	dev, stop := serveUcmtest(t)
+	defer stop()
 
 	// Open returned after the kernel accepted CUSE_INIT: the node is there.
 	fi, err := os.Stat(ucmtestPath)
@@ -310,5 +319,26 @@ func TestCUSEDevice(t *testing.T) {
 	dev.mu.Unlock()
 	if releases != 1 {
 		t.Errorf("%d releases after close, want 1", releases)
+	}
+}
+
+// BenchmarkCUSEWrite is one write(2) of a 24-byte command through the real
+// kernel's CUSE and this package's server, answered at once (compare with
+// the libfuse floor in the project's performance notes). Run it in the VM:
+// test/vm/run.sh -r -- env UCMD_VM_GUEST=1 e2e.test -test.run=^$ -test.bench=CUSE
+func BenchmarkCUSEWrite(b *testing.B) {
+	_, stop := serveUcmtest(b)
+	defer stop()
+	fd, err := unix.Open(ucmtestPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		b.Fatalf("open %s: %v", ucmtestPath, err)
+	}
+	defer unix.Close(fd)
+	cmd := make([]byte, 24)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rawWrite(fd, cmd); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
