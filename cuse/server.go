@@ -130,10 +130,18 @@ func (s *Server) init(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		s.ch.f.SetReadDeadline(dl)
 	}
-	stop := context.AfterFunc(ctx, func() { s.ch.f.SetReadDeadline(time.Unix(1, 0)) })
+	expired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		s.ch.f.SetReadDeadline(time.Unix(1, 0))
+		close(expired)
+	})
 	buf := make([]byte, s.bufLen)
 	n, err := s.ch.read(buf)
-	stop()
+	if !stop() {
+		// The deadline is being set; let that finish before clearing it,
+		// or the read loop would find it expired forever.
+		<-expired
+	}
 	s.ch.f.SetReadDeadline(time.Time{})
 	if err != nil {
 		if ctx.Err() != nil {
