@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/ucmd/ucmd/abi"
@@ -73,6 +74,25 @@ func writeCases() []Case {
 			r.Decode(c.Mem.Read(resp, 4))
 			_, err = c.AttrID(r.ID)
 			return check("ATTR_ID of the new id", err)
+		}},
+		{Name: "write/eacces-other-credentials", Spec: "§2.3: a writer whose credentials differ from the opener's → EACCES (ib_safe_file_access)", run: func(e *env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			cw, ok := c.F.(CredWriter)
+			if !ok {
+				return fmt.Errorf("the DUT cannot write with other credentials: %w", ErrSkip)
+			}
+			_, err = cw.WriteAs(65534, 65534, Encode(abi.CmdCreateID, 4, &abi.CreateID{Response: c.Mem.Alloc(4)}))
+			if errors.Is(err, ErrSkip) {
+				return err
+			}
+			if err := expect(err, unix.EACCES); err != nil {
+				return err
+			}
+			_, err = c.CreateID(0)
+			return check("CREATE_ID as the opener", err)
 		}},
 		{Name: "read/einval", Spec: "§2.1: the device has no read → EINVAL", run: func(e *env) error {
 			c, err := e.Client()

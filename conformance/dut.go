@@ -67,3 +67,12 @@ func LoopbackPath(gid [16]byte, lid uint16) abi.PathRec {
 		PKey: 0xffff, MTU: 4, Rate: 3, PacketLifeTime: 8, Reversible: 1, NumbPath: 1,
 	}
 }
+
+// CredWriter is implemented by Files that can write with other
+// credentials (fsuid/fsgid), for the EACCES case of §2.3; without it the
+// case is skipped.
+type CredWriter interface {
+	// WriteAs is write(2) by a thread whose fsuid and fsgid are uid and
+	// gid. It fails with ErrSkip when that cannot be arranged.
+	WriteAs(uid, gid uint32, b []byte) (int, error)
+}

@@ -86,6 +86,15 @@ func TestNodeFilePlumbing(t *testing.T) {
 	if _, err := f.Read(8); !errors.Is(err, unix.EAGAIN) {
 		t.Errorf("nonblocking read of an empty FIFO: %v, want EAGAIN", err)
 	}
+	n, err := f.(CredWriter).WriteAs(65534, 65534, []byte("y"))
+	switch {
+	case unix.Geteuid() != 0:
+		if !errors.Is(err, ErrSkip) {
+			t.Errorf("WriteAs without root: %v, want ErrSkip", err)
+		}
+	case err != nil || n != 1:
+		t.Errorf("WriteAs: %d %v", n, err)
+	}
 	if err := f.Close(); err != nil {
 		t.Error(err)
 	}

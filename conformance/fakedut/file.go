@@ -141,3 +141,21 @@ func (m *fakeMem) Write(addr uint64, b []byte) {
 		panic(err)
 	}
 }
+
+// WriteAs implements conformance.CredWriter: the fake kernel puts any
+// credentials in the request header.
+func (f *File) WriteAs(uid, gid uint32, b []byte) (int, error) {
+	f.mu.Lock()
+	c := f.Caller
+	c.Uid, c.Gid = uid, gid
+	p := f.F.WriteAsync(c, b)
+	f.mu.Unlock()
+	r, err := wait(p)
+	if err != nil {
+		return 0, err
+	}
+	if r.Errno != 0 {
+		return 0, r.Errno
+	}
+	return r.Size(), nil
+}
