@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -63,15 +64,15 @@ func (n *Node) Close() error { return n.mem.free() }
 
 // nodeFile is an open file descriptor of the node.
 type nodeFile struct {
-	mu     sync.RWMutex // Close waits for calls in flight
+	mu     sync.RWMutex // Close waits (a while) for calls in flight
 	fd     int
-	closed bool
+	closed atomic.Bool
 }
 
 func (f *nodeFile) Write(b []byte) (int, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.closed {
+	if f.closed.Load() {
 		return 0, unix.EBADF
 	}
 	for {
@@ -86,12 +87,18 @@ func (f *nodeFile) Write(b []byte) (int, error) {
 func (f *nodeFile) Read(n int) (int, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return 0, unix.EBADF
+	}
 	return unix.Read(f.fd, make([]byte, n))
 }
 
 func (f *nodeFile) WaitReadable(d time.Duration) (bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return false, unix.EBADF
+	}
 	end := time.Now().Add(d)
 	for {
 		fds := []unix.PollFd{{Fd: int32(f.fd), Events: unix.POLLIN}}
@@ -110,18 +117,32 @@ func (f *nodeFile) WaitReadable(d time.Duration) (bool, error) {
 func (f *nodeFile) SetNonblock(on bool) error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return unix.EBADF
+	}
 	return unix.SetNonblock(f.fd, on)
 }
 
+// Close closes the descriptor once the calls in flight have returned, or
+// after closeWait if one stays blocked (a GET_EVENT whose event never came):
+// the test must go on, and that call keeps the kernel's file alive until it
+// returns, so nothing is torn down under it.
 func (f *nodeFile) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
+	locked := false
+	for end := time.Now().Add(closeWait); !locked && time.Now().Before(end); time.Sleep(time.Millisecond) {
+		locked = f.mu.TryLock()
+	}
+	if locked {
+		defer f.mu.Unlock()
+	}
+	if f.closed.Swap(true) {
 		return nil
 	}
-	f.closed = true
 	return unix.Close(f.fd)
 }
+
+// closeWait bounds how long Close waits for a blocked call.
+const closeWait = 2 * time.Second
 
 // mmapMem hands out anonymous mappings, each followed by a PROT_NONE
 // guard page.
