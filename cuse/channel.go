@@ -137,3 +137,32 @@ func (c *channel) writev(h fuse.OutHeader, fixed, payload []byte) error {
 	}
 	return nil
 }
+
+// errAborted reports a channel the kernel has disconnected.
+var errAborted = errors.New("connection aborted by the kernel")
+
+// checkConnected polls the channel without waiting and without consuming a
+// request: /dev/cuse reports POLLERR once the connection is aborted.
+func (c *channel) checkConnected() error {
+	var revents int16
+	var perr error
+	err := c.rc.Control(func(fd uintptr) {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			_, perr = unix.Poll(pfd, 0)
+			if perr != unix.EINTR {
+				break
+			}
+		}
+		revents = pfd[0].Revents
+	})
+	switch {
+	case err != nil:
+		return err
+	case perr != nil:
+		return os.NewSyscallError("poll", perr)
+	case revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0:
+		return errAborted
+	}
+	return nil
+}

@@ -65,24 +65,13 @@ func Open(ctx context.Context, cfg Config, dev Device) (*Server, error) {
 	}
 	// The kernel validates our CUSE_INIT reply inside our write and, on
 	// failure (a duplicate name, a busy device number), aborts the
-	// connection without failing the write. The class device exists iff
-	// it accepted; sysfs spells '/' as '!'.
-	sys := "/sys/class/cuse/" + sysfsName(cfg.DevName)
-	if _, err := os.Stat(sys); err != nil {
+	// connection without failing the write. An aborted channel polls
+	// EPOLLERR (fuse_dev_poll); a live one never does.
+	if err := s.ch.checkConnected(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("cuse init of %s: kernel rejected the device (name or number in use?): %w", cfg.DevName, err)
 	}
 	return s, nil
-}
-
-func sysfsName(devName string) string {
-	b := []byte(devName)
-	for i, c := range b {
-		if c == '/' {
-			b[i] = '!'
-		}
-	}
-	return string(b)
 }
 
 // NewServer performs the CUSE_INIT handshake on an already open channel f,

@@ -215,6 +215,22 @@ func TestCUSEDevice(t *testing.T) {
 		}
 	}()
 
+	t.Run("DuplicateNameRejected", func(t *testing.T) {
+		// The kernel refuses a second CUSE device of the same name by
+		// aborting the new connection; Open must notice and fail.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv, err := cuse.Open(ctx, cuse.Config{DevName: "infiniband/ucmtest"}, dev)
+		if err == nil {
+			srv.Close()
+			t.Fatal("second registration of infiniband/ucmtest succeeded")
+		}
+		t.Logf("second registration: %v", err)
+		if _, err := os.Stat(ucmtestPath); err != nil {
+			t.Fatalf("the first device's node is gone: %v", err)
+		}
+	})
+
 	t.Run("PointerIntoCallerMemory", func(t *testing.T) {
 		// The answer lands in a buffer of the calling thread's process,
 		// addressed by a pointer inside the written command, as ucm's
