@@ -107,6 +107,7 @@ func checkArrived(t *testing.T, got *hw.Received, sent *hw.MAD, from hw.GIDEntry
 	if got.Src.GRH == nil {
 		t.Fatalf("received without GRH: %+v", got.Src)
 	}
+	t.Logf("source %+v, GRH %+v", got.Src, *got.Src.GRH)
 	if got.Src.GRH.GID != from.GID || int(got.Src.GRH.SGIDIndex) != toIndex || got.Src.QPN != 1 {
 		t.Errorf("source %+v GRH %+v, want GID %v, local GID index %d, QPN 1", got.Src, *got.Src.GRH, from.GID, toIndex)
 	}
