@@ -41,6 +41,7 @@ type ucmtestDev struct {
 
 	mu         sync.Mutex
 	ptrPid     int // caller of the last PTR command
+	whoami     cuse.Caller
 	release    chan struct{}
 	blocked    chan int // tid of each writer that starts blocking
 	interrupts int
@@ -75,6 +76,14 @@ func (f *ucmtestFile) Write(ctx context.Context, req cuse.Request, data []byte) 
 			return 0, err
 		}
 	case len(data) == 24: // a small ucm-sized command, for the benchmark
+	case string(data) == "nonblock?":
+		if req.Nonblock() {
+			return 0, unix.EAGAIN
+		}
+	case string(data) == "whoami":
+		d.mu.Lock()
+		d.whoami = req.Caller
+		d.mu.Unlock()
 	case string(data) == "block":
 		d.mu.Lock()
 		release := d.release
@@ -175,7 +184,9 @@ func serveUcmtest(t testing.TB) (dev *ucmtestDev, stop func()) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv, err := cuse.Open(ctx, cuse.Config{DevName: "infiniband/ucmtest"}, dev)
+	// The historic ib_ucm number (IB_UCM_MAJOR:IB_UCM_BASE_MINOR), free
+	// since ucm.c was removed: umad and uverbs use other minors of 231.
+	srv, err := cuse.Open(ctx, cuse.Config{DevName: "infiniband/ucmtest", Major: 231, Minor: 224}, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,9 +211,12 @@ func TestCUSEDevice(t *testing.T) {
 	defer stop()
 
 	// Open returned after the kernel accepted CUSE_INIT: the node is there.
-	fi, err := os.Stat(ucmtestPath)
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		t.Fatalf("%s: %v, %v", ucmtestPath, fi, err)
+	var st unix.Stat_t
+	if err := unix.Stat(ucmtestPath, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		t.Fatalf("%s: mode %#o, %v; want a character device", ucmtestPath, st.Mode, err)
+	}
+	if st.Rdev != unix.Mkdev(231, 224) {
+		t.Errorf("%s is %d:%d, want the fixed 231:224", ucmtestPath, unix.Major(st.Rdev), unix.Minor(st.Rdev))
 	}
 	fd, err := unix.Open(ucmtestPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -228,6 +242,48 @@ func TestCUSEDevice(t *testing.T) {
 		t.Logf("second registration: %v", err)
 		if _, err := os.Stat(ucmtestPath); err != nil {
 			t.Fatalf("the first device's node is gone: %v", err)
+		}
+	})
+
+	t.Run("CallerCredentials", func(t *testing.T) {
+		// setresuid/setresgid as raw syscalls change only this thread's
+		// credentials (Go's wrappers change every thread); the locked
+		// thread then dies with its goroutine.
+		tid, res := onThread(func() error {
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, 4321, 4321, 4321); e != 0 {
+				return e
+			}
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 1234, 1234, 1234); e != 0 {
+				return e
+			}
+			return rawWrite(fd, []byte("whoami"))
+		})
+		if err := waitFor(t, "whoami", res); err != nil {
+			t.Fatalf("whoami: %v", err)
+		}
+		dev.mu.Lock()
+		got := dev.whoami
+		dev.mu.Unlock()
+		if want := (cuse.Caller{Pid: tid, Uid: 1234, Gid: 4321}); got != want {
+			t.Fatalf("caller %+v, want %+v", got, want)
+		}
+	})
+
+	t.Run("NonblockPerCall", func(t *testing.T) {
+		// fcntl(F_SETFL) reaches the daemon only through later requests.
+		if err := rawWrite(fd, []byte("nonblock?")); err != nil {
+			t.Fatalf("blocking write: %v", err)
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags|unix.O_NONBLOCK); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags)
+		if err := rawWrite(fd, []byte("nonblock?")); err != unix.EAGAIN {
+			t.Fatalf("write after F_SETFL O_NONBLOCK: %v, want EAGAIN", err)
 		}
 	})
 
