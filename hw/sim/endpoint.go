@@ -17,6 +17,7 @@ const (
 	cmClassVersion    = 2
 	methodSend        = 0x03
 	maxMethods        = 128 // the kernel's method mask has 128 bits
+	maxMgmtVersion    = 8   // the MAD layer's MAX_MGMT_VERSION
 	responseMethodBit = 0x80
 )
 
@@ -61,6 +62,9 @@ func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 	}
 	if reg.MgmtClass == 0 {
 		return nil, einval("%s: register class 0: invalid management class", p)
+	}
+	if reg.ClassVersion >= maxMgmtVersion {
+		return nil, einval("%s: register class %#x: class version %d out of range", p, reg.MgmtClass, reg.ClassVersion)
 	}
 	for _, m := range reg.Methods {
 		if m >= maxMethods {

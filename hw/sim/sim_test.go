@@ -187,6 +187,9 @@ func TestRegistration(t *testing.T) {
 	if _, err := p1.OpenMAD(hw.Registration{MgmtClass: 0x07, ClassVersion: 2, Methods: []uint8{0x81}}); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("registering a response method: %v, want EINVAL", err)
 	}
+	if _, err := p1.OpenMAD(hw.Registration{MgmtClass: 0x07, ClassVersion: 8, Methods: []uint8{0x03}}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("class version 8: %v, want EINVAL", err)
+	}
 	// Once closed, the class is free again.
 	if err := ep.Close(); err != nil {
 		t.Fatal(err)

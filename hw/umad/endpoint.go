@@ -15,6 +15,9 @@ import (
 	"github.com/ucmd/ucmd/hw/umad/uapi"
 )
 
+// maxMgmtVersion is the MAD layer's MAX_MGMT_VERSION (mad_priv.h).
+const maxMgmtVersion = 8
+
 // maxMADSize is the largest MAD umad can return (OPA); reading with a
 // smaller buffer would make read() fail and requeue the packet forever.
 const maxMADSize = 2048
@@ -65,6 +68,12 @@ type sendFile struct {
 func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 	if reg.MgmtClass == 0 {
 		return nil, fmt.Errorf("open MAD agent on %s: management class 0 is reserved: %w", p, unix.EINVAL)
+	}
+	// Refuse what the MAD layer would refuse with EINVAL up front, so that
+	// EINVAL from the registration itself means "method already in use".
+	if reg.ClassVersion >= maxMgmtVersion {
+		return nil, fmt.Errorf("open MAD agent on %s: class version %d out of range (max %d): %w",
+			p, reg.ClassVersion, maxMgmtVersion-1, unix.EINVAL)
 	}
 	attr, err := p.Attr()
 	if err != nil {

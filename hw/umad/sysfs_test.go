@@ -292,6 +292,11 @@ func TestOpenMADWithoutUMAD(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "is ib_umad loaded") {
 		t.Errorf("OpenMAD on a port without umad: %v", err)
 	}
+	for _, reg := range []hw.Registration{{MgmtClass: 0}, {MgmtClass: 0x07, ClassVersion: 8}} {
+		if _, err := devs[1].ports[0].OpenMAD(reg); !errors.Is(err, errnoEINVAL) || errors.Is(err, hw.ErrCMClassInUse) {
+			t.Errorf("OpenMAD(%+v): %v, want plain EINVAL", reg, err)
+		}
+	}
 }
 
 // BenchmarkAttr reads an rxe-sized port (1024 GID slots, two in use) from a
