@@ -3,6 +3,7 @@ package cuse_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -132,5 +133,38 @@ func TestServeAfterClose(t *testing.T) {
 	}
 	if err := k.Server().Serve(); err != cuse.ErrServerClosed {
 		t.Fatalf("Serve after Close = %v", err)
+	}
+}
+
+// When the kernel side goes away (daemon aborted through sysfs, module
+// gone), Serve returns an error and still releases the open files.
+func TestServeEndsWhenChannelDies(t *testing.T) {
+	kernel, server := seqpacket(t)
+	initReq := append(inHeader(56, cusetest.OpCuseInit, 2), make([]byte, 16)...)
+	binary.NativeEndian.PutUint32(initReq[40:], 7)
+	binary.NativeEndian.PutUint32(initReq[44:], 38)
+	kernel.Write(initReq)
+	d := newTestDev()
+	srv, err := cuse.NewServer(context.Background(), server, cuse.Config{DevName: "x"}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8192)
+	kernel.Read(buf) // CUSE_INIT reply
+	kernel.Write(append(inHeader(48, cusetest.OpOpen, 4), make([]byte, 8)...))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	kernel.Read(buf) // OPEN reply
+	kernel.Close()
+
+	err = <-served
+	if err == nil || errors.Is(err, cuse.ErrServerClosed) {
+		t.Fatalf("Serve = %v, want a channel error", err)
+	}
+	if n := d.releasedCount(); n != 1 {
+		t.Fatalf("%d handles released, want 1", n)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatalf("Close after the channel died: %v", err)
 	}
 }
