@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // seqpacket returns a connected SOCK_SEQPACKET pair: like umad, every
 // read returns exactly one written packet.
-func seqpacket(t *testing.T) (ours, theirs int) {
+func seqpacket(t testing.TB) (ours, theirs int) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -33,12 +33,12 @@ func seqpacket(t *testing.T) (ours, theirs int) {
 // fakeKernel stands in for umad: it writes packets to the endpoint's
 // receive file and reads what the endpoint writes to its send files.
 type fakeKernel struct {
-	t     *testing.T
+	t     testing.TB
 	recv  int      // our end of the receive file
 	sends chan int // our ends of the send files the endpoint opened
 }
 
-func newTestEndpoint(t *testing.T, ll hw.LinkLayer, opts Options) (*Endpoint, *fakeKernel) {
+func newTestEndpoint(t testing.TB, ll hw.LinkLayer, opts Options) (*Endpoint, *fakeKernel) {
 	t.Helper()
 	theirs, ours := seqpacket(t)
 	unix.SetNonblock(theirs, true)

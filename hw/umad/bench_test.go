@@ -1,0 +1,41 @@
+package umad
+
+import (
+	"context"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/umad/uapi"
+)
+
+// BenchmarkEndpointLoop measures the endpoint's own cost per MAD: a Send
+// into a send file and a Recv of the same bytes fed back through the
+// receive file, with sockets standing in for umad (the kernel's MAD work
+// is not included; see BenchmarkUMADRoundTrip in test/e2e for that). The
+// one allocation is the received GRH, which hw.Address holds by pointer.
+func BenchmarkEndpointLoop(b *testing.B) {
+	e, k := newTestEndpoint(b, hw.LinkEthernet, Options{})
+	peer := <-k.sends
+	dst := hw.Address{QPN: 1, GRH: &hw.GRH{GID: hw.GID{0xfe, 0x80, 15: 2}, HopLimit: 64}}
+	mad := testMAD(1)
+	buf := make([]byte, uapi.SizeofUserMADHdr+maxMADSize)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.Send(ctx, dst, mad); err != nil {
+			b.Fatal(err)
+		}
+		n, err := unix.Read(peer, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := unix.Write(k.recv, buf[:n]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Recv(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
