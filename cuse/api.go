@@ -78,7 +78,8 @@ type Handle interface {
 	// Release is called once, after the last close of the file or when
 	// the server shuts down. It has no caller: the closing task may be
 	// another process, and it waits uninterruptibly until Release returns,
-	// so tear down promptly. No method of the Handle is called after it.
+	// so tear down promptly. The kernel sends it only when no call on the
+	// file is in progress, and no method of the Handle is called after it.
 	Release(ctx context.Context)
 }
 
