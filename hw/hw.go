@@ -193,10 +193,12 @@ type GRH struct {
 // Address is where a MAD goes (Send) or where it came from (Recv).
 // To answer a received MAD, send to its source Address unchanged.
 type Address struct {
-	LID       uint16 // destination on send, source on receive
-	SL        uint8
-	PathBits  uint8
-	QPN       uint32 // remote QP: 1 for CM
+	LID      uint16 // destination on send, source on receive
+	SL       uint8
+	PathBits uint8
+	QPN      uint32 // remote QP: 1 for CM
+	// QKey is ignored for QP1, whose MADs always carry 0x80010000; umad
+	// reports 0 on receive (and hw/sim does the same).
 	QKey      uint32
 	PKeyIndex uint16
 	GRH       *GRH // nil when no GRH
