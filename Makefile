@@ -47,7 +47,7 @@ bench:
 vm-setup:
 	@./test/vm/setup.sh
 
-# run.sh's own contract (statuses, output, lock): five short boots.
+# The harness's own contract (run.sh, run2.sh): nine short boots.
 vm-selftest:
 	@./test/vm/selftest.sh
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make vm-selftest: checks run.sh's contract (exit statuses, working
-# directory, output capture, run dir, lock) with five short boots, ~40 s.
+# directory, output capture, run dir, lock) and run2.sh's (two guests that
+# reach each other, status) with nine short boots, about a minute.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -51,6 +52,30 @@ check "-r: rxe loaded, ib_cm not" 0 $?
 
 "$RUN" -w "$T" -- sh -c "echo via-w > $T/w" > /dev/null 2>&1
 check "-w share is writable" 0 $? grep -qx via-w "$T/w"
+
+# two guests: B reaches A over the virtio link; A waits for B's marker.
+# The scripts live in $T: the guests see the host's /tmp.
+cat > "$T/lib.sh" <<'EOF'
+waitfor() {
+  i=0
+  while [ ! -e "$UCMD_VM_SHARED/$1" ]; do
+    i=$((i + 1)); [ $i -le 300 ] || return 1; sleep 0.1
+  done
+}
+EOF
+cat > "$T/a.sh" <<EOF
+. "$T/lib.sh"
+"$HERE/guest-net.sh" 192.168.77.1/24 && touch "\$UCMD_VM_SHARED/A.up" && waitfor B.done
+EOF
+cat > "$T/b.sh" <<EOF
+. "$T/lib.sh"
+"$HERE/guest-net.sh" 192.168.77.2/24 && waitfor A.up &&
+  busybox ping -c 1 -W 5 192.168.77.1 && touch "\$UCMD_VM_SHARED/B.done"
+EOF
+"$HERE/run2.sh" -t 120 -a "sh $T/a.sh" -b "sh $T/b.sh" > "$T/two" 2>&1
+check "run2: two guests, B pings A" 0 $? grep -q "B| 1 packets transmitted, 1 packets received" "$T/two"
+"$HERE/run2.sh" -t 60 -a true -b 'exit 4' > /dev/null 2>&1
+check "run2: B's failure is the status" 4 $?
 
 echo "vm selftest: $passes passed, $fails failed"
 [ "$fails" = 0 ]
