@@ -59,6 +59,14 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// InitReply holds the fields of the server's cuse_init_out.
+type InitReply struct {
+	Major, Minor       uint32 // protocol version
+	Flags              uint32 // CUSE_UNRESTRICTED_IOCTL or 0
+	MaxRead, MaxWrite  uint32
+	DevMajor, DevMinor uint32 // 0:0 for a dynamic number
+}
+
 // Kernel is the fake kernel. Its methods may be called from any goroutine,
 // but those that wait (the synchronous request helpers and Pending.Wait)
 // fail the test with t.Fatal and must run on the test goroutine.
@@ -70,7 +78,7 @@ type Kernel struct {
 	timeout time.Duration
 
 	// Init is the server's answer to CUSE_INIT.
-	Init wire.CuseInitOut
+	Init InitReply
 	// DevName is the DEVNAME the server registered.
 	DevName string
 
@@ -208,7 +216,8 @@ func (k *Kernel) readInit() error {
 	if k.DevName == "" {
 		return fmt.Errorf("CUSE_INIT reply: no DEVNAME in %q", info)
 	}
-	k.Init = out
+	k.Init = InitReply{Major: out.Major, Minor: out.Minor, Flags: out.Flags, MaxRead: out.MaxRead,
+		MaxWrite: out.MaxWrite, DevMajor: out.DevMajor, DevMinor: out.DevMinor}
 	return nil
 }
 
