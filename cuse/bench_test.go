@@ -85,3 +85,24 @@ func BenchmarkServerWrite(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWriteRoundTripParallel has many client threads writing at once
+// through the fake kernel: requests overlap in the server.
+func BenchmarkWriteRoundTripParallel(b *testing.B) {
+	k := cusetest.Start(b, nopDev{}, nil)
+	f, errno := k.Open(alice, unix.O_RDWR)
+	if errno != 0 {
+		b.Fatal(errno)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		cmd := make([]byte, 24)
+		for pb.Next() {
+			if r, ok := f.WriteAsync(alice, cmd).WaitFor(cusetest.DefaultTimeout); !ok || r.Errno != 0 {
+				b.Errorf("write = %+v, %v", r, ok)
+				return
+			}
+		}
+	})
+}
