@@ -9,7 +9,7 @@ BENCHCOUNT ?= 6
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup vm-selftest vm-bench e2e check run clean
+.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup vm-selftest vm-bench e2e e2e-bench check run clean
 
 all: build
 
@@ -59,6 +59,11 @@ vm-bench:
 # Soft-RoCE. Fails when the VM cannot run, unless E2E=skip (refused in CI).
 e2e:
 	@./test/vm/e2e.sh
+
+# The e2e package's benchmarks, in the VM (real CUSE/umad round trips).
+e2e-bench:
+	@E2E_FLAGS='-test.run=^$$ -test.bench=. -test.benchmem -test.benchtime=$(BENCHTIME) -test.count=$(BENCHCOUNT)' \
+		./test/vm/e2e.sh
 
 check: fmtcheck vet build test fuzz e2e
 	@echo "make check: all stages passed"
