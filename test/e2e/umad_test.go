@@ -173,6 +173,60 @@ func TestUMADExchangeLinkLocal(t *testing.T) {
 	}
 }
 
+// TestUMADSlowSendBlocksNothing: a send to a link-local GID nobody owns
+// sits in write() while the kernel tries to resolve its MAC, then fails;
+// meanwhile the same endpoint keeps receiving and sending to a known peer.
+func TestUMADSlowSendBlocksNothing(t *testing.T) {
+	p0, p1 := rxePorts(t)
+	g0, g1 := linkLocal(t, p0), linkLocal(t, p1)
+	e0, e1 := openCM(t, p0), openCM(t, p1)
+	ctx := context.Background()
+	to1 := hw.Address{QPN: 1, GRH: &hw.GRH{GID: g1.GID, SGIDIndex: uint8(g0.Index), HopLimit: 64}}
+	// Resolve rxe0 <-> rxe1 first, so that only the unknown peer is slow.
+	if err := e0.Send(ctx, to1, cmMAD(0x10, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	to0 := recvCM(t, e1).Src
+	if err := e1.Send(ctx, to0, cmMAD(0x13, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	recvCM(t, e0)
+
+	nowhere := g1.GID
+	nowhere[15] ^= 0x5a
+	start := time.Now()
+	type result struct {
+		err error
+		at  time.Duration // when the send returned
+	}
+	stuck := make(chan result, 1)
+	go func() {
+		err := e0.Send(ctx, hw.Address{QPN: 1, GRH: &hw.GRH{GID: nowhere, SGIDIndex: uint8(g0.Index), HopLimit: 64}}, cmMAD(0x10, 2, 0))
+		stuck <- result{err, time.Since(start)}
+	}()
+	time.Sleep(200 * time.Millisecond) // let it enter write()
+
+	if err := e1.Send(ctx, to0, cmMAD(0x14, 3, 0)); err != nil {
+		t.Fatal(err)
+	}
+	recvCM(t, e0)
+	received := time.Since(start)
+	if err := e0.Send(ctx, to1, cmMAD(0x15, 4, 0)); err != nil {
+		t.Fatal(err)
+	}
+	recvCM(t, e1)
+	sent := time.Since(start)
+	res := <-stuck
+	err, blocked := res.err, res.at
+	t.Logf("send to %v: %v after %v; meanwhile a receive done at %v, a send at %v", nowhere, err, blocked, received, sent)
+	if err == nil {
+		t.Fatalf("send to a GID nobody owns succeeded")
+	}
+	if received >= blocked || sent >= blocked {
+		t.Errorf("the slow send held up the endpoint: receive at %v, send at %v, slow send returned at %v", received, sent, blocked)
+	}
+}
+
 // TestUMADRoCEWithoutGRH: RoCE needs a GRH; hw/umad refuses before the
 // kernel would (EINVAL from write()).
 func TestUMADRoCEWithoutGRH(t *testing.T) {
