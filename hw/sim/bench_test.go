@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ucmd/ucmd/hw"
@@ -48,36 +50,52 @@ func benchRoundTrip(b *testing.B, roce bool) {
 func BenchmarkRoundTripIB(b *testing.B)   { benchRoundTrip(b, false) }
 func BenchmarkRoundTripRoCE(b *testing.B) { benchRoundTrip(b, true) }
 
-// BenchmarkSendParallel measures contention on the fabric lock: many
-// senders, one receiver draining.
-func BenchmarkSendParallel(b *testing.B) {
+// BenchmarkRoundTripParallel: round trips on one fabric from every
+// goroutine, each on its own pair of ports: the cost of sharing the
+// fabric's lock.
+func BenchmarkRoundTripParallel(b *testing.B) {
 	f := New(Config{Seed: 1})
-	pa := mustDev(b)(f.AddIB("a", 1)).Port(1)
-	pb := mustDev(b)(f.AddIB("b", 1)).Port(1)
-	ea := open(b, pa, cmReg)
-	eb := open(b, pb, cmReg)
-	ba, _ := pb.Attr()
-	dst := hw.Address{LID: ba.LID, QPN: 1}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			if _, err := eb.Recv(ctx); err != nil {
-				return
-			}
-		}
-	}()
+	var n atomic.Int32
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		mad := cmMAD(1, 0x10)
+		i := n.Add(1) // FailNow is not allowed here: report and return
+		da, err1 := f.AddIB(fmt.Sprintf("a%d", i), 1)
+		dc, err2 := f.AddIB(fmt.Sprintf("c%d", i), 1)
+		if err1 != nil || err2 != nil {
+			b.Error(err1, err2)
+			return
+		}
+		ea, err1 := da.Port(1).OpenMAD(cmReg)
+		ec, err2 := dc.Port(1).OpenMAD(cmReg)
+		if err1 != nil || err2 != nil {
+			b.Error(err1, err2)
+			return
+		}
+		defer ea.Close()
+		defer ec.Close()
+		ca, _ := dc.Port(1).Attr()
+		dst := hw.Address{LID: ca.LID, QPN: 1}
+		ctx := context.Background()
+		mad, reply := cmMAD(1, 0x10), new(hw.MAD)
 		for pb.Next() {
 			if err := ea.Send(ctx, dst, mad); err != nil {
 				b.Error(err)
 				return
 			}
+			r, err := ec.Recv(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			*reply = r.MAD
+			if err := ec.Send(ctx, r.Src, reply); err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := ea.Recv(ctx); err != nil {
+				b.Error(err)
+				return
+			}
 		}
 	})
-	cancel()
-	<-done
 }
