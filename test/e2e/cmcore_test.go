@@ -1,0 +1,299 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/umad"
+)
+
+// Two cmcore CMs in one guest, one on rxe0 and one on rxe1, both over
+// hw/umad, talking the IB CM protocol through the kernel's MAD layer and
+// Soft-RoCE over the veth pair (link-local GIDs: the only ones that carry
+// MADs between the two devices of one kernel).
+
+// cmEvent is the part of a cmcore.Event a test looks at after the handler
+// returned (the Event itself is only valid during the call).
+type cmEvent struct {
+	typ    cmcore.EventType
+	id     *cmcore.ID
+	reason uint16 // REJ_RECEIVED
+	state  cmcore.State
+}
+
+// cmSide is one CM with an event log and a reaction to each event (run
+// inside the handler, so it must not block).
+type cmSide struct {
+	name  string
+	cm    *cmcore.CM
+	mu    sync.Mutex
+	log   []cmEvent
+	ch    chan cmEvent
+	react func(ev *cmcore.Event) error
+}
+
+func (s *cmSide) handle(ev *cmcore.Event) error {
+	var err error
+	if s.react != nil {
+		err = s.react(ev)
+	}
+	st, _ := ev.ID.State()
+	e := cmEvent{typ: ev.Type, id: ev.ID, reason: ev.Rej.Reason, state: st}
+	s.mu.Lock()
+	s.log = append(s.log, e)
+	s.mu.Unlock()
+	select {
+	case s.ch <- e:
+	default: // the log keeps it; nobody waits that far behind
+	}
+	return err
+}
+
+// wait returns the next event, failing the test after timeout.
+func (s *cmSide) wait(t *testing.T, want cmcore.EventType, timeout time.Duration) cmEvent {
+	t.Helper()
+	select {
+	case e := <-s.ch:
+		if e.typ != want {
+			t.Fatalf("%s: event %v, want %v (events so far %v)", s.name, e.typ, want, s.types())
+		}
+		return e
+	case <-time.After(timeout):
+		t.Fatalf("%s: no %v within %v (events so far %v; stats %+v)", s.name, want, timeout, s.types(), s.cm.Stats())
+	}
+	return cmEvent{}
+}
+
+func (s *cmSide) types() []cmcore.EventType {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ts []cmcore.EventType
+	for _, e := range s.log {
+		ts = append(ts, e.typ)
+	}
+	return ts
+}
+
+// rxeDevices discovers rxe0 and rxe1 through hw/umad.
+func rxeDevices(t *testing.T) (d0, d1 hw.Device) {
+	t.Helper()
+	devs, err := umad.Discover(umad.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range devs {
+		switch d.Name() {
+		case "rxe0":
+			d0 = d
+		case "rxe1":
+			d1 = d
+		}
+	}
+	if d0 == nil || d1 == nil {
+		t.Fatalf("discovered %v: want rxe0 and rxe1", devs)
+	}
+	return d0, d1
+}
+
+func startCM(t *testing.T, name string, dev hw.Device) *cmSide {
+	t.Helper()
+	s := &cmSide{name: name, ch: make(chan cmEvent, 64)}
+	s.cm = cmcore.New(dev, cmcore.Options{})
+	if err := s.cm.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := s.cm.Close(); err != nil {
+			t.Errorf("%s: close: %v", name, err)
+		}
+	})
+	return s
+}
+
+// roceLinkLocalPath is the path record an application (librdmacm's
+// cma_resolve_iboe_route) builds on RoCE from the two ports' GID tables:
+// link-local GIDs, no LIDs, the hop limit of a routed GRH, P_Key 0xffff,
+// the port's MTU (1024 on rxe over a 1500-byte netdev).
+func roceLinkLocalPath(t *testing.T, from, to hw.Device) *cmcore.PathRecord {
+	t.Helper()
+	sg := linkLocal(t, from.Ports()[0])
+	dg := linkLocal(t, to.Ports()[0])
+	return &cmcore.PathRecord{
+		SGID: sg.GID, DGID: dg.GID, GIDType: sg.Type,
+		HopLimit: 64, PKey: 0xffff, MTU: 3, Rate: 0,
+		PacketLifeTime: 14, Reversible: true, NumbPath: 1,
+	}
+}
+
+func cmReqParams(path *cmcore.PathRecord, sid uint64, qpn uint32) *cmcore.ReqParams {
+	return &cmcore.ReqParams{
+		Primary: path, ServiceID: sid, QPN: qpn, QPType: cmcore.QPTypeRC,
+		StartingPSN: 0x123456, ResponderResources: 1, InitiatorDepth: 1,
+		RemoteCMResponseTimeout: 18, LocalCMResponseTimeout: 18,
+		RetryCount: 7, RNRRetryCount: 7, MaxCMRetries: 5,
+		PrivateData: []byte("e2e cmcore REQ"),
+	}
+}
+
+func checkState(t *testing.T, who string, id *cmcore.ID, want cmcore.State) {
+	t.Helper()
+	if st, _ := id.State(); st != want {
+		t.Errorf("%s: state %v, want %v", who, st, want)
+	}
+}
+
+// TestCMConnectDisconnectUMAD: rxe0 connects to a listener on rxe1
+// (REQ/REP/RTU), then disconnects (DREQ/DREP); both sides see the events
+// in order and end in TIMEWAIT, then TIMEWAIT_EXIT.
+func TestCMConnectDisconnectUMAD(t *testing.T) {
+	d0, d1 := rxeDevices(t)
+	a := startCM(t, "rxe0", d0)
+	b := startCM(t, "rxe1", d1)
+	const sid = 0x0000000001060000 | 20079
+	var reqParam cmcore.ReqEventParam
+	var repParam cmcore.RepEventParam
+	var reqPD []byte
+	b.react = func(ev *cmcore.Event) error {
+		switch ev.Type {
+		case cmcore.EventReqReceived:
+			reqParam = ev.Req
+			reqPD = slices.Clone(ev.PrivateData)
+			return ev.ID.SendREP(&cmcore.RepParams{
+				QPN: 0x000b0b, StartingPSN: 0x654321, ResponderResources: 1, InitiatorDepth: 1,
+				RNRRetryCount: 7, PrivateData: []byte("e2e cmcore REP"),
+			})
+		case cmcore.EventDReqReceived:
+			return ev.ID.SendDREP(nil)
+		}
+		return nil
+	}
+	a.react = func(ev *cmcore.Event) error {
+		if ev.Type == cmcore.EventRepReceived {
+			repParam = ev.Rep
+			return ev.ID.SendRTU(nil)
+		}
+		return nil
+	}
+	l := b.cm.CreateID(b.handle)
+	if err := l.Listen(sid, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Destroy()
+
+	path := roceLinkLocalPath(t, d0, d1)
+	id := a.cm.CreateID(a.handle)
+	defer id.Destroy()
+	t0 := time.Now()
+	if err := id.SendREQ(cmReqParams(path, sid, 0x000a0a)); err != nil {
+		t.Fatal(err)
+	}
+	checkState(t, "active after REQ", id, cmcore.StateReqSent)
+
+	const wait = 20 * time.Second
+	breq := b.wait(t, cmcore.EventReqReceived, wait)
+	if breq.state != cmcore.StateRepSent {
+		t.Errorf("passive after REP: %v, want REP_SENT", breq.state)
+	}
+	are := a.wait(t, cmcore.EventRepReceived, wait)
+	if are.state != cmcore.StateEstablished {
+		t.Errorf("active after RTU: %v, want ESTABLISHED", are.state)
+	}
+	b.wait(t, cmcore.EventRTUReceived, wait)
+	t.Logf("REQ/REP/RTU in %v", time.Since(t0))
+	checkState(t, "active", id, cmcore.StateEstablished)
+	checkState(t, "passive", breq.id, cmcore.StateEstablished)
+
+	// what each side learned about the other
+	if reqParam.RemoteQPN != 0x000a0a || reqParam.RemoteCAGUID != d0.NodeGUID() || reqParam.StartingPSN != 0x123456 || reqParam.QPType != cmcore.QPTypeRC {
+		t.Errorf("REQ event %+v", reqParam)
+	}
+	if reqParam.Primary.SGID != path.DGID || reqParam.Primary.DGID != path.SGID || reqParam.Primary.MTU != 3 || reqParam.Primary.PKey != 0xffff {
+		t.Errorf("REQ event primary path %+v, want the mirror of %+v", reqParam.Primary, *path)
+	}
+	if string(reqPD[:14]) != "e2e cmcore REQ" {
+		t.Errorf("REQ private data %q", reqPD)
+	}
+	if repParam.RemoteQPN != 0x000b0b || repParam.RemoteCAGUID != d1.NodeGUID() || repParam.StartingPSN != 0x654321 {
+		t.Errorf("REP event %+v", repParam)
+	}
+	aa, ba := id.Attr(), breq.id.Attr()
+	if aa.RemoteCommID != ba.LocalCommID || ba.RemoteCommID != aa.LocalCommID {
+		t.Errorf("comm ids: active %+v, passive %+v", aa, ba)
+	}
+	if aa.ServiceID != sid || ba.ServiceID != sid {
+		t.Errorf("service ids %#x %#x, want %#x", aa.ServiceID, ba.ServiceID, uint64(sid))
+	}
+
+	t1 := time.Now()
+	if err := id.SendDREQ(nil); err != nil {
+		t.Fatal(err)
+	}
+	bd := b.wait(t, cmcore.EventDReqReceived, wait)
+	if bd.state != cmcore.StateTimewait {
+		t.Errorf("passive after DREP: %v, want TIMEWAIT", bd.state)
+	}
+	ad := a.wait(t, cmcore.EventDRepReceived, wait)
+	if ad.state != cmcore.StateTimewait {
+		t.Errorf("active after DREP: %v, want TIMEWAIT", ad.state)
+	}
+	t.Logf("DREQ/DREP in %v", time.Since(t1))
+	a.wait(t, cmcore.EventTimewaitExit, wait)
+	b.wait(t, cmcore.EventTimewaitExit, wait)
+	checkState(t, "active", id, cmcore.StateIdle)
+	checkState(t, "passive", breq.id, cmcore.StateIdle)
+
+	for _, s := range []*cmSide{a, b} {
+		st := s.cm.Stats()
+		t.Logf("%s: stats %+v, events %v", s.name, st, s.types())
+		if st.Retransmitted != 0 || st.TimedOut != 0 || st.SendErrors != 0 {
+			t.Errorf("%s: stats %+v: want no retransmission, timeout or send error", s.name, st)
+		}
+	}
+	wantSeq(t, "active", a.types(), cmcore.EventRepReceived, cmcore.EventDRepReceived, cmcore.EventTimewaitExit)
+	wantSeq(t, "passive", b.types(), cmcore.EventReqReceived, cmcore.EventRTUReceived, cmcore.EventDReqReceived, cmcore.EventTimewaitExit)
+}
+
+// TestCMRejectInvalidServiceIDUMAD: a REQ for a service id nobody listens
+// on (a listener exists, for another id) is answered with REJ 8, and the
+// active id returns to IDLE.
+func TestCMRejectInvalidServiceIDUMAD(t *testing.T) {
+	d0, d1 := rxeDevices(t)
+	a := startCM(t, "rxe0", d0)
+	b := startCM(t, "rxe1", d1)
+	l := b.cm.CreateID(b.handle)
+	if err := l.Listen(0x1234, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Destroy()
+	id := a.cm.CreateID(a.handle)
+	defer id.Destroy()
+	if err := id.SendREQ(cmReqParams(roceLinkLocalPath(t, d0, d1), 0x1235, 0x000a0b)); err != nil {
+		t.Fatal(err)
+	}
+	e := a.wait(t, cmcore.EventRejReceived, 20*time.Second)
+	if e.reason != wire.RejInvalidServiceID {
+		t.Errorf("REJ reason %d, want %d (invalid service id)", e.reason, wire.RejInvalidServiceID)
+	}
+	checkState(t, "active after REJ", id, cmcore.StateIdle)
+	if got := b.types(); len(got) != 0 {
+		t.Errorf("passive listener got events %v, want none", got)
+	}
+	if ids, _ := b.cm.Count(); ids != 1 {
+		t.Errorf("passive CM holds %d ids, want 1 (the listener)", ids)
+	}
+}
+
+func wantSeq(t *testing.T, who string, got []cmcore.EventType, want ...cmcore.EventType) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s events %v, want %v", who, got, want)
+	}
+}
+
