@@ -296,4 +296,3 @@ func wantSeq(t *testing.T, who string, got []cmcore.EventType, want ...cmcore.Ev
 		t.Errorf("%s events %v, want %v", who, got, want)
 	}
 }
-
