@@ -81,6 +81,7 @@ type Port struct {
 	kernelCM bool
 	eps      []*endpoint
 	counters Counters
+	neigh    map[hw.GID]*neighbour // RoCE: resolved or resolving peers
 }
 
 var _ hw.Port = (*Port)(nil)

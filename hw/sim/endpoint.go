@@ -101,9 +101,12 @@ func inUse(p *Port, reg hw.Registration, m uint8, owner string) error {
 	return einval("%s: register class %#x version %d: method %#x already in use by %s", p, reg.MgmtClass, reg.ClassVersion, m, owner)
 }
 
-// Send never blocks unless the SendBlock knob is set.
+// Send never blocks unless the Resolve or SendBlock knob is set.
 func (e *endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := e.resolve(ctx, &dst); err != nil {
 		return err
 	}
 	f := e.port.dev.fabric

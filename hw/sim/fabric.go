@@ -55,9 +55,11 @@ type Fabric struct {
 	queueLen   int
 	rewriteTID bool
 	knobs      Knobs
-	// sendBlock mirrors knobs.SendBlock so Send reads it without the lock.
-	sendBlock atomic.Int64
-	filter    Filter
+	// sendBlock and resolveDelay mirror knobs.SendBlock and
+	// knobs.Resolve so that Send reads them without the lock.
+	sendBlock    atomic.Int64
+	resolveDelay atomic.Int64
+	filter       Filter
 	// scratch is the MAD handed to the filter: the packet stays on the
 	// sender's stack instead of escaping through the filter call.
 	scratch *hw.MAD
@@ -106,6 +108,7 @@ func New(c Config) *Fabric {
 		nextLID:    1,
 	}
 	f.sendBlock.Store(int64(c.Knobs.SendBlock))
+	f.resolveDelay.Store(int64(c.Knobs.Resolve))
 	if f.clk == nil {
 		f.clk = clock.Real{}
 	}
@@ -199,6 +202,7 @@ func (f *Fabric) SetKnobs(k Knobs) {
 	defer f.mu.Unlock()
 	f.knobs = k
 	f.sendBlock.Store(int64(k.SendBlock))
+	f.resolveDelay.Store(int64(k.Resolve))
 }
 
 // SetFilter installs fn (nil removes it).

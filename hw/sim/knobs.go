@@ -32,6 +32,11 @@ type Knobs struct {
 	// before the MAD leaves, like a RoCE umad write() while the kernel
 	// resolves the peer's MAC.
 	SendBlock time.Duration
+	// Resolve is how long the first Send from a RoCE port to a GID blocks
+	// while the "kernel" resolves the peer's MAC (about 1 s on rxe); a GID
+	// no port owns fails with ETIMEDOUT after it. Resolved peers are
+	// remembered per port until Fabric.FlushNeighbours.
+	Resolve time.Duration
 }
 
 // DefaultHoldMax is how long a reordered MAD waits for a successor.
