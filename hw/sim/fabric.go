@@ -1,7 +1,7 @@
 // Package sim is an in-memory fabric of simulated RDMA devices that
 // implements the hw interfaces, with fault injection for testing the CM:
-// loss, duplication, delay and jitter, reordering, partitions and a filter
-// hook for targeted drops.
+// loss, duplication, delay and jitter, reordering, partitions, blocking
+// sends (RoCE address resolution) and a filter hook for targeted drops.
 //
 // Every random decision comes from one seeded generator, and delays run on
 // an injectable clock, so a test that drives the fabric from one goroutine
