@@ -25,6 +25,14 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	sf := &serveFlags{}
+	sf.register(root.Flags())
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for ucmd", args[0])
+		}
+		return runServe(cmd, g, sf)
+	}
 	root.PersistentFlags().StringVar(&g.runtimeDir, "runtime-dir", defaultRuntimeDir,
 		"directory for the control socket and the infiniband_cm class tree")
 	root.AddCommand(
@@ -36,6 +44,7 @@ func newRootCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "ucmd %s (ucm ABI 5)\n", buildVersion())
 			},
 		},
+		newServeCmd(g, sf),
 		newExecCmd(g),
 		newStatusCmd(g),
 	)

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ucmd/ucmd/internal/daemon"
+)
+
+type serveFlags struct {
+	fabric       string
+	devices      []string
+	simDevices   int
+	simIB        bool
+	fixedNumbers bool
+	mode         string
+	logLevel     string
+	logJSON      bool
+	maxIDs       int
+	maxEvents    int
+}
+
+func (f *serveFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.fabric, "fabric", daemon.FabricUMAD, "where CM MADs go: umad (real HCAs, InfiniBand or RoCE) or sim (a built-in simulated fabric)")
+	fs.StringSliceVar(&f.devices, "device", nil, "serve only these RDMA devices (repeatable; default: every device with umad ports)")
+	fs.IntVar(&f.simDevices, "sim-devices", 2, "with --fabric sim: number of simulated devices")
+	fs.BoolVar(&f.simIB, "sim-ib", false, "with --fabric sim: InfiniBand ports (LIDs) instead of RoCE (GIDs)")
+	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucmN as 231:224+N, the kernel driver's numbers")
+	fs.StringVar(&f.mode, "mode", "0666", "permissions of the device nodes (the kernel driver used 0666)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
+	fs.IntVar(&f.maxIDs, "max-ids", 0, "most ids one open file may hold (0: default 65536)")
+	fs.IntVar(&f.maxEvents, "max-events", 0, "most undelivered events one open file may queue (0: default 65536)")
+}
+
+func (f *serveFlags) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if f.logJSON {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+}
+
+func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
+	log, err := f.logger()
+	if err != nil {
+		return daemon.Config{}, err
+	}
+	mode, err := strconv.ParseUint(f.mode, 8, 32)
+	if err != nil || mode > 0o777 || mode == 0 {
+		return daemon.Config{}, fmt.Errorf("--mode %q: want octal permissions such as 0666", f.mode)
+	}
+	if f.maxIDs < 0 || f.maxEvents < 0 {
+		return daemon.Config{}, fmt.Errorf("--max-ids and --max-events cannot be negative")
+	}
+	cfg := daemon.Config{
+		Fabric:       f.fabric,
+		Devices:      f.devices,
+		SimDevices:   f.simDevices,
+		SimIB:        f.simIB,
+		FixedNumbers: f.fixedNumbers,
+		NodeMode:     os.FileMode(mode),
+		RuntimeDir:   g.runtimeDir,
+		Version:      buildVersion(),
+		Logger:       log,
+	}
+	cfg.Limits.MaxIDs, cfg.Limits.MaxEvents = f.maxIDs, f.maxEvents
+	return cfg, nil
+}
+
+func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
+	cfg, err := f.config(g)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	d, err := daemon.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	cfg.Logger.Info("ucmd ready", "version", cfg.Version, "fabric", cfg.Fabric, "nodes", d.Nodes(), "runtime_dir", cfg.RuntimeDir)
+	<-ctx.Done()
+	cfg.Logger.Info("shutting down")
+	return d.Close()
+}
+
+func newServeCmd(g *globalFlags, f *serveFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "serve /dev/infiniband/ucmN for RDMA devices (the default command)",
+		Long: `Serve /dev/infiniband/ucm0, ucm1, ... through CUSE, one per RDMA device in
+device order, running the IB connection manager over the kernel's umad
+interface (or a simulated fabric with --fabric sim).
+
+Needs /dev/cuse (modprobe cuse), root (CAP_SYS_ADMIN, CAP_SYS_PTRACE), and the
+CM management class free on every port: the kernel's ib_cm (pulled in by
+rdma_cm, rdma_ucm, ib_ipoib, ib_srpt, ...) must not be loaded.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, g, f) },
+	}
+	f.register(cmd.Flags())
+	return cmd
+}

@@ -1,0 +1,355 @@
+// Package daemon assembles ucmd: for every RDMA device served, a CM (cmcore)
+// on the device's ports (hw/umad or hw/sim), a ucm device on top, and a CUSE
+// server that makes it /dev/infiniband/ucmN; plus the infiniband_cm class
+// tree for `ucmd exec` and the status socket.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/callermem"
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/sim"
+	"github.com/ucmd/ucmd/hw/umad"
+	"github.com/ucmd/ucmd/internal/status"
+	"github.com/ucmd/ucmd/internal/sysclass"
+	"github.com/ucmd/ucmd/ucm"
+)
+
+// The historic ucm device numbers: major 231, minors from 224.
+const (
+	UCMMajor     = 231
+	UCMBaseMinor = 224
+	maxFixed     = 32 // minors 224..255
+)
+
+// Fabric names.
+const (
+	FabricUMAD = "umad"
+	FabricSim  = "sim"
+)
+
+// Config is what `ucmd serve` asks for.
+type Config struct {
+	Fabric     string   // FabricUMAD (real HCAs) or FabricSim
+	Devices    []string // umad: serve only these RDMA devices; empty means all
+	SimDevices int      // sim: how many devices
+	SimIB      bool     // sim: InfiniBand ports instead of RoCE
+	// FixedNumbers registers ucmN as 231:224+N like the kernel did, so a
+	// static udev rule or mknod keeps working. Otherwise the kernel picks.
+	FixedNumbers bool
+	NodeMode     os.FileMode // of /dev/infiniband/ucmN; the kernel used 0666
+	DevDir       string      // "/dev"
+	RuntimeDir   string
+	Limits       ucm.Limits
+	Version      string
+	Logger       *slog.Logger
+
+	// UMAD overrides discovery options (tests).
+	UMAD umad.Options
+}
+
+// Daemon is a running ucmd.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	started time.Time
+	fabric  *sim.Fabric
+	served  []*served
+	status  *status.Server
+	wg      sync.WaitGroup
+}
+
+type served struct {
+	index int
+	node  string
+	dev   hw.Device
+	cm    *cmcore.CM
+	ucm   *ucm.Device
+	srv   *cuse.Server
+}
+
+// Start brings every device up. On error, whatever was started is stopped
+// again and the error says what to do about it.
+func Start(ctx context.Context, cfg Config) (*Daemon, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DevDir == "" {
+		cfg.DevDir = "/dev"
+	}
+	if cfg.NodeMode == 0 {
+		cfg.NodeMode = 0o666
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	if err := preflight(); err != nil {
+		return nil, err
+	}
+	devs, err := d.devices()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.FixedNumbers && len(devs) > maxFixed {
+		return nil, fmt.Errorf("--fixed-numbers: %d devices, but only %d minors (231:224-255) exist", len(devs), maxFixed)
+	}
+	ids := ucm.NewIDTable()
+	for i, dev := range devs {
+		if err := d.serve(ctx, i, dev, ids); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	if err := d.writeClassTree(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	st, err := status.Listen(cfg.RuntimeDir, status.ProviderFunc(d.Snapshot), d.log)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.status = st
+	return d, nil
+}
+
+// preflight turns the usual deployment mistakes into instructions.
+func preflight() error {
+	if _, err := os.Stat(cuse.DevicePath); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s does not exist: load the CUSE module (modprobe cuse)", cuse.DevicePath)
+	}
+	var missing []string
+	for _, c := range []struct {
+		bit  uint
+		name string
+		why  string
+	}{
+		{unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "register devices through /dev/cuse"},
+		{unix.CAP_SYS_PTRACE, "CAP_SYS_PTRACE", "read and write clients' memory (process_vm_readv/writev)"},
+	} {
+		if !hasCap(c.bit) {
+			missing = append(missing, c.name+" (to "+c.why+")")
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing privileges: %s; run ucmd as root or grant these capabilities", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func hasCap(bit uint) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return os.Geteuid() == 0
+	}
+	return data[bit/32].Effective&(1<<(bit%32)) != 0
+}
+
+func (d *Daemon) devices() ([]hw.Device, error) {
+	switch d.cfg.Fabric {
+	case FabricSim:
+		n := d.cfg.SimDevices
+		if n < 1 {
+			return nil, fmt.Errorf("--sim-devices must be at least 1")
+		}
+		d.fabric = sim.New(sim.Config{Seed: uint64(time.Now().UnixNano())})
+		var out []hw.Device
+		for i := range n {
+			name := fmt.Sprintf("sim%d", i)
+			var dev *sim.Device
+			var err error
+			if d.cfg.SimIB {
+				dev, err = d.fabric.AddIB(name, 1)
+			} else {
+				dev, err = d.fabric.AddRoCE(name, 1)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("simulated fabric: %w", err)
+			}
+			out = append(out, dev)
+		}
+		return out, nil
+	case FabricUMAD, "":
+		found, err := umad.Discover(d.cfg.UMAD)
+		if err != nil {
+			return nil, fmt.Errorf("discover RDMA devices: %w", err)
+		}
+		var out []hw.Device
+		for _, dev := range found {
+			if len(d.cfg.Devices) == 0 || slices.Contains(d.cfg.Devices, dev.Name()) {
+				out = append(out, dev)
+			}
+		}
+		for _, want := range d.cfg.Devices {
+			if !slices.ContainsFunc(out, func(h hw.Device) bool { return h.Name() == want }) {
+				return nil, fmt.Errorf("RDMA device %q not found or has no umad ports (is ib_umad loaded? see /sys/class/infiniband_mad)", want)
+			}
+		}
+		if len(out) == 0 {
+			return nil, errors.New("no RDMA device with umad ports found: load ib_umad (modprobe ib_umad), or use --fabric sim")
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown fabric %q (want %s or %s)", d.cfg.Fabric, FabricUMAD, FabricSim)
+}
+
+func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTable) error {
+	log := d.log.With("dev", dev.Name(), "node", fmt.Sprintf("ucm%d", i))
+	cm := cmcore.New(dev, cmcore.Options{Logger: log})
+	if err := cm.Start(); err != nil {
+		cm.Close()
+		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
+	}
+	u, err := ucm.New(ucm.Config{CM: cm, Memory: callermem.ProcessVM{}, IDs: ids, Limits: d.cfg.Limits, Logger: log})
+	if err != nil {
+		cm.Close()
+		return fmt.Errorf("ucm device for %s: %w", dev.Name(), err)
+	}
+	name := fmt.Sprintf("infiniband/ucm%d", i)
+	cc := cuse.Config{DevName: name, Logger: log}
+	if d.cfg.FixedNumbers {
+		cc.Major, cc.Minor = UCMMajor, uint32(UCMBaseMinor+i)
+	}
+	srv, err := cuse.Open(ctx, cc, u)
+	if err != nil {
+		cm.Close()
+		return fmt.Errorf("register /dev/%s: %w", name, cuseHint(err))
+	}
+	s := &served{index: i, node: filepath.Join(d.cfg.DevDir, name), dev: dev, cm: cm, ucm: u, srv: srv}
+	d.served = append(d.served, s)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := srv.Serve(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
+			log.Error("CUSE channel failed; the device is gone", "err", err)
+		}
+	}()
+	if err := waitNode(ctx, s.node, d.cfg.NodeMode); err != nil {
+		return err
+	}
+	log.Info("serving", "path", s.node)
+	return nil
+}
+
+func cuseHint(err error) error {
+	switch {
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w (opening /dev/cuse needs root or CAP_SYS_ADMIN)", err)
+	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("%w (the node or device number is taken: another ucmd running?)", err)
+	}
+	return err
+}
+
+// waitNode waits for devtmpfs/udev to create the node, then sets its mode.
+func waitNode(ctx context.Context, path string, mode os.FileMode) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := os.Chmod(path, mode)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			return fmt.Errorf("set mode of %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (d *Daemon) writeClassTree() error {
+	var devs []sysclass.Device
+	for _, s := range d.served {
+		sd := sysclass.Device{Index: s.index, IBDev: s.dev.Name()}
+		var st unix.Stat_t
+		if err := unix.Stat(s.node, &st); err == nil {
+			sd.Major, sd.Minor = unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))
+		}
+		devs = append(devs, sd)
+	}
+	return sysclass.WriteTree(d.cfg.RuntimeDir, devs)
+}
+
+// Nodes returns the device nodes served, in order.
+func (d *Daemon) Nodes() []string {
+	var out []string
+	for _, s := range d.served {
+		out = append(out, s.node)
+	}
+	return out
+}
+
+// Close stops everything: clients blocked on a node get errors (the kernel
+// answers ENOTCONN once the CUSE channel closes), ids are destroyed, the CMs
+// stop, and the class tree and status socket go away.
+func (d *Daemon) Close() error {
+	if d.status != nil {
+		d.status.Close()
+	}
+	for _, s := range d.served {
+		s.srv.Close()
+	}
+	d.wg.Wait()
+	for _, s := range d.served {
+		s.cm.Close()
+	}
+	if d.cfg.RuntimeDir != "" {
+		sysclass.RemoveTree(d.cfg.RuntimeDir)
+	}
+	return nil
+}
+
+// Snapshot implements status.Provider.
+func (d *Daemon) Snapshot() status.Snapshot {
+	fabric := d.cfg.Fabric
+	if fabric == "" {
+		fabric = FabricUMAD
+	}
+	snap := status.Snapshot{Version: d.cfg.Version, Started: d.started, Fabric: fabric}
+	for _, s := range d.served {
+		st := s.cm.Stats()
+		sd := status.Device{
+			Name:     s.dev.Name(),
+			Node:     s.node,
+			NodeGUID: formatGUID(s.dev.NodeGUID()),
+			Counters: status.MADCounter{
+				Sent: st.Sent, Received: st.Received, Retransmitted: st.Retransmitted,
+				TimedOut: st.TimedOut, Dropped: st.Dropped + st.SendErrors,
+			},
+		}
+		for _, p := range s.dev.Ports() {
+			sp := status.Port{Num: p.Num()}
+			if a, err := p.Attr(); err == nil {
+				sp.LinkLayer, sp.State, sp.LID = a.LinkLayer.String(), a.State.String(), a.LID
+				for _, g := range a.GIDs {
+					if g.Index == 0 {
+						sp.GID0 = g.GID.String()
+					}
+				}
+			}
+			sd.Ports = append(sd.Ports, sp)
+		}
+		snap.Devices = append(snap.Devices, sd)
+	}
+	return snap
+}
+
+func formatGUID(g uint64) string {
+	return fmt.Sprintf("%04x:%04x:%04x:%04x", g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff)
+}
