@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(g, sf),
 		newExecCmd(g),
 		newStatusCmd(g),
+		newConformanceCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/hw/umad"
+	"github.com/ucmd/ucmd/internal/status"
+)
+
+func newConformanceCmd(g *globalFlags) *cobra.Command {
+	var ibdev, run string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "conformance PATH",
+		Short: "check a ucm device node against the kernel's ib_ucm ABI",
+		Long: `Run the ucm ABI conformance suite against the device node PATH (for example
+/dev/infiniband/ucm0): every command's success and errno paths, the event
+queue rules and the connection flows, as the kernel's ib_ucm behaved. It works
+against ucmd or an old kernel's ib_ucm. Cases that connect need a path from
+the device's port to itself: the RDMA device is taken from --ibdev, else from
+the running ucmd, else from /sys/class/infiniband_cm.
+
+Prints one line per case and a summary; exits 0 only if no case failed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var filter *regexp.Regexp
+			if run != "" {
+				var err error
+				if filter, err = regexp.Compile(run); err != nil {
+					return fmt.Errorf("--run: %w", err)
+				}
+			}
+			path := args[0]
+			dut, err := conformance.OpenPath(path)
+			if err != nil {
+				return err
+			}
+			defer dut.Close()
+			out := cmd.OutOrStdout()
+			if ibdev == "" {
+				ibdev = ibdevOf(cmd.Context(), g.runtimeDir, path)
+			}
+			if ibdev != "" {
+				if lp, err := loopback(ibdev); err != nil {
+					fmt.Fprintf(out, "note: no loopback path on %s (%v): connecting cases skip\n", ibdev, err)
+				} else {
+					dut.(*conformance.Node).Loopback = &lp
+				}
+			} else {
+				fmt.Fprintf(out, "note: RDMA device of %s unknown (use --ibdev): connecting cases skip\n", path)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			var pass, fail, skip int
+			for _, c := range conformance.Cases() {
+				if filter != nil && !filter.MatchString(c.Name) {
+					continue
+				}
+				err := conformance.RunCase(ctx, dut, c)
+				switch {
+				case err == nil:
+					pass++
+					fmt.Fprintf(out, "PASS %s\n", c.Name)
+				case errors.Is(err, conformance.ErrSkip):
+					skip++
+					fmt.Fprintf(out, "SKIP %s: %v\n", c.Name, err)
+				default:
+					fail++
+					fmt.Fprintf(out, "FAIL %s: %v\n     kernel: %s\n", c.Name, err, c.Spec)
+				}
+				if ctx.Err() != nil {
+					break
+				}
+			}
+			fmt.Fprintf(out, "conformance %s: %d passed, %d failed, %d skipped\n", path, pass, fail, skip)
+			if fail > 0 {
+				return fmt.Errorf("%d conformance case(s) failed", fail)
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("conformance: %w", ctx.Err())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ibdev, "ibdev", "", "RDMA device the node serves (for the connecting cases)")
+	cmd.Flags().StringVar(&run, "run", "", "only cases whose name matches this regular expression")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
+	return cmd
+}
+
+// ibdevOf finds the RDMA device behind a ucm node: the running ucmd knows,
+// and so does an infiniband_cm class tree (old kernels, or `ucmd exec`).
+func ibdevOf(ctx context.Context, runtimeDir, node string) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if snap, err := status.Fetch(ctx, runtimeDir); err == nil {
+		for _, d := range snap.Devices {
+			if d.Node == node {
+				return d.Name
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/class/infiniband_cm", filepath.Base(node), "ibdev"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// loopback builds a path record from port 1 of ibdev to itself.
+func loopback(ibdev string) (abi.PathRec, error) {
+	devs, err := umad.Discover(umad.Options{})
+	if err != nil {
+		return abi.PathRec{}, err
+	}
+	for _, d := range devs {
+		if d.Name() != ibdev || len(d.Ports()) == 0 {
+			continue
+		}
+		a, err := d.Ports()[0].Attr()
+		if err != nil {
+			return abi.PathRec{}, err
+		}
+		for _, g := range a.GIDs {
+			if g.Index == 0 {
+				return conformance.LoopbackPath(g.GID, a.LID), nil
+			}
+		}
+		return abi.PathRec{}, errors.New("port 1 has no GID at index 0")
+	}
+	return abi.PathRec{}, fmt.Errorf("no RDMA device %q with umad ports", ibdev)
+}
