@@ -82,6 +82,7 @@ func TestPollWakeup(t *testing.T) {
 func TestDestroyWhileDelivering(t *testing.T) {
 	gt := newGate()
 	e := newEnv(t, &fakedut.Options{WrapMemory: gt.wrap})
+	t.Cleanup(gt.release)
 	e.req(t, 0xa0)
 	e.waitReadable(t, e.b)
 	b, g := eventGet(e.b)
@@ -97,7 +98,7 @@ func TestDestroyWhileDelivering(t *testing.T) {
 	if answered(destroy, 50*time.Millisecond) {
 		t.Fatal("DESTROY_ID answered while its event was being delivered")
 	}
-	close(gt.open)
+	gt.release()
 	if r := replyOf(t, get); r.Errno != 0 {
 		t.Fatalf("GET_EVENT: %v", r.Errno)
 	}
@@ -122,6 +123,7 @@ func TestDestroyWhileDelivering(t *testing.T) {
 func TestEventQueuedDuringDelivery(t *testing.T) {
 	gt := newGate()
 	e := newEnv(t, &fakedut.Options{WrapMemory: gt.wrap})
+	t.Cleanup(gt.release)
 	e.req(t, 0xa0)
 	req, err := e.b.Expect(abi.CMReqReceived, wait)
 	must(t, err)
@@ -140,7 +142,7 @@ func TestEventQueuedDuringDelivery(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("NOTIFY blocked behind a GET_EVENT copy")
 	}
-	close(gt.open)
+	gt.release()
 	if r := replyOf(t, get); r.Errno != 0 {
 		t.Fatal(r.Errno)
 	}
@@ -155,6 +157,7 @@ func TestEventQueuedDuringDelivery(t *testing.T) {
 func TestDestroyWaitsForCommands(t *testing.T) {
 	gt := newGate()
 	d := fakedut.New(t, &fakedut.Options{WrapMemory: gt.wrap})
+	t.Cleanup(gt.release)
 	c, err := conformance.NewClient(d, false)
 	must(t, err)
 	id, err := c.CreateID(0)
@@ -170,7 +173,7 @@ func TestDestroyWaitsForCommands(t *testing.T) {
 	// The id is already out of reach of new commands.
 	_, err = c.AttrID(id)
 	wantErrno(t, "ATTR_ID during DESTROY_ID", err, unix.ENOENT)
-	close(gt.open)
+	gt.release()
 	if r := replyOf(t, attr); r.Errno != 0 {
 		t.Errorf("ATTR_ID: %v", r.Errno)
 	}

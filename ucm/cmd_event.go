@@ -3,6 +3,7 @@ package ucm
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cuse"
@@ -19,21 +20,37 @@ func (c *call) getEvent(ctx context.Context, req cuse.Request, m *abi.EventGet) 
 		return err
 	}
 	err = c.copyEvent(m, e)
-	f.mu.Lock()
-	f.delivering = nil
-	if err == nil {
-		// e is still the head: purge waits for delivering, and other
-		// GET_EVENT callers wait for it to be cleared.
-		f.events[0] = nil
-		f.events = f.events[1:]
-		e.ctx.eventsReported++
-		if e.child != nil {
-			f.d.ids.publish(e.child)
-		}
-	}
-	f.cond.Broadcast()
-	f.mu.Unlock()
+	f.finishDelivery(e, err == nil)
 	return err
+}
+
+// finishDelivery ends what takeHead started: on success the event leaves
+// the queue, counts for its id and unhides its new connection; either way
+// the next GET_EVENT and a waiting purge may proceed.
+func (f *file) finishDelivery(e *event, delivered bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delivering = nil
+	f.cond.Broadcast()
+	if !delivered {
+		return
+	}
+	// e is the head (purge waits for f.delivering, other GET_EVENT callers
+	// for it to be cleared); looking it up keeps a broken invariant from
+	// corrupting the queue.
+	switch i := slices.Index(f.events, e); {
+	case i == 0:
+		f.events[0] = nil
+		f.events = f.events[1:] // O(1): the queue may be long
+	case i > 0:
+		f.events = slices.Delete(f.events, i, i+1)
+	default:
+		return // purged meanwhile: not delivered after all
+	}
+	e.ctx.eventsReported++
+	if e.child != nil {
+		f.d.ids.publish(e.child)
+	}
 }
 
 // takeHead waits for a queued event and marks it as being delivered. A

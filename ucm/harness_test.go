@@ -105,15 +105,20 @@ func answered(p *cusetest.Pending, d time.Duration) bool {
 // gate stalls the device's writes to one address until opened.
 type gate struct {
 	callermem.Memory
-	mu      sync.Mutex
-	addr    uint64
-	entered chan struct{}
-	open    chan struct{}
+	mu       sync.Mutex
+	addr     uint64
+	entered  chan struct{}
+	open     chan struct{}
+	openOnce sync.Once
 }
 
 func newGate() *gate { return &gate{entered: make(chan struct{}), open: make(chan struct{})} }
 
 func (g *gate) wrap(m callermem.Memory) callermem.Memory { g.Memory = m; return g }
+
+// release opens the gate. Tests also register it as a cleanup after the
+// device's, so that a failing test does not leave a request stalled.
+func (g *gate) release() { g.openOnce.Do(func() { close(g.open) }) }
 
 func (g *gate) arm(addr uint64) {
 	g.mu.Lock()
