@@ -29,7 +29,7 @@ func NewClient(dut DUT, nonblock bool) (*Client, error) {
 // Close closes the file.
 func (c *Client) Close() error { return c.F.Close() }
 
-// Raw writes hdr and body as one write(2) and returns its result.
+// Raw writes b as one write(2), as is, and returns its result.
 func (c *Client) Raw(b []byte) (int, error) { return c.F.Write(b) }
 
 // Cmd writes command s with the given out; it fails unless write(2)

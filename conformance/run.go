@@ -125,7 +125,7 @@ func expect(err error, errno unix.Errno) error {
 	return fmt.Errorf("got %v (%d), want %v (%d)", got, int(got), errno, int(errno))
 }
 
-// ret lets a case state its result inline.
+// check prefixes a failure with the step that failed.
 func check(what string, err error) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
