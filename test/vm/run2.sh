@@ -38,11 +38,14 @@ while getopts ":t:o:a:b:" opt; do
 done
 if [ -z "$CMD_A" ] || [ -z "$CMD_B" ]; then usage; fi
 
-# both guests run under one hold of the lock
-exec 9>>"${UCMD_VM_LOCK:-/tmp/ucmd-vm.lock}"
-if ! flock -n 9; then
-  say "waiting for the VM lock (another VM is running)"
-  flock -w "${UCMD_VM_LOCK_WAIT:-3600}" 9 || { say "VM lock not acquired"; exit 122; }
+# both guests run under one hold of the lock (unless the caller holds it,
+# as run.sh allows: a second flock on a new open file would wait for itself)
+if [ "${UCMD_VM_LOCK_HELD:-}" != 1 ]; then
+  exec 9>>"${UCMD_VM_LOCK:-/tmp/ucmd-vm.lock}"
+  if ! flock -n 9; then
+    say "waiting for the VM lock (another VM is running)"
+    flock -w "${UCMD_VM_LOCK_WAIT:-3600}" 9 || { say "VM lock not acquired"; exit 122; }
+  fi
 fi
 export UCMD_VM_LOCK_HELD=1 UCMD_VM_SMP=${UCMD_VM_SMP:-1} UCMD_VM_MEM=${UCMD_VM_MEM:-1536}
 
