@@ -12,12 +12,16 @@
 #     which saves ~5 s of in-guest XZ decompression per boot under TCG;
 #  5. the initramfs: static busybox, test/vm/init and the 9p/overlay modules.
 #
-# Cache: $UCMD_VM_CACHE (default <repo>/.cache/vm, git-ignored).
+# Cache: $UCMD_VM_CACHE (default <repo>/.cache/vm, git-ignored); the .deb is
+# also linked into $UCMD_VM_DL_CACHE (default ~/.cache/ucmd-vm) for other clones.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${UCMD_VM_CACHE:-$REPO/.cache/vm}
+# the downloaded .deb is also kept per machine, so that another clone (a CI
+# run) need not fetch it again
+DLCACHE=${UCMD_VM_DL_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ucmd-vm}
 export DEBIAN_FRONTEND=noninteractive
 export PATH=$PATH:/usr/sbin:/sbin # depmod
 
@@ -81,21 +85,45 @@ fetch_kernel() {
   mkdir -p "$CACHE/dl"
   deb=$(first "$CACHE/dl/${kpkg}"_*_amd64.deb)
   if [ -z "$deb" ]; then
-    log "downloading $kpkg"
-    if ! (cd "$CACHE/dl" && apt-get download -qq -o APT::Sandbox::User=root "$kpkg" >&2); then
-      # stale lists name a version the archive no longer has: refresh, retry
-      [ -z "$updated" ] || die "apt-get download $kpkg failed"
-      apt_update
-      kpkg=$(resolve_kpkg)
-      (cd "$CACHE/dl" && apt-get download -qq -o APT::Sandbox::User=root "$kpkg" >&2) || die "apt-get download $kpkg failed"
+    deb=$(first "$DLCACHE/${kpkg}"_*_amd64.deb)
+    if [ -n "$deb" ]; then
+      log "reusing $(basename "$deb") from $DLCACHE"
+      share "$deb" "$CACHE/dl"
+    else
+      download "$kpkg"
+      deb=$(first "$CACHE/dl/${kpkg}"_*_amd64.deb)
+      [ -n "$deb" ] || die "apt-get download $kpkg left no .deb in $CACHE/dl"
     fi
-    deb=$(first "$CACHE/dl/${kpkg}"_*_amd64.deb)
-    [ -n "$deb" ] || die "apt-get download $kpkg left no .deb in $CACHE/dl"
+    deb=$CACHE/dl/$(basename "$deb")
     # an older ABI's .deb is dead weight now
-    find "$CACHE/dl" -name 'linux-image-*.deb' ! -path "$deb" -delete
+    find "$CACHE/dl" -name 'linux-image-*.deb' ! -name "$(basename "$deb")" -delete
+  fi
+  if [ ! -e "$DLCACHE/$(basename "$deb")" ]; then
+    if mkdir -p "$DLCACHE" && share "$deb" "$DLCACHE"; then
+      find "$DLCACHE" -name 'linux-image-*.deb' ! -name "$(basename "$deb")" -delete
+    else
+      log "warning: could not keep $(basename "$deb") in $DLCACHE"
+    fi
   fi
   echo "$deb"
 }
+
+# download KPKG: apt-get download into $CACHE/dl.
+download() {
+  local kpkg=$1
+  log "downloading $kpkg"
+  if ! (cd "$CACHE/dl" && apt-get download -qq -o APT::Sandbox::User=root "$kpkg" >&2); then
+    # stale lists name a version the archive no longer has: refresh, retry
+    [ -z "$updated" ] || die "apt-get download $kpkg failed"
+    apt_update
+    kpkg=$(resolve_kpkg)
+    (cd "$CACHE/dl" && apt-get download -qq -o APT::Sandbox::User=root "$kpkg" >&2) ||
+      die "apt-get download $kpkg failed"
+  fi
+}
+
+# share FILE DIR: a hard link when possible (no second copy on disk).
+share() { ln -f "$1" "$2/" 2>/dev/null || cp "$1" "$2/"; }
 
 # names FILE prints the module names listed in FILE (comments stripped).
 names() { sed -e 's/#.*//' "$1" | awk 'NF { print $1 }'; }
@@ -180,9 +208,14 @@ main() {
     return
   fi
   # a guest booting from this cache right now would lose its kernel and
-  # modules under it: rebuild under run.sh's VM lock
-  exec 9>>"${UCMD_VM_LOCK:-/tmp/ucmd-vm.lock}"
-  flock -w "${UCMD_VM_LOCK_WAIT:-3600}" 9 || die "VM lock not acquired"
+  # modules under it: rebuild a cache that has a kernel under run.sh's VM lock
+  if [ -f "$CACHE/vmlinux" ]; then
+    exec 9>>"${UCMD_VM_LOCK:-/tmp/ucmd-vm.lock}"
+    if ! flock -n 9; then
+      log "waiting for the VM lock: a guest may be running from $CACHE"
+      flock -w "${UCMD_VM_LOCK_WAIT:-3600}" 9 || die "VM lock not acquired"
+    fi
+  fi
   rm -f "$CACHE/stamp"
   build_tree "$deb" "$kver"
   build_initramfs "$kver"
