@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"time"
+
 	"fmt"
 
 	"github.com/ucmd/ucmd/abi"
@@ -57,7 +59,7 @@ func flowCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "send_lap/apr", Spec: "§3.2: SEND_LAP → LAP_RECEIVED (ALTERNATE), SEND_APR → APR_RECEIVED with info", run: func(e *env) error {
+		{Name: "send_lap/apr", Spec: "§3.2: SEND_LAP → LAP_RECEIVED (ALTERNATE), SEND_APR → APR_RECEIVED with info; on RoCE the receiver drops LAP (cm_lap_handler)", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -68,6 +70,15 @@ func flowCases() []Case {
 			}
 			if err := p.Active.Cmd(abi.CmdSendLAP, 0, &abi.LAP{ID: p.ID, Path: p.Active.Path(p.Path)}); err != nil {
 				return check("SEND_LAP", err)
+			}
+			if p.Path.DLID == 0 {
+				// RoCE: cm_lap_handler drops LAP on RoCE ports
+				// ("alternate path messages are not supported"), so
+				// the send succeeds and the peer reports nothing.
+				if ev, err := p.Passive.Expect(abi.CMLAPReceived, time.Second); err == nil {
+					return fmt.Errorf("RoCE: LAP_RECEIVED %+v, but the kernel drops LAP on RoCE ports", ev.EventResp)
+				}
+				return nil
 			}
 			lap, err := p.Passive.Expect(abi.CMLAPReceived, Wait)
 			if err != nil {
