@@ -1,0 +1,301 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The daemon end to end, through the real kernel's CUSE on rxe0/rxe1
+// (issue: cmd/ucmd). Each test starts its own `ucmd serve` and stops it with
+// SIGTERM, asserting a clean exit.
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type daemon struct {
+	t   *testing.T
+	cmd *exec.Cmd
+	run string // runtime dir
+	log *syncBuffer
+	// exited is closed when the process ends; err is its Wait result.
+	exited chan struct{}
+	err    error
+}
+
+// startDaemon runs `ucmd serve` with args and waits until its status
+// socket answers with every node in place.
+func startDaemon(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, run: t.TempDir(), log: &syncBuffer{}, exited: make(chan struct{})}
+	d.cmd = exec.Command(ucmdBin(t), append([]string{"serve", "--runtime-dir", d.run, "--log-level", "debug"}, args...)...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			t.Logf("ucmd log:\n%s", d.log.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case <-d.exited:
+			t.Fatalf("ucmd serve exited early (%v):\n%s", d.err, d.log.String())
+		default:
+		}
+		if _, err := d.status(); err == nil {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ucmd serve not ready after 20s:\n%s", d.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and insists on a clean, prompt exit.
+func (d *daemon) stop() {
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+		if d.err != nil {
+			d.t.Errorf("ucmd serve exited with %v after SIGTERM", d.err)
+		}
+	case <-time.After(15 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.exited
+		d.t.Errorf("ucmd serve did not exit within 15s of SIGTERM")
+	}
+}
+
+// ucmd runs a ucmd subcommand against this daemon's runtime dir.
+func (d *daemon) ucmd(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	full := append([]string{args[0], "--runtime-dir", d.run}, args[1:]...)
+	out, err := exec.CommandContext(ctx, ucmdBin(d.t), full...).CombinedOutput()
+	return string(out), err
+}
+
+type statusJSON struct {
+	Devices []struct {
+		Name  string `json:"name"`
+		Node  string `json:"node"`
+		Ports []struct {
+			State string `json:"state"`
+			GID0  string `json:"gid0"`
+		} `json:"ports"`
+		Files []struct {
+			PID int `json:"pid"`
+			IDs []struct {
+				State string `json:"state"`
+			} `json:"ids"`
+		} `json:"files"`
+		Counters struct {
+			Sent     uint64 `json:"sent"`
+			Received uint64 `json:"received"`
+		} `json:"counters"`
+	} `json:"devices"`
+}
+
+func (d *daemon) status() (statusJSON, error) {
+	var s statusJSON
+	out, err := d.ucmd("status", "--json")
+	if err != nil {
+		return s, fmt.Errorf("ucmd status: %v: %s", err, out)
+	}
+	return s, json.Unmarshal([]byte(out), &s)
+}
+
+func ucmclientBin(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("UCMCLIENT_BIN")
+	if p == "" {
+		p, _ = filepath.Abs("../../bin/ucmclient")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("ucmclient not built (make clients): %v", err)
+	}
+	return p
+}
+
+func TestDaemonNodesAndDiscovery(t *testing.T) {
+	d := startDaemon(t, "--fixed-numbers")
+	for i, dev := range []string{"rxe0", "rxe1"} {
+		node := fmt.Sprintf("/dev/infiniband/ucm%d", i)
+		var st unix.Stat_t
+		if err := unix.Stat(node, &st); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		if st.Mode&0o777 != 0o666 || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			t.Errorf("%s mode %o, want a 0666 character device", node, st.Mode)
+		}
+		if maj, min := unix.Major(st.Rdev), unix.Minor(st.Rdev); maj != 231 || min != uint32(224+i) {
+			t.Errorf("%s is %d:%d, want 231:%d", node, maj, min, 224+i)
+		}
+		out, err := d.ucmd("exec", "--", "cat", fmt.Sprintf("/sys/class/infiniband_cm/ucm%d/ibdev", i))
+		if err != nil || out != dev+"\n" {
+			t.Errorf("ucmd exec cat ucm%d/ibdev: %q, %v; want %q", i, out, err, dev)
+		}
+	}
+	if out, err := d.ucmd("exec", "--", "cat", "/sys/class/infiniband_cm/abi_version"); err != nil || out != "5\n" {
+		t.Errorf("abi_version inside ucmd exec: %q, %v", out, err)
+	}
+	if _, err := os.Stat("/sys/class/infiniband_cm"); !os.IsNotExist(err) {
+		t.Errorf("/sys/class/infiniband_cm visible outside ucmd exec: %v", err)
+	}
+	s, err := d.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Devices) != 2 || s.Devices[0].Name != "rxe0" || s.Devices[1].Name != "rxe1" ||
+		s.Devices[0].Node != "/dev/infiniband/ucm0" || s.Devices[0].Ports[0].State != "ACTIVE" {
+		t.Errorf("status: %+v", s)
+	}
+	text, err := d.ucmd("status")
+	if err != nil || !strings.Contains(text, "dev rxe0") || !strings.Contains(text, "dev rxe1") {
+		t.Errorf("ucmd status text: %v\n%s", err, text)
+	}
+}
+
+func TestDaemonConformance(t *testing.T) {
+	d := startDaemon(t)
+	for _, node := range []string{"/dev/infiniband/ucm0", "/dev/infiniband/ucm1"} {
+		out, err := d.ucmd("conformance", node)
+		t.Logf("ucmd conformance %s:\n%s", node, out)
+		if err != nil {
+			t.Errorf("ucmd conformance %s: %v", node, err)
+		}
+		if !strings.Contains(out, " 0 failed, 0 skipped") {
+			t.Errorf("ucmd conformance %s did not pass every case", node)
+		}
+	}
+}
+
+// clientPair runs a ucmclient server on ucm1 (rxe1) and a client on ucm0
+// (rxe0), both through `ucmd exec` so they find their node the libibcm way.
+func clientPair(t *testing.T, d *daemon, sid string, serverArgs, clientArgs []string) (srvOut, cliOut string) {
+	t.Helper()
+	bin := ucmclientBin(t)
+	srv := exec.Command(ucmdBin(t), append([]string{"exec", "--runtime-dir", d.run, "--", bin, "-l", sid}, serverArgs...)...)
+	var sb syncBuffer
+	srv.Stdout, srv.Stderr = &sb, &sb
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	time.Sleep(300 * time.Millisecond) // listening
+	cli := exec.Command(ucmdBin(t), append([]string{"exec", "--runtime-dir", d.run, "--", bin, "-c", "-s", sid}, clientArgs...)...)
+	out, cerr := cli.CombinedOutput()
+	var serr error
+	select {
+	case serr = <-done:
+	case <-time.After(60 * time.Second):
+		srv.Process.Kill()
+		serr = <-done
+		t.Errorf("server did not finish")
+	}
+	if cerr != nil || serr != nil {
+		t.Errorf("client: %v\n%s\nserver: %v\n%s", cerr, out, serr, sb.String())
+	}
+	return sb.String(), string(out)
+}
+
+func TestDaemonRCClients(t *testing.T) {
+	d := startDaemon(t)
+	remote := "fe80::ff:fe00:2" // rxe1's link-local GID (test/vm/README.md)
+	t.Run("one", func(t *testing.T) {
+		srv, cli := clientPair(t, d, "0x1001", []string{"-d", "rxe1", "-n", "1"}, []string{"-d", "rxe0", "-g", remote, "-n", "1"})
+		t.Logf("server:\n%s\nclient:\n%s", srv, cli)
+	})
+	t.Run("100-in-sequence", func(t *testing.T) {
+		clientPair(t, d, "0x1002", []string{"-d", "rxe1", "-n", "100", "-M", "1"}, []string{"-d", "rxe0", "-g", remote, "-n", "100", "-M", "1"})
+	})
+	t.Run("10-at-once", func(t *testing.T) {
+		clientPair(t, d, "0x1003", []string{"-d", "rxe1", "-n", "10", "-M", "1"}, []string{"-d", "rxe0", "-g", remote, "-n", "1", "-P", "10", "-M", "1"})
+	})
+	// Nothing left behind once the clients are gone.
+	s, err := d.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range s.Devices {
+		if len(dev.Files) != 0 {
+			t.Errorf("%s still has open files after the clients exited: %+v", dev.Name, dev.Files)
+		}
+	}
+}
+
+func TestDaemonSimFabric(t *testing.T) {
+	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "2")
+	s, err := d.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Devices) != 2 {
+		t.Fatalf("sim status: %+v", s)
+	}
+	g0, g1 := s.Devices[0].Ports[0].GID0, s.Devices[1].Ports[0].GID0
+	bin := ucmclientBin(t)
+	srv := exec.Command(bin, "-D", "/dev/infiniband/ucm1", "--no-verbs", "-l", "0x2001", "-n", "1")
+	var sb syncBuffer
+	srv.Stdout, srv.Stderr = &sb, &sb
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	out, cerr := exec.Command(bin, "-D", "/dev/infiniband/ucm0", "--no-verbs", "-c", "-s", "0x2001", "-G", g0, "-g", g1, "-n", "1").CombinedOutput()
+	serr := srv.Wait()
+	if cerr != nil || serr != nil {
+		t.Errorf("client: %v\n%s\nserver: %v\n%s", cerr, out, serr, sb.String())
+	}
+}
+
+func TestDaemonRefusesWithKernelCM(t *testing.T) {
+	modprobe(t, "ib_cm")
+	out, err := exec.Command(ucmdBin(t), "serve", "--runtime-dir", t.TempDir()).CombinedOutput()
+	if err == nil {
+		t.Fatalf("ucmd serve succeeded with ib_cm loaded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "modprobe -r") || !strings.Contains(string(out), "ib_cm") {
+		t.Errorf("the error does not say what to unload:\n%s", out)
+	}
+}
