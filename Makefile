@@ -65,6 +65,12 @@ e2e-bench:
 	@E2E_FLAGS='-test.run=^$$ -test.bench=. -test.benchmem -test.benchtime=$(BENCHTIME) -test.count=$(BENCHCOUNT)' \
 		./test/vm/e2e.sh
 
+# Wire interop with the kernel's own CM: two guests (run2.sh), kernel
+# ib_cm/rdma_cm + librdmacm in A, cmcore over umad in B (test/interop).
+.PHONY: interop
+interop:
+	@./test/interop/run.sh
+
 check: fmtcheck vet build test fuzz e2e
 	@echo "make check: all stages passed"
 
