@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/cuse"
@@ -37,6 +38,9 @@ type Device struct {
 	// handler is d.handle as a cmcore.Handler, made once: a method value
 	// allocates each time it is taken.
 	handler cmcore.Handler
+
+	filesMu sync.Mutex
+	files   map[*file]struct{} // open files, for Files
 }
 
 var _ cuse.Device = (*Device)(nil)
@@ -54,11 +58,16 @@ func New(cfg Config) (*Device, error) {
 		d.log = slog.Default()
 	}
 	d.handler = d.handle
+	d.files = make(map[*file]struct{})
 	return d, nil
 }
 
 // Open implements cuse.Device: every open(2) gets its own file state. As
 // the kernel, it checks nothing beyond what the node's mode allowed.
 func (d *Device) Open(_ context.Context, req cuse.Request, w cuse.Waker) (cuse.Handle, error) {
-	return newFile(d, req, w), nil
+	f := newFile(d, req, w)
+	d.filesMu.Lock()
+	d.files[f] = struct{}{}
+	d.filesMu.Unlock()
+	return f, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cuse"
@@ -19,6 +20,9 @@ type file struct {
 	// uid and gid opened the file: ib_safe_file_access refuses writers
 	// with other credentials.
 	uid, gid uint32
+	// pid and opened describe the opener, for Device.Files.
+	pid    int
+	opened time.Time
 
 	mu         sync.Mutex
 	cond       sync.Cond // signalled when delivering is cleared
@@ -36,6 +40,7 @@ var _ cuse.Handle = (*file)(nil)
 func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 	f := &file{
 		d: d, waker: w, uid: req.Caller.Uid, gid: req.Caller.Gid,
+		pid: req.Caller.Pid, opened: time.Now(),
 		ctxs:  make(map[*ucmCtx]struct{}),
 		ready: make(chan struct{}),
 	}
@@ -89,6 +94,9 @@ const pollRdNorm = 0x40
 // events purged (undelivered new connections rejected). No command is
 // running on the file, so nothing needs waiting for but the CM.
 func (f *file) Release(context.Context) {
+	f.d.filesMu.Lock()
+	delete(f.d.files, f)
+	f.d.filesMu.Unlock()
 	f.mu.Lock()
 	f.closed = true
 	ctxs := make([]*ucmCtx, 0, len(f.ctxs))

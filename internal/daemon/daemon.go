@@ -333,6 +333,16 @@ func (d *Daemon) Snapshot() status.Snapshot {
 				TimedOut: st.TimedOut, Dropped: st.Dropped + st.SendErrors,
 			},
 		}
+		for _, f := range s.ucm.Files() {
+			sf := status.File{PID: f.PID, Events: f.QueuedEvents, Opened: f.Opened.Unix()}
+			for _, id := range f.IDs {
+				sf.IDs = append(sf.IDs, status.ID{
+					ID: id.ID, State: id.State.String(), ServiceID: id.ServiceID,
+					LocalCommID: id.LocalCommID, RemoteCommID: id.RemoteCommID, Events: id.QueuedEvents,
+				})
+			}
+			sd.Files = append(sd.Files, sf)
+		}
 		for _, p := range s.dev.Ports() {
 			sp := status.Port{Num: p.Num()}
 			if a, err := p.Attr(); err == nil {

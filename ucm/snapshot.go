@@ -1,0 +1,79 @@
+package ucm
+
+import (
+	"sort"
+	"time"
+
+	"github.com/ucmd/ucmd/cmcore"
+)
+
+// FileInfo describes one open file, for `ucmd status`.
+type FileInfo struct {
+	PID          int // the thread that opened it
+	Opened       time.Time
+	QueuedEvents int
+	IDs          []IDInfo
+}
+
+// IDInfo describes one id of a file.
+type IDInfo struct {
+	ID           uint32
+	State        cmcore.State
+	ServiceID    uint64
+	LocalCommID  uint32
+	RemoteCommID uint32
+	QueuedEvents int // undelivered events counted on this id
+}
+
+// Files returns the device's open files and their ids (new connections not
+// yet delivered are not shown: the client cannot see them either). It takes
+// each file's lock briefly and never blocks behind a command.
+func (d *Device) Files() []FileInfo {
+	d.filesMu.Lock()
+	files := make([]*file, 0, len(d.files))
+	for f := range d.files {
+		files = append(files, f)
+	}
+	d.filesMu.Unlock()
+
+	out := make([]FileInfo, 0, len(files))
+	for _, f := range files {
+		fi := FileInfo{PID: f.pid, Opened: f.opened}
+		queued := make(map[*ucmCtx]int)
+		f.mu.Lock()
+		ctxs := make([]*ucmCtx, 0, len(f.ctxs))
+		for c := range f.ctxs {
+			ctxs = append(ctxs, c)
+		}
+		for _, e := range f.events {
+			queued[e.ctx]++
+		}
+		fi.QueuedEvents = len(f.events)
+		f.mu.Unlock()
+
+		d.ids.mu.Lock()
+		live := ctxs[:0]
+		ids := make(map[*ucmCtx]uint32, len(ctxs))
+		for _, c := range ctxs {
+			if d.ids.slots[c.id] == c && c.slot == slotLive {
+				live = append(live, c)
+				ids[c] = c.id
+			}
+		}
+		d.ids.mu.Unlock()
+
+		for _, c := range live {
+			st, _ := c.cmID.State()
+			a := c.cmID.Attr()
+			fi.IDs = append(fi.IDs, IDInfo{
+				ID: ids[c], State: st, ServiceID: a.ServiceID,
+				LocalCommID: a.LocalCommID, RemoteCommID: a.RemoteCommID,
+				QueuedEvents: queued[c],
+			})
+		}
+		sort.Slice(fi.IDs, func(i, j int) bool { return fi.IDs[i].ID < fi.IDs[j].ID })
+		out = append(out, fi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Opened.Before(out[j].Opened) })
+	return out
+}
