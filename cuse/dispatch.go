@@ -75,19 +75,19 @@ func (f *file) release(ctx context.Context) {
 	f.h.Release(ctx)
 }
 
-// dispatch takes one message from the reader and starts serving it. It runs
-// on the reader goroutine, so it never blocks on a device: registering the
-// request here, before the next read, means a later INTERRUPT always finds
-// a request that is still unanswered.
-func (s *Server) dispatch(msg []byte) {
+// dispatch takes one message from the reader and returns the request to
+// serve, if any. It runs on the reader goroutine and never blocks on a
+// device: registering the request here, before the next read, means a later
+// INTERRUPT always finds a request that is still unanswered.
+func (s *Server) dispatch(msg []byte) *request {
 	h, body, err := parseHeader(msg)
 	if err != nil {
 		s.log.Warn("cuse: dropping malformed request", "err", err)
-		return
+		return nil
 	}
 	if wire.Opcode(h.Opcode) == wire.FUSE_INTERRUPT {
 		s.interrupt(h, body)
-		return
+		return nil
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
 	r := &request{hdr: h, body: bytes.Clone(body), ctx: ctx, cancel: cancel}
@@ -96,12 +96,12 @@ func (s *Server) dispatch(msg []byte) {
 		s.mu.Unlock()
 		cancel(nil)
 		s.log.Warn("cuse: dropping request reusing an unanswered unique", "op", r.op(), "unique", h.Unique)
-		return
+		return nil
 	}
 	s.inflight[h.Unique] = r
 	s.handlers.Add(1)
 	s.mu.Unlock()
-	go s.serve(r)
+	return r
 }
 
 // interrupt cancels the request a signalled client waits for; that request

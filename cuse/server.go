@@ -43,6 +43,7 @@ type Server struct {
 	serving  bool
 	closed   bool
 	done     chan struct{} // closed when Serve has shut down
+	readErr  chan error    // why the reader stopped
 }
 
 // Causes of request context cancellation; they pick the client's errno.
@@ -101,6 +102,7 @@ func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server
 		inflight:   make(map[uint64]*request),
 		files:      make(map[uint64]*file),
 		done:       make(chan struct{}),
+		readErr:    make(chan error, 1),
 	}
 	if err := s.init(ctx); err != nil {
 		cancel(errShutdown)
@@ -209,7 +211,8 @@ func (s *Server) Serve() error {
 	s.serving = true
 	s.mu.Unlock()
 
-	err := s.readLoop()
+	go s.reader(make([]byte, s.bufLen))
+	err := <-s.readErr
 	s.shutdown()
 	close(s.done)
 	return err
@@ -221,22 +224,33 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-func (s *Server) readLoop() error {
-	buf := make([]byte, s.bufLen)
+// reader is the reader: it reads messages until one needs serving, hands
+// reading (and buf) to a fresh goroutine, and serves that request itself.
+// So there is one reader at a time and a goroutine per request, and a reply
+// leaves from the thread the kernel woke, with no wake-up of another thread
+// on the way (costly: cross-CPU wake-ups dominate a CUSE round trip). The
+// reader that stops reports why on s.readErr.
+func (s *Server) reader(buf []byte) {
 	for {
 		n, err := s.ch.read(buf)
 		if err != nil {
 			if s.isClosed() {
-				return ErrServerClosed
+				s.readErr <- ErrServerClosed
+				return
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				continue
 			}
 			// ENODEV or ECONNABORTED: the kernel aborted the connection
 			// (for example through /sys/class/cuse/*/abort).
-			return fmt.Errorf("cuse %s: reading requests: %w", s.cfg.DevName, err)
+			s.readErr <- fmt.Errorf("cuse %s: reading requests: %w", s.cfg.DevName, err)
+			return
 		}
-		s.dispatch(buf[:n])
+		if r := s.dispatch(buf[:n]); r != nil {
+			go s.reader(buf)
+			s.serve(r)
+			return
+		}
 	}
 }
 

@@ -414,3 +414,24 @@ func BenchmarkCUSEWrite(b *testing.B) {
 		}
 	}
 }
+
+// TestCUSEServeForBenchmark serves /dev/infiniband/ucmtest for an external
+// C client (the project's wbench) to measure, and is skipped unless
+// CUSE_BENCH_SERVE names a file: it serves until that file exists.
+func TestCUSEServeForBenchmark(t *testing.T) {
+	stopFile := os.Getenv("CUSE_BENCH_SERVE")
+	if stopFile == "" {
+		t.Skip("set CUSE_BENCH_SERVE=<stop file> to serve for an external benchmark")
+	}
+	_, stop := serveUcmtest(t)
+	defer stop()
+	if err := os.Chmod(ucmtestPath, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(stopFile); err == nil {
+			return
+		}
+	}
+	t.Error("stop file never appeared")
+}
