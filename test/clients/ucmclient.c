@@ -1371,7 +1371,10 @@ static void server_progress(struct conn *c)
 static void server_established(struct conn *c, const char *by)
 {
 	c->est_by = by;
-	if (apply_qp_state(c, UCM_QPS_RTS, 0))
+	/* Without data the client sends DREQ right after RTU: the CM may be in
+	 * DREQ_RCVD already, where INIT_QP_ATTR fails (EINVAL, as in the
+	 * kernel). RTS was checked after SEND_REP instead. */
+	if (!opt.no_verbs && c->peer_verbs && apply_qp_state(c, UCM_QPS_RTS, 0))
 		return;
 	c->st = S_DATA;
 	set_wait(c, (opt.no_verbs || !c->peer_verbs) ? "DREQ" : "data/DREQ");
@@ -1873,6 +1876,8 @@ static void listener_req(const struct ib_ucm_event_resp *ev, const uint8_t *data
 	}
 	/* now the CM knows our PSN: its RTR answer must carry it */
 	if (apply_qp_state(c, UCM_QPS_RTR, QPA_CHECK_ONLY))
+		return;
+	if ((opt.no_verbs || !c->peer_verbs) && apply_qp_state(c, UCM_QPS_RTS, QPA_CHECK_ONLY))
 		return;
 	c->st = S_REP_SENT;
 	set_wait(c, "RTU");
