@@ -22,14 +22,16 @@ if [ "${E2E:-}" = skip ]; then
   exit 0
 fi
 
-t0=$(date +%s.%N)
 # hold the VM lock from the build on: a concurrent `make e2e` in the same
 # tree would otherwise replace the binaries this guest is about to run
 exec 9>>"${UCMD_VM_LOCK:-/tmp/ucmd-vm.lock}"
 if ! flock -n 9; then
   echo "e2e: waiting for the VM lock (another VM is running)" >&2
+  w0=$(date +%s)
   flock -w "${UCMD_VM_LOCK_WAIT:-3600}" 9 || { echo "e2e: VM lock not acquired" >&2; exit 122; }
+  echo "e2e: got the VM lock after $(($(date +%s) - w0)) s" >&2
 fi
+t0=$(date +%s.%N)
 export UCMD_VM_LOCK_HELD=1
 mkdir -p "$OUT"
 cd "$REPO"
