@@ -91,9 +91,14 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	cfg.Logger.Info("ucmd ready", "version", cfg.Version, "fabric", cfg.Fabric, "nodes", d.Nodes(), "runtime_dir", cfg.RuntimeDir)
-	<-ctx.Done()
-	cfg.Logger.Info("shutting down")
-	return d.Close()
+	select {
+	case <-ctx.Done():
+		cfg.Logger.Info("shutting down")
+		return d.Close()
+	case err := <-d.Failed():
+		d.Close()
+		return err
+	}
 }
 
 func newServeCmd(g *globalFlags, f *serveFlags) *cobra.Command {

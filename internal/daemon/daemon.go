@@ -71,6 +71,7 @@ type Daemon struct {
 	served  []*served
 	status  *status.Server
 	wg      sync.WaitGroup
+	failed  chan error // first CUSE channel failure
 }
 
 type served struct {
@@ -94,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.NodeMode == 0 {
 		cfg.NodeMode = 0o666
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1)}
 	if err := preflight(); err != nil {
 		return nil, err
 	}
@@ -235,6 +236,10 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 		defer d.wg.Done()
 		if err := srv.Serve(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
 			log.Error("CUSE channel failed; the device is gone", "err", err)
+			select {
+			case d.failed <- fmt.Errorf("/dev/%s: CUSE channel failed: %w", name, err):
+			default:
+			}
 		}
 	}()
 	if err := waitNode(ctx, s.node, d.cfg.NodeMode); err != nil {
@@ -285,6 +290,11 @@ func (d *Daemon) writeClassTree() error {
 	}
 	return sysclass.WriteTree(d.cfg.RuntimeDir, devs)
 }
+
+// Failed delivers the first failure of a device's CUSE channel (the kernel
+// aborted the connection, e.g. `echo 1 > /sys/fs/fuse/connections/N/abort`):
+// the device is gone and the daemon should exit so that it is restarted.
+func (d *Daemon) Failed() <-chan error { return d.failed }
 
 // Nodes returns the device nodes served, in order.
 func (d *Daemon) Nodes() []string {
