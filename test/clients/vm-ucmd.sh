@@ -3,10 +3,10 @@
 #   server on ucm1 (rxe1), client on ucm0 (rxe0), found through `ucmd exec`
 #   discovery; then the same pair on `ucmd serve --fabric sim` (--no-verbs).
 # Usage (host): test/clients/vm-ucmd.sh [UCMD_BINARY]   (default: builds ./cmd/ucmd)
-#   env: N (sequence count, default 5), P (parallel, default 4)
+#   env: N (sequence count, default 5), P (parallel, default 4), ONLY=rxe|sim
 set -u
 if [ "${1:-}" = "--guest" ]; then
-	d=$2 N=$3 P=$4
+	d=$2 N=$3 P=$4 WHICH=${5:-all}
 	pass=0 fail=0
 	ok() { pass=$((pass + 1)); echo "ok   $1"; }
 	bad() { fail=$((fail + 1)); echo "FAIL $1"; }
@@ -49,7 +49,7 @@ if [ "${1:-}" = "--guest" ]; then
 			echo "  --- ucmd log"; tail -n 30 "$d/ucmd.log" | sed 's/^/     /'
 		fi
 	}
-	if start_ucmd; then
+	if [ "$WHICH" != sim ] && start_ucmd; then
 		ls -l /dev/infiniband/ | sed 's/^/     /'
 		"$d/ucmd" exec -- cat /sys/class/infiniband_cm/abi_version /sys/class/infiniband_cm/ucm0/ibdev /sys/class/infiniband_cm/ucm1/ibdev | sed 's/^/     /'
 		S="-l 0x1000 -d rxe1 -t 10000"
@@ -60,13 +60,14 @@ if [ "${1:-}" = "--guest" ]; then
 		pair "rxe: data before RTU (NOTIFY)" $S -n 2 -- $C -n 2 --data-before-rtu
 		stop_ucmd
 	fi
-	if start_ucmd --fabric sim --sim-devices 2; then
+	if [ "$WHICH" != rxe ] && start_ucmd --fabric sim --sim-devices 2; then
 		g0=$("$d/ucmd" status 2>/dev/null | grep -io 'fe80:[0-9a-f:]*' | sed -n 1p)
 		g1=$("$d/ucmd" status 2>/dev/null | grep -io 'fe80:[0-9a-f:]*' | sed -n 2p)
 		"$d/ucmd" status 2>&1 | head -20 | sed 's/^/     /'
 		echo "     sim GIDs: '$g0' '$g1'"
 		if [ -n "$g0" ] && [ -n "$g1" ]; then
 			pair "sim: $N in sequence, no verbs" -l 0x1000 -d sim1 --no-verbs -n "$N" -- -c -d sim0 --no-verbs -G "$g0" -g "$g1" -n "$N"
+			pair "sim: $P at once, no verbs" -l 0x1000 -d sim1 --no-verbs -P "$P" -- -c -d sim0 --no-verbs -G "$g0" -g "$g1" -P "$P"
 		else
 			bad "sim: no GIDs found in ucmd status"
 		fi
@@ -83,4 +84,4 @@ trap 'rm -rf "$w"' EXIT INT TERM
 "$here/build.sh" "$w/ucmclient" || exit 1
 if [ -n "${1:-}" ]; then cp "$1" "$w/ucmd" || exit 1; else (cd "$root" && CGO_ENABLED=0 go build -o "$w/ucmd" ./cmd/ucmd) || exit 1; fi
 cp "$0" "$w/vm-ucmd.sh"
-"$root/test/vm/run.sh" -r -t "${VMCHECK_TIMEOUT:-900}" -w "$w" -- sh "$w/vm-ucmd.sh" --guest "$w" "${N:-5}" "${P:-4}"
+"$root/test/vm/run.sh" -r -t "${VMCHECK_TIMEOUT:-900}" -w "$w" -- sh "$w/vm-ucmd.sh" --guest "$w" "${N:-5}" "${P:-4}" "${ONLY:-all}"
