@@ -71,11 +71,26 @@ e2e-bench:
 interop:
 	@./test/interop/run.sh
 
-check: fmtcheck vet build test fuzz e2e
+check: fmtcheck vet build test fuzz clients clients-selftest e2e
 	@echo "make check: all stages passed"
 
+# The README's first command. With /dev/cuse (a real machine, as root): serve
+# every RDMA device with umad ports; RUN_ARGS adds flags (e.g. --fabric sim).
+# Without it (like our CI machines): boot the test VM and show ucmd serving
+# rxe0/rxe1 with two legacy clients connecting through it (test/vm/demo.sh).
+RUN_ARGS ?=
 run: build
-	@echo "ucmd: the daemon is not assembled yet (see README, Status)"; exit 1
+	@if [ -e /dev/cuse ]; then \
+		echo "make run: $(BIN)/ucmd serve $(RUN_ARGS)  (stop with Ctrl-C)"; \
+		exec $(BIN)/ucmd serve $(RUN_ARGS); \
+	else \
+		echo "make run: no /dev/cuse on this machine: running ucmd in the test VM (test/vm/demo.sh)"; \
+		./test/vm/setup.sh && $(MAKE) --no-print-directory clients && \
+		./test/vm/run.sh -r -- env UCMD_BIN=$(BIN)/ucmd UCMCLIENT_BIN=$(BIN)/ucmclient test/vm/demo.sh; \
+	fi
 
 clean:
 	rm -rf $(BIN)
+
+# The legacy C client (test/clients): `clients`, `clients-selftest`.
+include test/clients/clients.mk
