@@ -71,7 +71,7 @@ e2e-bench:
 interop:
 	@./test/interop/run.sh
 
-check: fmtcheck vet build test fuzz clients clients-selftest e2e
+check: fmtcheck vet build test fuzz clients clients-selftest e2e interop
 	@echo "make check: all stages passed"
 
 # The README's first command. With /dev/cuse (a real machine, as root): serve
