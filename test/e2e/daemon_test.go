@@ -247,10 +247,11 @@ func TestDaemonRCClients(t *testing.T) {
 		t.Logf("server:\n%s\nclient:\n%s", srv, cli)
 	})
 	t.Run("100-in-sequence", func(t *testing.T) {
-		clientPair(t, d, "0x1002", []string{"-d", "rxe1", "-n", "100", "-M", "1"}, []string{"-d", "rxe0", "-g", remote, "-n", "100", "-M", "1"})
+		// -w 0: don't wait for TIMEWAIT_EXIT between connections.
+		clientPair(t, d, "0x1002", []string{"-d", "rxe1", "-n", "100", "-M", "1", "-w", "0"}, []string{"-d", "rxe0", "-g", remote, "-n", "100", "-M", "1", "-w", "0"})
 	})
 	t.Run("10-at-once", func(t *testing.T) {
-		clientPair(t, d, "0x1003", []string{"-d", "rxe1", "-n", "10", "-M", "1"}, []string{"-d", "rxe0", "-g", remote, "-n", "1", "-P", "10", "-M", "1"})
+		clientPair(t, d, "0x1003", []string{"-d", "rxe1", "-n", "10", "-M", "1", "-w", "0"}, []string{"-d", "rxe0", "-g", remote, "-n", "1", "-P", "10", "-M", "1", "-w", "0"})
 	})
 	// Nothing left behind once the clients are gone.
 	s, err := d.status()
