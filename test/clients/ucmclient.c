@@ -1733,8 +1733,26 @@ static void server_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 			c->est_by = "DREQ(no RTU seen)";
 			c->st = S_DATA;
 		}
-		if (c->st != S_DATA) {
+		if (c->st != S_DATA && c->st != S_NOTIFIED && c->st != S_REP_SENT) {
 			unexpected(c, ev);
+			return;
+		}
+		/* A client DREQs only after all our replies reached it, so we must
+		 * have received everything and posted the replies (their send
+		 * completions may still be on the way: then DREP waits for them). */
+		int early = c->st != S_DATA ||
+			    (!opt.no_verbs && c->peer_verbs && (c->recvd < c->msgs || !c->sent_posted));
+		if (early) {
+			/* the peer went away early (e.g. it was killed: the CM of
+			 * a closing file sends DREQ); answer it, then report */
+			if (ucm_private_data(IB_USER_CM_CMD_SEND_DREP, c->id, NULL, 0))
+				conn_fail(c, "peer disconnected (DREQ) before the data exchange finished "
+					     "(recv %d/%d, sends done %d/%d); SEND_DREP failed too: %s",
+					  c->recvd, c->msgs, c->send_done, c->msgs, cmd_err);
+			else
+				conn_fail(c, "peer disconnected (DREQ) before the data exchange finished "
+					     "(recv %d/%d, sends done %d/%d)",
+					  c->recvd, c->msgs, c->send_done, c->msgs);
 			return;
 		}
 		c->dreq_rcvd = 1;
