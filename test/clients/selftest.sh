@@ -136,6 +136,7 @@ mock "5 in sequence" 0 "client: 5 of 5 connections ok" -- -l 0x1000 --no-verbs -
 mock "3 rounds x 4 in parallel" 0 "client: 12 of 12 connections ok" -- -l 0x1000 --no-verbs -n 3 -P 4 -- $C -n 3 -P 4
 mock "O_NONBLOCK fd" 0 "client: 4 of 4 connections ok" -- -l 0x1000 --no-verbs -n 2 -P 2 --nonblock -- $C -n 2 -P 2 --nonblock
 mock "IB path (LIDs)" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -- $C -L 2 --slid 1
+mock "--hold before DREQ" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -t 2000 -- $C --hold 300
 mock "no TIMEWAIT_EXIT" 0 "timewait no" -e UCM_MOCK_NO_TIMEWAIT=1 -- -l 0x1000 --no-verbs -w 100 -- $C -w 100
 mock "RTU lost (DREQ establishes)" 0 "established_by DREQ(no RTU seen)" -e UCM_MOCK_DROP_RTU=1 -- -l 0x1000 --no-verbs -- $C
 mock "events_reported mismatch detected" 1 "DESTROY_ID: events_reported 4, but GET_EVENT delivered 3" -e UCM_MOCK_BAD_REPORTED=1 -- -l 0x1000 --no-verbs -- $C

@@ -95,6 +95,7 @@ static struct {
 	int msg_size;  /* -z */
 	int wait_ms;   /* -t */
 	int deadline_s; /* -T */
+	int hold_ms;    /* --hold: client pauses after the data, before DREQ */
 	int timewait_ms; /* -w */
 	int no_verbs;
 	int data_before_rtu;
@@ -753,6 +754,7 @@ enum cstate {
 	/* client */
 	C_REQ_SENT,   /* waiting REP (MRA tolerated) */
 	C_DATA,	      /* RTU sent (or data-before-rtu), data moving */
+	C_HOLD,	      /* --hold: connected and done, waiting before DREQ */
 	C_DREQ_SENT,  /* waiting DREP */
 	/* server */
 	S_REP_SENT,   /* waiting RTU / data (-> NOTIFY) */
@@ -1326,7 +1328,9 @@ static void client_start(int num)
 	set_wait(c, "REP");
 }
 
-/* Client: all data seen -> DREQ. */
+static void client_send_dreq(struct conn *c);
+
+/* Client: all data seen -> DREQ (after --hold). */
 static void client_maybe_dreq(struct conn *c)
 {
 	if (c->st != C_DATA || !data_done(c))
@@ -1340,6 +1344,19 @@ static void client_maybe_dreq(struct conn *c)
 		}
 		c->est_by = "RTU(after data)";
 	}
+	if (opt.hold_ms > 0) {
+		c->st = C_HOLD;
+		c->waiting = "hold";
+		c->deadline = now_ms() + (uint64_t)opt.hold_ms;
+		logv(1, "conn %d: established, data done; holding %d ms before DREQ (pid %d)", c->num,
+		     opt.hold_ms, (int)getpid());
+		return;
+	}
+	client_send_dreq(c);
+}
+
+static void client_send_dreq(struct conn *c)
+{
 	uint8_t pd[SHORT_PD_LEN];
 	short_pd(pd, MAGIC_DREQ, c->nonce);
 	if (ucm_private_data(IB_USER_CM_CMD_SEND_DREQ, c->id, pd, sizeof(pd))) {
@@ -1442,7 +1459,7 @@ static void handle_wc(struct conn *c, const struct ibv_wc *wc)
 		client_maybe_dreq(c);
 	else
 		server_progress(c);
-	if (!c->failed && c->st != X_DONE && c->st != X_TIMEWAIT)
+	if (!c->failed && c->st != X_DONE && c->st != X_TIMEWAIT && c->st != C_HOLD)
 		c->deadline = now_ms() + (uint64_t)opt.wait_ms;
 }
 
@@ -1670,6 +1687,7 @@ static void client_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 		return;
 	}
 	case C_DATA:
+	case C_HOLD:
 		unexpected(c, ev);
 		return;
 	case C_DREQ_SENT: {
@@ -1970,7 +1988,7 @@ static int handle_one_event(void)
 		client_event(c, &ev, data);
 	else
 		server_event(c, &ev, data);
-	if (!c->failed && c->st != X_DONE && c->st != X_TIMEWAIT && c->deadline)
+	if (!c->failed && c->st != X_DONE && c->st != X_TIMEWAIT && c->st != C_HOLD && c->deadline)
 		c->deadline = now_ms() + (uint64_t)opt.wait_ms;
 	return 0;
 }
@@ -2070,6 +2088,10 @@ static int run_loop(long total)
 				c->st = X_DONE; /* TIMEWAIT_EXIT is optional */
 				continue;
 			}
+			if (c->st == C_HOLD) {
+				client_send_dreq(c);
+				continue;
+			}
 			if (c->st == X_DONE || c->failed)
 				continue;
 			conn_fail(c, "timed out after %d ms waiting for %s (recv %d/%d, sends done %d/%d)",
@@ -2107,6 +2129,7 @@ static void usage(FILE *f)
 		"  -z, --size BYTES       message size (default 64)\n"
 		"      --no-verbs         no QP, no data; fake QPN (simulated fabric)\n"
 		"      --data-before-rtu  client sends data before RTU (server must NOTIFY COMM_EST)\n"
+		"      --hold MS          client: stay connected MS after the data, then DREQ\n"
 		"path / CM parameters (client):\n"
 		"      --mtu N            path MTU enum 1..5 (default: port active_mtu, no-verbs 3)\n"
 		"      --hop-limit N      (default 64)   --rate N (default 3)   --plt N (default 16)\n"
@@ -2147,7 +2170,7 @@ static void parse_gid(const char *s, uint8_t *gid, const char *what)
 
 enum {
 	O_NOVERBS = 256, O_DBR, O_NONBLOCK_OPT, O_LAX, O_DUMP, O_MTU, O_HOP, O_RATE, O_PLT,
-	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID,
+	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID, O_HOLD,
 };
 
 static void parse_args(int argc, char **argv)
@@ -2171,6 +2194,7 @@ static void parse_args(int argc, char **argv)
 		{ "cm-timeout", required_argument, 0, O_CMTMO },
 		{ "cm-retries", required_argument, 0, O_CMRETRY },
 		{ "slid", required_argument, 0, O_SLID },
+		{ "hold", required_argument, 0, O_HOLD },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
@@ -2228,6 +2252,7 @@ static void parse_args(int argc, char **argv)
 		case O_CMTMO: opt.cm_timeout = (int)parse_num(optarg, "cm timeout", 0, 31); break;
 		case O_CMRETRY: opt.max_cm_retries = (int)parse_num(optarg, "cm retries", 0, 15); break;
 		case O_SLID: opt.slid = (int)parse_num(optarg, "LID", 1, 0xbfff); break;
+		case O_HOLD: opt.hold_ms = (int)parse_num(optarg, "hold", 0, 3600000); break;
 		default: usage(stderr); exit(2);
 		}
 	}

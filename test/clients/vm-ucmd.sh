@@ -58,6 +58,32 @@ if [ "${1:-}" = "--guest" ]; then
 		pair "rxe: $N in sequence" $S -n "$N" -- $C -n "$N"
 		pair "rxe: $P at once" $S -P "$P" -- $C -P "$P"
 		pair "rxe: data before RTU (NOTIFY)" $S -n 2 -- $C -n 2 --data-before-rtu
+		# SIGKILL a connected client: ucmd must clean up its ids and the
+		# server must get the disconnect (DREQ from ucmd's close path).
+		"$d/ucmd" exec -- "$d/ucmclient" $S -t 30000 > "$d/srv.out" 2>&1 &
+		spid=$!
+		sleep 0.3
+		"$d/ucmd" exec -- "$d/ucmclient" $C --hold 60000 -v > "$d/cli.out" 2>&1 &
+		i=0
+		while ! grep -q "holding" "$d/cli.out" && [ $i -lt 400 ]; do i=$((i + 1)); sleep 0.05; done
+		cpid=$(sed -n 's/.*holding.*(pid \([0-9]*\)).*/\1/p' "$d/cli.out")
+		"$d/ucmd" status > "$d/status1.txt" 2>&1
+		if [ -n "$cpid" ] && kill -9 "$cpid"; then
+			wait $spid
+			src=$?
+			sleep 0.5
+			"$d/ucmd" status > "$d/status2.txt" 2>&1
+			if [ $src = 0 ] && ! grep -q "pid $cpid" "$d/status2.txt"; then
+				ok "rxe: SIGKILL of a connected client: server got the disconnect, ids cleaned up"
+			else
+				bad "rxe: SIGKILL of a connected client (server $src)"
+			fi
+			sed 's/^/     /' "$d/srv.out" | tail -n 3
+			echo "     ucmd status while connected:"; grep -iE "pid|id " "$d/status1.txt" | head -12 | sed 's/^/       /'
+			echo "     ucmd status after the kill:"; grep -iE "pid|id " "$d/status2.txt" | head -12 | sed 's/^/       /'
+		else
+			bad "rxe: SIGKILL case: the client never held a connection"; cat "$d/cli.out"; kill $spid; wait $spid
+		fi
 		stop_ucmd
 	fi
 	if [ "$WHICH" != rxe ] && start_ucmd --fabric sim --sim-devices 2; then
