@@ -8,6 +8,12 @@
  *       accept (a real RC QP) or reject (rdma_reject: REJ 28 with
  *       PRIVATE_DATA); answer a disconnect with rdma_disconnect (DREP).
  *       Runs until killed.
+ *   cmpeer userver PORT accept|reject [PRIVATE_DATA]
+ *       the same in the UDP port space: a UD QP, SIDR_REQ → SIDR_REP
+ *       (accept: success with the QPN and rdma_cm's Q_Key; reject: status 2).
+ *   cmpeer uclient DST_IP PORT [PRIVATE_DATA]
+ *       resolve a UD peer (SIDR_REQ); print the SIDR_REP's QPN and Q_Key
+ *       (ESTABLISHED) or UNREACHABLE; exit 0 either way (the test judges).
  *   cmpeer client DST_IP PORT [PRIVATE_DATA [HOLD_MS]]
  *       connect; on ESTABLISHED wait HOLD_MS (default 300), disconnect
  *       (DREQ) and wait for DISCONNECTED. Exit 0 once the connection ended
@@ -104,7 +110,7 @@ static const char *addr_str(struct sockaddr *sa)
 }
 
 /* a real RC QP on the id's device, so the kernel side is a normal connection */
-static void make_qp(struct rdma_cm_id *id)
+static void make_qp(struct rdma_cm_id *id, enum ibv_qp_type type)
 {
 	struct ibv_qp_init_attr qa;
 	struct ibv_pd *pd;
@@ -119,7 +125,7 @@ static void make_qp(struct rdma_cm_id *id)
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = cq;
 	qa.recv_cq = cq;
-	qa.qp_type = IBV_QPT_RC;
+	qa.qp_type = type;
 	qa.cap.max_send_wr = 4;
 	qa.cap.max_recv_wr = 4;
 	qa.cap.max_send_sge = 1;
@@ -165,11 +171,17 @@ static void print_event(struct rdma_cm_event *ev)
 	const void *pd = ev->param.conn.private_data;
 	int len = ev->param.conn.private_data_len;
 
+	if (ev->id->ps == RDMA_PS_UDP) {
+		say("event %s status=%d id=%p qpn=%u qkey=%#x pd=%s", rdma_event_str(ev->event),
+		    ev->status, (void *)ev->id, ev->param.ud.qp_num, ev->param.ud.qkey,
+		    hex(ev->param.ud.private_data, ev->param.ud.private_data_len));
+		return;
+	}
 	say("event %s status=%d id=%p pd=%s", rdma_event_str(ev->event), ev->status,
 	    (void *)ev->id, hex(pd, len));
 }
 
-static int server(int port, int accept, const char *pdata)
+static int server(enum rdma_port_space ps, int port, int accept, const char *pdata)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid;
@@ -178,7 +190,7 @@ static int server(int port, int accept, const char *pdata)
 	ch = rdma_create_event_channel();
 	if (!ch)
 		die("rdma_create_event_channel");
-	if (rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP))
+	if (rdma_create_id(ch, &lid, NULL, ps))
 		die("rdma_create_id");
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
@@ -187,7 +199,8 @@ static int server(int port, int accept, const char *pdata)
 		die("rdma_bind_addr");
 	if (rdma_listen(lid, 8))
 		die("rdma_listen");
-	say("listening port=%d mode=%s", port, accept ? "accept" : "reject");
+	say("listening port=%d mode=%s ps=%s", port, accept ? "accept" : "reject",
+	    ps == RDMA_PS_UDP ? "udp" : "tcp");
 	for (;;) {
 		struct rdma_cm_event *ev = next_event(ch, -1);
 		struct rdma_cm_id *id = ev->id;
@@ -208,7 +221,7 @@ static int server(int port, int accept, const char *pdata)
 				rdma_destroy_id(id);
 				break;
 			}
-			make_qp(id);
+			make_qp(id, id->ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC);
 			memset(&cp, 0, sizeof(cp));
 			cp.responder_resources = 1;
 			cp.initiator_depth = 1;
@@ -217,7 +230,12 @@ static int server(int port, int accept, const char *pdata)
 			cp.private_data_len = strlen(pdata);
 			if (rdma_accept(id, &cp))
 				die("rdma_accept");
-			say("accepted id=%p", (void *)id);
+			say("accepted id=%p qpn=%u", (void *)id, id->qp->qp_num);
+			if (id->ps == RDMA_PS_UDP) { /* the SIDR_REP is out: done */
+				free_qp(id);
+				rdma_destroy_id(id);
+				say("closed id=%p", (void *)id);
+			}
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
 			rdma_ack_cm_event(ev);
@@ -289,7 +307,7 @@ static int client(const char *dst, int port, const char *pdata, int hold_ms)
 		die("rdma_resolve_route");
 	ev = expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
 	rdma_ack_cm_event(ev);
-	make_qp(id);
+	make_qp(id, id->ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC);
 	memset(&cp, 0, sizeof(cp));
 	cp.responder_resources = 1;
 	cp.initiator_depth = 1;
@@ -326,17 +344,73 @@ static int client(const char *dst, int port, const char *pdata, int hold_ms)
 	return 0;
 }
 
+static int uclient(const char *dst, int port, const char *pdata)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct rdma_conn_param cp;
+	struct sockaddr_in sin;
+
+	ch = rdma_create_event_channel();
+	if (!ch)
+		die("rdma_create_event_channel");
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_UDP))
+		die("rdma_create_id");
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(port);
+	if (inet_pton(AF_INET, dst, &sin.sin_addr) != 1) {
+		say("error bad address %s", dst);
+		return 1;
+	}
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 5000))
+		die("rdma_resolve_addr");
+	ev = expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+	if (rdma_resolve_route(id, 5000))
+		die("rdma_resolve_route");
+	ev = expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	rdma_ack_cm_event(ev);
+	make_qp(id, IBV_QPT_UD);
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = pdata;
+	cp.private_data_len = strlen(pdata);
+	if (rdma_connect(id, &cp)) /* SIDR_REQ */
+		die("rdma_connect");
+	ev = next_event(ch, 60000);
+	if (!ev) {
+		say("error timeout waiting for the SIDR_REP");
+		return 1;
+	}
+	print_event(ev);
+	if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
+		say("resolved qpn=%u qkey=%#x", ev->param.ud.qp_num, ev->param.ud.qkey);
+	else
+		say("unresolved event=%s status=%d", rdma_event_str(ev->event), ev->status);
+	rdma_ack_cm_event(ev);
+	free_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	say("done");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc >= 4 && !strcmp(argv[1], "server") &&
+	if (argc >= 4 && (!strcmp(argv[1], "server") || !strcmp(argv[1], "userver")) &&
 	    (!strcmp(argv[3], "accept") || !strcmp(argv[3], "reject")))
-		return server(atoi(argv[2]), !strcmp(argv[3], "accept"), argc > 4 ? argv[4] : "");
+		return server(argv[1][0] == 'u' ? RDMA_PS_UDP : RDMA_PS_TCP, atoi(argv[2]),
+			      !strcmp(argv[3], "accept"), argc > 4 ? argv[4] : "");
+	if (argc >= 4 && !strcmp(argv[1], "uclient"))
+		return uclient(argv[2], atoi(argv[3]), argc > 4 ? argv[4] : "");
 	if (argc >= 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argc > 4 ? argv[4] : "",
 			      argc > 5 ? atoi(argv[5]) : 300);
-	fprintf(stderr, "usage: cmpeer server PORT accept|reject [PD]\n"
-			"       cmpeer client DST_IP PORT [PD [HOLD_MS]]\n");
+	fprintf(stderr, "usage: cmpeer server|userver PORT accept|reject [PD]\n"
+			"       cmpeer client DST_IP PORT [PD [HOLD_MS]]\n"
+			"       cmpeer uclient DST_IP PORT [PD]\n");
 	return 2;
 }
