@@ -1743,8 +1743,19 @@ static void server_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 	case IB_CM_DREQ_RECEIVED: {
 		uint8_t want[SHORT_PD_LEN];
 		short_pd(want, MAGIC_DREQ, c->nonce);
-		if (check_pdata(c, "DREQ_RECEIVED", data, ev->present, want, sizeof(want), UCM_DREQ_PDATA))
+		int zeros = 1;
+		for (int i = 0; i < UCM_DREQ_PDATA; i++)
+			zeros &= data[i] == 0;
+		if (zeros) {
+			/* no private data: the CM sent it for a peer whose id was
+			 * destroyed or whose file was closed (killed) */
+			c->note = "DREQ without private data (peer id destroyed / file closed)";
+			if (check_pdata(c, "DREQ_RECEIVED", data, ev->present, NULL, 0, UCM_DREQ_PDATA))
+				return;
+		} else if (check_pdata(c, "DREQ_RECEIVED", data, ev->present, want, sizeof(want),
+				       UCM_DREQ_PDATA)) {
 			return;
+		}
 		if (c->st == S_REP_SENT && (opt.no_verbs || !c->peer_verbs)) {
 			/* A DREQ implies establishment (the CM accepts it in
 			 * REP_SENT); tolerated without data, noted in the line. */
