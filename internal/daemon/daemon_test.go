@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ucmd/ucmd/hw/umad"
+)
+
+func TestSimDevices(t *testing.T) {
+	d := &Daemon{cfg: Config{Fabric: FabricSim, SimDevices: 3}}
+	devs, err := d.devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 3 || devs[0].Name() != "sim0" || devs[2].Name() != "sim2" {
+		t.Fatalf("sim devices: %v", devs)
+	}
+	a, err := devs[1].Ports()[0].Attr()
+	if err != nil || a.LinkLayer.String() != "Ethernet" || len(a.GIDs) == 0 {
+		t.Fatalf("sim port: %+v %v", a, err)
+	}
+	d = &Daemon{cfg: Config{Fabric: FabricSim, SimDevices: 1, SimIB: true}}
+	devs, err = d.devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := devs[0].Ports()[0].Attr(); a.LinkLayer.String() != "InfiniBand" || a.LID == 0 {
+		t.Fatalf("--sim-ib port: %+v", a)
+	}
+}
+
+// Configuration mistakes say what to do.
+func TestDeviceErrors(t *testing.T) {
+	empty := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(empty, "class/infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(empty, "class/infiniband_mad"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Fabric: "ib"}, `unknown fabric "ib"`},
+		{Config{Fabric: FabricSim, SimDevices: 0}, "--sim-devices"},
+		{Config{Fabric: FabricUMAD, UMAD: umad.Options{SysfsRoot: empty}}, "modprobe ib_umad"},
+		{Config{Fabric: FabricUMAD, Devices: []string{"mlx5_9"}, UMAD: umad.Options{SysfsRoot: empty}}, `"mlx5_9" not found`},
+	} {
+		d := &Daemon{cfg: tc.cfg}
+		_, err := d.devices()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want it to mention %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestFormatGUID(t *testing.T) {
+	if got := formatGUID(0x0002c90300101234); got != "0002:c903:0010:1234" {
+		t.Errorf("formatGUID = %s", got)
+	}
+}
