@@ -172,3 +172,48 @@ func TestGoldenKernelDREP(t *testing.T) {
 	}
 	wantPD(t, "DREP", m.PrivateData, "", wire.DRepPrivateDataSize)
 }
+
+// SIDR with rdma_cm's UDP port space: the kernel's SIDR_REPs to cmcore
+// (success with the UD QPN and RDMA_UDP_QKEY; rdma_reject; no listener)
+// and the kernel's own SIDR_REQ.
+func TestGoldenKernelSIDR(t *testing.T) {
+	for _, c := range []struct {
+		file   string
+		want   wire.SIDRRep
+		prefix string
+	}{
+		{"kernel-6.1-interop-sidr-rep.hex", wire.SIDRRep{RequestID: 0xfe644480, Status: wire.SIDRSuccess,
+			QPN: 0x19, ServiceID: 0x0000000001110000 | 7491, QKey: 0x01234567}, "kernel-sidr"},
+		{"kernel-6.1-interop-sidr-rep-reject.hex", wire.SIDRRep{RequestID: 0xfe644481, Status: wire.SIDRReject,
+			ServiceID: 0x0000000001110000 | 7492}, "kernel-no"},
+		{"kernel-6.1-interop-sidr-rep-unsupported.hex", wire.SIDRRep{RequestID: 0xfe644482, Status: wire.SIDRUnsupported,
+			ServiceID: 0x0000000001110000 | 7591}, ""},
+	} {
+		_, h, m := decodeGolden[*wire.SIDRRep](t, c.file)
+		if uint32(h.TID) != c.want.RequestID { // echoes our SIDR_REQ's TID
+			t.Errorf("%s: TID %#x", c.file, h.TID)
+		}
+		pd := m.PrivateData
+		m.PrivateData = nil
+		if len(m.Info) == 0 {
+			m.Info = nil
+		}
+		if !reflect.DeepEqual(*m, c.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.file, *m, c.want)
+		}
+		wantPD(t, c.file, pd, c.prefix, wire.SIDRRepPrivateDataSize)
+	}
+
+	_, h, req := decodeGolden[*wire.SIDRReq](t, "kernel-6.1-interop-sidr-req.hex")
+	// cm_form_tid again: the request ID byte-swapped in the TID's low half
+	if h.TID != 0x000000020a2d2f79 || req.RequestID != 0x792f2d0a || req.PartitionKey != 0xffff ||
+		req.ServiceID != 0x0000000001110000|7493 {
+		t.Errorf("SIDR_REQ TID %#x %+v", h.TID, *req)
+	}
+	pd := req.PrivateData
+	if len(pd) != wire.SIDRReqPrivateDataSize || pd[0] != 0 || pd[1] != 0x40 ||
+		!bytes.Equal(pd[16:20], []byte{192, 168, 77, 1}) || !bytes.Equal(pd[32:36], []byte{192, 168, 77, 2}) {
+		t.Errorf("cma_hdr % x", pd[:36])
+	}
+	wantPD(t, "SIDR_REQ user", pd[36:], "kernel-sidr", wire.SIDRReqPrivateDataSize-36)
+}
