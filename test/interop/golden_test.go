@@ -217,3 +217,16 @@ func TestGoldenKernelSIDR(t *testing.T) {
 	}
 	wantPD(t, "SIDR_REQ user", pd[36:], "kernel-sidr", wire.SIDRReqPrivateDataSize-36)
 }
+
+// rdma_cm's lazy MRA, sent by ib_cm on our retransmitted REQ: MRA of the
+// REQ, service timeout 24, the TID of our REQ.
+func TestGoldenKernelMRA(t *testing.T) {
+	_, h, m := decodeGolden[*wire.MRA](t, "kernel-6.1-interop-mra.hex")
+	want := wire.MRA{LocalCommID: 0xbf7dc18d, RemoteCommID: 0x61f3a336, MessageMRAed: wire.MessageREQ, ServiceTimeout: 24}
+	pd := m.PrivateData
+	m.PrivateData = nil
+	if h.TID != 0x0000001761f3a336 || !reflect.DeepEqual(*m, want) {
+		t.Errorf("TID %#x MRA %+v, want %+v", h.TID, *m, want)
+	}
+	wantPD(t, "MRA", pd, "", wire.MRAPrivateDataSize)
+}

@@ -3,11 +3,12 @@
  * librdmacm program whose every CM event is printed as one line, so that the
  * test in guest B can assert what the kernel application saw.
  *
- *   cmpeer server PORT accept|reject [PRIVATE_DATA]
+ *   cmpeer server PORT accept|reject [PRIVATE_DATA [DELAY_MS]]
  *       listen on 0.0.0.0:PORT (RDMA_PS_TCP); for each connect request
  *       accept (a real RC QP) or reject (rdma_reject: REJ 28 with
- *       PRIVATE_DATA); answer a disconnect with rdma_disconnect (DREP).
- *       Runs until killed.
+ *       PRIVATE_DATA), after DELAY_MS (a slow application: rdma_cm's
+ *       lazy MRA answers the peer's REQ retransmissions meanwhile); answer
+ *       a disconnect with rdma_disconnect (DREP). Runs until killed.
  *   cmpeer userver PORT accept|reject [PRIVATE_DATA]
  *       the same in the UDP port space: a UD QP, SIDR_REQ → SIDR_REP
  *       (accept: success with the QPN and rdma_cm's Q_Key; reject: status 2).
@@ -181,7 +182,7 @@ static void print_event(struct rdma_cm_event *ev)
 	    (void *)ev->id, hex(pd, len));
 }
 
-static int server(enum rdma_port_space ps, int port, int accept, const char *pdata)
+static int server(enum rdma_port_space ps, int port, int accept, const char *pdata, int delay_ms)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid;
@@ -214,6 +215,10 @@ static int server(enum rdma_port_space ps, int port, int accept, const char *pda
 			    ev->param.conn.responder_resources, ev->param.conn.initiator_depth,
 			    ev->param.conn.retry_count, ev->param.conn.rnr_retry_count);
 			rdma_ack_cm_event(ev);
+			if (delay_ms > 0) {
+				say("delaying ms=%d", delay_ms);
+				usleep(delay_ms * 1000);
+			}
 			if (!accept) {
 				if (rdma_reject(id, pdata, strlen(pdata)))
 					die("rdma_reject");
@@ -403,13 +408,14 @@ int main(int argc, char **argv)
 	if (argc >= 4 && (!strcmp(argv[1], "server") || !strcmp(argv[1], "userver")) &&
 	    (!strcmp(argv[3], "accept") || !strcmp(argv[3], "reject")))
 		return server(argv[1][0] == 'u' ? RDMA_PS_UDP : RDMA_PS_TCP, atoi(argv[2]),
-			      !strcmp(argv[3], "accept"), argc > 4 ? argv[4] : "");
+			      !strcmp(argv[3], "accept"), argc > 4 ? argv[4] : "",
+			      argc > 5 ? atoi(argv[5]) : 0);
 	if (argc >= 4 && !strcmp(argv[1], "uclient"))
 		return uclient(argv[2], atoi(argv[3]), argc > 4 ? argv[4] : "");
 	if (argc >= 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argc > 4 ? argv[4] : "",
 			      argc > 5 ? atoi(argv[5]) : 300);
-	fprintf(stderr, "usage: cmpeer server|userver PORT accept|reject [PD]\n"
+	fprintf(stderr, "usage: cmpeer server|userver PORT accept|reject [PD [DELAY_MS]]\n"
 			"       cmpeer client DST_IP PORT [PD [HOLD_MS]]\n"
 			"       cmpeer uclient DST_IP PORT [PD]\n");
 	return 2;
