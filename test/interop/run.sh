@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make interop: wire interop of cmcore with the Linux kernel's CM, in two
 # guests (test/vm/run2.sh). Builds on the host: the interop test binary
-# (test/interop, tag interop) and cmpeer (librdmacm; needs librdmacm-dev).
+# (test/interop, tag interop), ucmd, and cmpeer (librdmacm; needs
+# librdmacm-dev).
 # Guest A runs the kernel CM and cmpeer on request (guestA.sh); guest B runs
 # the test binary over hw/umad with ib_cm not loaded (guestB.sh).
 #
@@ -33,6 +34,7 @@ if [ ! -e /usr/include/rdma/rdma_cma.h ]; then
 fi
 gcc -O2 -Wall -Werror -o "$OUT/cmpeer" test/interop/cmpeer/cmpeer.c -lrdmacm -libverbs
 CGO_ENABLED=0 go test -c -tags interop -o "$OUT/interop.test" ./test/interop
+CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd # the full-stack scenario
 
 vm_timeout=${INTEROP_TIMEOUT:-600}
 test_timeout=$((vm_timeout > 120 ? vm_timeout - 60 : vm_timeout / 2))

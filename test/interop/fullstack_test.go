@@ -1,0 +1,244 @@
+//go:build interop
+
+package interop
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+)
+
+// The whole of ucmd in B: `ucmd serve` (CUSE node /dev/infiniband/ucm0 for
+// rxe0) and a client writing the raw ucm ABI to it, as libibcm did
+// (conformance.Client), against an rdma_cm program in A, in both roles.
+// CM level only: B's side has no verbs QP (fake QPN), so no RC data flows.
+
+const (
+	portFullActive  = 7476 // cmpeer server in A
+	portFullPassive = 7486 // our ucm listener in B
+)
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startUcmd runs `ucmd serve` (built next to the test binary) until the
+// test ends and returns the ucm node of rxe0.
+func startUcmd(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &lockedBuf{}
+	cmd := exec.Command(filepath.Join(filepath.Dir(exe), "ucmd"), "serve", "--runtime-dir", t.TempDir(), "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("ucmd serve: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("ucmd serve did not stop within 15 s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("ucmd log:\n%s", log.String())
+		}
+	})
+	const node = "/dev/infiniband/ucm0"
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(node); err == nil {
+			return node
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("ucmd serve exited (%v):\n%s", err, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 20 s:\n%s", node, log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func ucmClient(t *testing.T, node string) *conformance.Client {
+	t.Helper()
+	dut, err := conformance.OpenPath(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := conformance.NewClient(dut, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// expect waits for the next event of type want, passing over TIMEWAIT_EXIT
+// events of earlier connections.
+func expect(t *testing.T, c *conformance.Client, want abi.CMEvent) conformance.Event {
+	t.Helper()
+	for {
+		ev, err := c.WaitEvent(wait)
+		if err != nil {
+			t.Fatalf("waiting for %v: %v", want, err)
+		}
+		t.Logf("ucm event %v id %d", ev.Event, ev.ID)
+		if ev.Event == want {
+			return ev
+		}
+		if ev.Event != abi.CMTimewaitExit {
+			t.Fatalf("ucm event %v (id %d), want %v", ev.Event, ev.ID, want)
+		}
+	}
+}
+
+func TestFullStackUcmd(t *testing.T) {
+	node := startUcmd(t)
+	gidB := hgid(t)
+
+	t.Run("UcmActive", func(t *testing.T) {
+		srv := runA(t, "server", strconv.Itoa(portFullActive), "accept", "kernel-rep")
+		srv.waitFor(t, wait, "listening")
+		c := ucmClient(t, node)
+		id, err := c.CreateID(0x1111)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := abi.PathRec{
+			DGID: gidAv4, SGID: gidB, HopLimit: 64, PKey: 0xffff, MTU: 3,
+			PacketLifeTime: 18, Reversible: 1, NumbPath: 1,
+		}
+		r := c.Req(id, tcpSID(portFullActive), path, nextQPN())
+		r.Data, r.Len = c.Data(cmaHdr(ipB, ipA, srcPortActive, "ucm-req"))
+		if err := c.SendREQ(r); err != nil {
+			t.Fatal(err)
+		}
+		ev := expect(t, c, abi.CMRepReceived)
+		if rep := ev.U.Rep(); rep.RemoteCAGUID != guidA || !bytes.HasPrefix(ev.Data, []byte("kernel-rep")) {
+			t.Errorf("REP event: CA GUID %#x, data %q", rep.RemoteCAGUID, ev.Data)
+		}
+		req := srv.waitFor(t, wait, "RDMA_CM_EVENT_CONNECT_REQUEST")
+		if !strings.Contains(field(req, "pd"), hexPD("ucm-req")) {
+			t.Errorf("A's connect request data %s, want ours", field(req, "pd"))
+		}
+		if err := c.SendPrivateData(abi.CmdSendRTU, id, nil); err != nil {
+			t.Fatal(err)
+		}
+		srv.waitFor(t, wait, "RDMA_CM_EVENT_ESTABLISHED")
+		if err := c.SendPrivateData(abi.CmdSendDReq, id, nil); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, c, abi.CMDRepReceived)
+		srv.waitFor(t, wait, "RDMA_CM_EVENT_DISCONNECTED")
+		expect(t, c, abi.CMTimewaitExit)
+		if _, err := c.DestroyID(id); err != nil {
+			t.Errorf("DESTROY_ID: %v", err)
+		}
+	})
+
+	t.Run("UcmPassive", func(t *testing.T) {
+		c := ucmClient(t, node)
+		lid, err := c.CreateID(0x2222)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Listen(lid, tcpSID(portFullPassive), 0); err != nil {
+			t.Fatal(err)
+		}
+		cli := runA(t, "client", ipB.String(), strconv.Itoa(portFullPassive), "kernel-req", "300")
+		ev := expect(t, c, abi.CMReqReceived)
+		id := ev.ID
+		ipver, src, dst, _, ok := parseCMAHdr(ev.Data)
+		if !ok || ipver != 4 || src != ipA || dst != ipB || !bytes.HasPrefix(ev.Data[cmaHdrSize:], []byte("kernel-req")) {
+			t.Errorf("REQ event data % x", ev.Data)
+		}
+		if q := ev.U.Req(); q.RemoteCAGUID != guidA || q.PrimaryPath.DGID != gidAv4 {
+			t.Errorf("REQ event: CA GUID %#x, path DGID %v", q.RemoteCAGUID, q.PrimaryPath.DGID)
+		}
+		rep := &abi.Rep{UID: 0x3333, ID: id, QPN: nextQPN(), PSN: 0x4242, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}
+		rep.Data, rep.Len = c.Data([]byte("ucm-rep"))
+		if err := c.SendREP(rep); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, c, abi.CMRTUReceived)
+		est := cli.waitFor(t, wait, "RDMA_CM_EVENT_ESTABLISHED")
+		if !strings.HasPrefix(field(est, "pd"), hexPD("ucm-rep")) {
+			t.Errorf("A's ESTABLISHED data %s, want our REP's", field(est, "pd"))
+		}
+		expect(t, c, abi.CMDReqReceived)
+		if err := c.SendPrivateData(abi.CmdSendDRep, id, nil); err != nil {
+			t.Fatal(err)
+		}
+		cli.waitFor(t, wait, "disconnected")
+		if rc, out := cli.waitExit(t, wait); rc != 0 {
+			t.Errorf("A's client exit status %d:\n%s", rc, out)
+		}
+		expect(t, c, abi.CMTimewaitExit)
+		for _, x := range []uint32{id, lid} {
+			if _, err := c.DestroyID(x); err != nil {
+				t.Errorf("DESTROY_ID %d: %v", x, err)
+			}
+		}
+	})
+}
+
+// hgid is B's IPv4-mapped GID on rxe0 (sysfs, like a libibcm client would
+// query it).
+func hgid(t *testing.T) [16]byte {
+	t.Helper()
+	b, err := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/gids/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g [16]byte
+	h := strings.ReplaceAll(strings.TrimSpace(string(b)), ":", "")
+	for i := range g {
+		v, err := strconv.ParseUint(h[2*i:2*i+2], 16, 8)
+		if err != nil {
+			t.Fatalf("GID %q", b)
+		}
+		g[i] = byte(v)
+	}
+	if g != [16]byte(gidB4()) {
+		t.Fatalf("rxe0 GID 1 is %x, want ::ffff:%v", g, ipB)
+	}
+	return g
+}
+
+func gidB4() [16]byte { return ipB.As16() }
