@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -18,24 +19,43 @@ import (
 // channel is the message transport: /dev/cuse, or one end of a
 // SOCK_SEQPACKET socketpair in tests. One read returns one whole request;
 // one write must carry one whole reply.
+//
+// The channel starts as the *os.File it was given, read through Go's
+// runtime poller, which is what the CUSE_INIT handshake uses (it honours
+// the caller's context). For serving, detach moves it off the runtime
+// poller to a raw descriptor that the readers wait on themselves, each
+// blocked in epoll_wait(2) on its own epoll instance holding the channel
+// with EPOLLEXCLUSIVE: the kernel wakes exactly one waiting reader per
+// request, directly, as it wakes one of libfuse's threads blocked in
+// read(2), with no wake-up of the runtime's poller thread and no goroutine
+// hand-off on the way. An eventfd in every epoll instance wakes them all
+// to stop.
 type channel struct {
-	f  *os.File
-	rc syscall.RawConn
+	name string
 
-	// State of the one reader, and the RawConn callback bound to it once,
-	// so that a read allocates nothing.
+	// Before detach: the file, and the RawConn callback bound to it once.
+	f      *os.File
+	rc     syscall.RawConn
 	rbuf   []byte
 	rn     int
 	rerr   error
 	readFn func(fd uintptr) bool
+
+	// After detach. fdMu keeps fd from being closed (and its number
+	// reused) under a write or read in progress.
+	fdMu   sync.RWMutex
+	fd     int // -1 once closed
+	stopfd int // eventfd, readable once the readers must stop
+	// noExclusive is set once the kernel refused EPOLLEXCLUSIVE.
+	noExclusive atomic.Bool
 
 	writers sync.Pool // of *writeOp
 }
 
 func newChannel(f *os.File) (*channel, error) {
 	// Deadlines work only on files registered with the runtime poller,
-	// which is what lets a parked reader cost no OS thread and lets Close
-	// wake it. An fd opened without O_NONBLOCK is not registered.
+	// which is what lets the CUSE_INIT read honour its context. An fd
+	// opened without O_NONBLOCK is not registered.
 	if err := f.SetReadDeadline(time.Time{}); err != nil {
 		return nil, fmt.Errorf("cuse channel %s is not pollable (open it O_NONBLOCK): %w", f.Name(), err)
 	}
@@ -43,7 +63,7 @@ func newChannel(f *os.File) (*channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuse channel %s: %w", f.Name(), err)
 	}
-	c := &channel{f: f, rc: rc}
+	c := &channel{name: f.Name(), f: f, rc: rc, fd: -1, stopfd: -1}
 	c.readFn = func(fd uintptr) bool {
 		for {
 			c.rn, c.rerr = unix.Read(int(fd), c.rbuf)
@@ -52,16 +72,12 @@ func newChannel(f *os.File) (*channel, error) {
 			}
 		}
 	}
-	c.writers.New = func() any {
-		w := &writeOp{}
-		w.fn = w.write
-		return w
-	}
+	c.writers.New = func() any { return &writeOp{} }
 	return c, nil
 }
 
-// read reads one message into b, parking in the runtime poller. Only one
-// goroutine may read.
+// read reads one message into b through the runtime poller; only before
+// detach, by one goroutine.
 func (c *channel) read(b []byte) (int, error) {
 	c.rbuf = b
 	err := c.rc.Read(c.readFn)
@@ -80,26 +96,157 @@ func (c *channel) read(b []byte) (int, error) {
 
 var errChannelEOF = errors.New("cuse channel closed by the other end")
 
-// writeOp is one writev in progress; pooled, with its RawConn callback
-// bound once, so that a reply allocates nothing.
+// detach takes the channel off the runtime poller: it keeps a duplicate of
+// the descriptor (same open file, still non-blocking) and closes the
+// *os.File, which removes the file from the runtime's epoll set. Left
+// there, every request would also wake the runtime's poller thread.
+func (c *channel) detach() error {
+	var fd int
+	var derr error
+	if err := c.rc.Control(func(f uintptr) {
+		fd, derr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return err
+	}
+	if derr != nil {
+		return os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", derr)
+	}
+	stopfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(fd)
+		return os.NewSyscallError("eventfd", err)
+	}
+	if err := c.f.Close(); err != nil {
+		unix.Close(fd)
+		unix.Close(stopfd)
+		return err
+	}
+	c.f, c.rc = nil, nil
+	c.fd, c.stopfd = fd, stopfd
+	return nil
+}
+
+// close closes the channel (or the file, if it was never detached).
+func (c *channel) close() error {
+	c.fdMu.Lock()
+	defer c.fdMu.Unlock()
+	if c.f != nil {
+		f := c.f
+		c.f, c.rc = nil, nil
+		return f.Close()
+	}
+	if c.fd < 0 {
+		return nil
+	}
+	err := unix.Close(c.fd)
+	unix.Close(c.stopfd)
+	c.fd, c.stopfd = -1, -1
+	if err != nil {
+		return os.NewSyscallError("close", err)
+	}
+	return nil
+}
+
+// waiter is one reader's epoll instance.
+type waiter struct {
+	ep     int
+	events [2]unix.EpollEvent
+}
+
+// newWaiter makes an epoll instance with the channel (EPOLLIN, exclusive
+// wake-ups) and the stop eventfd.
+func (c *channel) newWaiter() (*waiter, error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
+	if c.fd < 0 {
+		unix.Close(ep)
+		return nil, os.ErrClosed
+	}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.stopfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.stopfd)}); err != nil {
+		unix.Close(ep)
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.fd)}
+	exclusive := !c.noExclusive.Load()
+	if exclusive {
+		ev.Events |= unix.EPOLLEXCLUSIVE
+	}
+	err = unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.fd, &ev)
+	if err == unix.EINVAL && exclusive {
+		// Before Linux 4.5: every waiting reader wakes; one wins.
+		c.noExclusive.Store(true)
+		ev.Events &^= unix.EPOLLEXCLUSIVE
+		err = unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.fd, &ev)
+	}
+	if err != nil {
+		unix.Close(ep)
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	return &waiter{ep: ep}, nil
+}
+
+func (w *waiter) close() { unix.Close(w.ep) }
+
+// wait blocks the calling goroutine's thread in epoll_wait until the
+// channel may have a request or the readers are told to stop.
+func (w *waiter) wait() error {
+	for {
+		_, err := unix.EpollWait(w.ep, w.events[:], -1)
+		if err != unix.EINTR {
+			if err != nil {
+				return os.NewSyscallError("epoll_wait", err)
+			}
+			return nil
+		}
+	}
+}
+
+// readNow reads one message into b without waiting; unix.EAGAIN if there
+// is none.
+func (c *channel) readNow(b []byte) (int, error) {
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
+	if c.fd < 0 {
+		return 0, os.ErrClosed
+	}
+	for {
+		n, err := unix.Read(c.fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return 0, err
+		case err != nil:
+			return 0, os.NewSyscallError("read", err)
+		case n == 0:
+			return 0, errChannelEOF
+		}
+		return n, nil
+	}
+}
+
+// wakeAll makes every reader's wait return, now and from then on.
+func (c *channel) wakeAll() {
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
+	if c.stopfd >= 0 {
+		var one [8]byte
+		*(*uint64)(unsafe.Pointer(&one[0])) = 1
+		unix.Write(c.stopfd, one[:])
+	}
+}
+
+// writeOp holds one writev's header and iovecs; pooled, so that a reply
+// allocates nothing.
 type writeOp struct {
 	hdr   [wire.SizeofOutHeader]byte
 	fixed [wire.SizeofCuseInitOut]byte // the largest reply struct
 	iov   [3]unix.Iovec
 	niov  int
-	n     int
-	errno unix.Errno
-	fn    func(fd uintptr) bool
-}
-
-func (w *writeOp) write(fd uintptr) bool {
-	for {
-		r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iov[0])), uintptr(w.niov))
-		w.n, w.errno = int(r), e
-		if e != unix.EINTR {
-			return e != unix.EAGAIN
-		}
-	}
 }
 
 // writev writes one message with a single writev(2), as the kernel takes
@@ -126,16 +273,63 @@ func (c *channel) writev(h fuse.OutHeader, fixed, payload []byte) error {
 			w.niov++
 		}
 	}
-	if err := c.rc.Write(w.fn); err != nil {
+	n, err := c.writeMsg(w)
+	if err != nil {
 		return err
 	}
-	if w.errno != 0 {
-		return os.NewSyscallError("writev", w.errno)
-	}
-	if w.n != int(h.Length) {
-		return fmt.Errorf("writev: wrote %d of %d bytes", w.n, h.Length)
+	if n != int(h.Length) {
+		return fmt.Errorf("writev: wrote %d of %d bytes", n, h.Length)
 	}
 	return nil
+}
+
+func (c *channel) writeMsg(w *writeOp) (int, error) {
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
+	if c.f != nil {
+		// Before detach (CUSE_INIT): through the file, which also
+		// waits for room should a socket be full.
+		var n int
+		var errno unix.Errno
+		if err := c.rc.Write(func(fd uintptr) bool {
+			n, errno = w.write(int(fd))
+			return errno != unix.EAGAIN
+		}); err != nil {
+			return 0, err
+		}
+		if errno != 0 {
+			return 0, os.NewSyscallError("writev", errno)
+		}
+		return n, nil
+	}
+	for {
+		if c.fd < 0 {
+			return 0, os.ErrClosed
+		}
+		n, errno := w.write(c.fd)
+		if errno == 0 {
+			return n, nil
+		}
+		if errno != unix.EAGAIN {
+			return 0, os.NewSyscallError("writev", errno)
+		}
+		// /dev/cuse never says EAGAIN to a write; a socket whose buffer
+		// is full does. Wait for room, briefly releasing the lock so
+		// that close is not held up.
+		pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
+		c.fdMu.RUnlock()
+		unix.Poll(pfd, 100)
+		c.fdMu.RLock()
+	}
+}
+
+func (w *writeOp) write(fd int) (int, unix.Errno) {
+	for {
+		r, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&w.iov[0])), uintptr(w.niov))
+		if e != unix.EINTR {
+			return int(r), e
+		}
+	}
 }
 
 // errAborted reports a channel the kernel has disconnected.
@@ -144,21 +338,30 @@ var errAborted = errors.New("connection aborted by the kernel")
 // checkConnected polls the channel without waiting and without consuming a
 // request: /dev/cuse reports POLLERR once the connection is aborted.
 func (c *channel) checkConnected() error {
-	var revents int16
-	var perr error
-	err := c.rc.Control(func(fd uintptr) {
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
+	poll := func(fd int) (int16, error) {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		for {
-			_, perr = unix.Poll(pfd, 0)
-			if perr != unix.EINTR {
-				break
+			_, err := unix.Poll(pfd, 0)
+			if err != unix.EINTR {
+				return pfd[0].Revents, err
 			}
 		}
-		revents = pfd[0].Revents
-	})
+	}
+	var revents int16
+	var perr error
 	switch {
-	case err != nil:
-		return err
+	case c.f != nil:
+		if err := c.rc.Control(func(fd uintptr) { revents, perr = poll(int(fd)) }); err != nil {
+			return err
+		}
+	case c.fd >= 0:
+		revents, perr = poll(c.fd)
+	default:
+		return os.ErrClosed
+	}
+	switch {
 	case perr != nil:
 		return os.NewSyscallError("poll", perr)
 	case revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0:

@@ -1,7 +1,6 @@
 package cuse
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +16,7 @@ import (
 // request is one FUSE request in flight.
 type request struct {
 	hdr    fuse.InHeader
-	body   []byte // after the in_header; owned
+	body   []byte // after the in_header; in the reader's buffer, valid while it serves
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   bool // answered; only the serving goroutine touches it
@@ -75,10 +74,12 @@ func (f *file) release(ctx context.Context) {
 	f.h.Release(ctx)
 }
 
-// dispatch takes one message from the reader and returns the request to
-// serve, if any. It runs on the reader goroutine and never blocks on a
-// device: registering the request here, before the next read, means a later
-// INTERRUPT always finds a request that is still unanswered.
+// dispatch takes one message from a reader and returns the request to
+// serve, if any. It runs with s.rmu held and never blocks on a device:
+// registering the request here, before the next read, means a later
+// INTERRUPT always finds a request that is still unanswered. The request
+// keeps pointing into the reader's buffer, which the reader does not reuse
+// before it has served the request.
 func (s *Server) dispatch(msg []byte) *request {
 	h, body, err := parseHeader(msg)
 	if err != nil {
@@ -90,7 +91,7 @@ func (s *Server) dispatch(msg []byte) *request {
 		return nil
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	r := &request{hdr: h, body: bytes.Clone(body), ctx: ctx, cancel: cancel}
+	r := &request{hdr: h, body: body, ctx: ctx, cancel: cancel}
 	s.mu.Lock()
 	if _, dup := s.inflight[h.Unique]; dup {
 		s.mu.Unlock()

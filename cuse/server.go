@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -35,6 +37,15 @@ type Server struct {
 	cancelBase context.CancelCauseFunc
 
 	handlers sync.WaitGroup
+
+	// The readers (see reader). rmu serialises reading and registering
+	// requests, so that an INTERRUPT is never handled before the request
+	// it names, read earlier, is registered; it also guards idle.
+	rmu      sync.Mutex
+	idle     int // readers not serving a request
+	maxIdle  int // more idle readers than this exit
+	stopping atomic.Bool
+	readers  sync.WaitGroup
 
 	mu       sync.Mutex
 	inflight map[uint64]*request // by unique
@@ -76,9 +87,10 @@ func Open(ctx context.Context, cfg Config, dev Device) (*Server, error) {
 }
 
 // NewServer performs the CUSE_INIT handshake on an already open channel f,
-// which must be in non-blocking mode (O_NONBLOCK) so that it is read through
-// Go's runtime poller. Package cusetest uses this with a socketpair. The
-// Server owns f from then on, also on error.
+// which must be in non-blocking mode (O_NONBLOCK) so that the handshake can
+// honour ctx through Go's runtime poller. Package cusetest uses this with a
+// socketpair. The Server owns f from then on, also on error; after the
+// handshake it keeps a duplicate of f's descriptor and closes f itself.
 func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		f.Close()
@@ -99,6 +111,7 @@ func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server
 		bufLen:     max(wire.FUSE_MIN_READ_BUFFER, wire.SizeofMaxRequestHeader+int(cfg.MaxWrite)),
 		base:       base,
 		cancelBase: cancel,
+		maxIdle:    max(4, runtime.GOMAXPROCS(0)),
 		inflight:   make(map[uint64]*request),
 		files:      make(map[uint64]*file),
 		done:       make(chan struct{}),
@@ -108,6 +121,11 @@ func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server
 		cancel(errShutdown)
 		f.Close()
 		return nil, fmt.Errorf("cuse init of %s on %s: %w", cfg.DevName, f.Name(), err)
+	}
+	if err := ch.detach(); err != nil {
+		cancel(errShutdown)
+		ch.close()
+		return nil, fmt.Errorf("cuse %s on %s: %w", cfg.DevName, ch.name, err)
 	}
 	return s, nil
 }
@@ -211,8 +229,17 @@ func (s *Server) Serve() error {
 	s.serving = true
 	s.mu.Unlock()
 
-	go s.reader(make([]byte, s.bufLen))
+	s.rmu.Lock()
+	s.idle = 1
+	s.readers.Add(1)
+	go s.reader()
+	s.rmu.Unlock()
 	err := <-s.readErr
+	s.stop()
+	// Readers serving a request finish it (cancelled) and exit; the
+	// others are woken by stop.
+	s.cancelBase(errShutdown)
+	s.readers.Wait()
 	s.shutdown()
 	close(s.done)
 	return err
@@ -224,33 +251,121 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// reader is the reader: it reads messages until one needs serving, hands
-// reading (and buf) to a fresh goroutine, and serves that request itself.
-// So there is one reader at a time and a goroutine per request, and a reply
-// leaves from the thread the kernel woke, with no wake-up of another thread
-// on the way (costly: cross-CPU wake-ups dominate a CUSE round trip). The
-// reader that stops reports why on s.readErr.
-func (s *Server) reader(buf []byte) {
+// reader is one of the readers, as in libfuse's multi-threaded loop: it
+// waits for a request (its thread blocked in the kernel, which wakes one
+// waiting reader per request), serves it itself, and waits again. Before
+// serving, a reader that leaves no other reader idle starts a new one, so
+// a request that blocks (a GET_EVENT for minutes) never holds up the next:
+// every request is still served in its own goroutine. After serving, a
+// reader beyond maxIdle idle ones exits. With one request at a time the
+// reply thus leaves from the thread the kernel woke, and a round trip
+// costs no goroutine hand-off, no runtime poller and no wake-up of another
+// thread (cross-CPU wake-ups dominate a CUSE round trip).
+func (s *Server) reader() {
+	defer s.readers.Done()
+	w, err := s.ch.newWaiter()
+	if err != nil {
+		s.rmu.Lock()
+		s.idle--
+		s.rmu.Unlock()
+		s.fail(fmt.Errorf("cuse %s: %w", s.cfg.DevName, err))
+		return
+	}
+	defer w.close()
+	buf := make([]byte, s.bufLen)
 	for {
-		n, err := s.ch.read(buf)
-		if err != nil {
-			if s.isClosed() {
-				s.readErr <- ErrServerClosed
-				return
+		r, err := s.next(w, buf)
+		if r == nil {
+			if err != nil {
+				// ENODEV or ECONNABORTED: the kernel aborted the
+				// connection (for example through
+				// /sys/class/cuse/*/abort); EOF: the peer is gone.
+				s.fail(fmt.Errorf("cuse %s: reading requests: %w", s.cfg.DevName, err))
 			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				continue
-			}
-			// ENODEV or ECONNABORTED: the kernel aborted the connection
-			// (for example through /sys/class/cuse/*/abort).
-			s.readErr <- fmt.Errorf("cuse %s: reading requests: %w", s.cfg.DevName, err)
 			return
 		}
-		if r := s.dispatch(buf[:n]); r != nil {
-			go s.reader(buf)
-			s.serve(r)
+		s.serve(r)
+		s.rmu.Lock()
+		if s.idle >= s.maxIdle || s.stopping.Load() {
+			s.rmu.Unlock()
 			return
 		}
+		s.idle++
+		s.rmu.Unlock()
+	}
+}
+
+// next returns the next request to serve, read into buf; nil when the
+// reader must exit, with the channel's error if it failed. The reader
+// counts as idle until next returns.
+//
+// It waits first and reads after: a reader coming back from serving goes
+// straight back into epoll_wait, where the kernel can hand it the next
+// request, instead of leaving that window to wake another reader. A
+// request that came in meanwhile is still found: the reader's epoll
+// instance is level-triggered and has already queued it.
+func (s *Server) next(w *waiter, buf []byte) (*request, error) {
+	for {
+		if !s.stopping.Load() {
+			if err := w.wait(); err != nil {
+				s.rmu.Lock()
+				s.idle--
+				s.rmu.Unlock()
+				return nil, err
+			}
+		}
+		s.rmu.Lock()
+		if s.stopping.Load() {
+			s.idle--
+			s.rmu.Unlock()
+			return nil, nil
+		}
+		n, err := s.ch.readNow(buf)
+		switch {
+		case err == unix.EAGAIN:
+			// Another reader took it.
+			s.rmu.Unlock()
+			continue
+		case err != nil:
+			s.idle--
+			s.rmu.Unlock()
+			return nil, err
+		}
+		r := s.dispatch(buf[:n])
+		if r != nil {
+			s.idle--
+			if s.idle == 0 {
+				// The last idle reader takes this request: start
+				// another before serving it.
+				s.idle++
+				s.readers.Add(1)
+				go s.reader()
+			}
+		}
+		s.rmu.Unlock()
+		if r != nil {
+			return r, nil
+		}
+	}
+}
+
+// fail stops the readers and makes Serve return err (the first one), or
+// ErrServerClosed after Close.
+func (s *Server) fail(err error) {
+	if s.isClosed() {
+		err = ErrServerClosed
+	}
+	select {
+	case s.readErr <- err:
+	default:
+	}
+	s.stop()
+}
+
+// stop tells every reader to exit (a serving one once it has answered).
+func (s *Server) stop() {
+	if s.stopping.CompareAndSwap(false, true) {
+		s.ch.wakeAll()
 	}
 }
 
@@ -269,14 +384,13 @@ func (s *Server) Close() error {
 	serving := s.serving
 	s.mu.Unlock()
 	if serving {
-		// An expired deadline wakes the reader parked in the poller.
-		s.ch.f.SetReadDeadline(time.Unix(1, 0))
+		s.fail(ErrServerClosed)
 		<-s.done
 	} else {
 		s.shutdown()
 		close(s.done)
 	}
-	if err := s.ch.f.Close(); err != nil {
+	if err := s.ch.close(); err != nil {
 		return fmt.Errorf("cuse %s: closing channel: %w", s.cfg.DevName, err)
 	}
 	return nil
