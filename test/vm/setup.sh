@@ -26,7 +26,7 @@ export DEBIAN_FRONTEND=noninteractive
 export PATH=$PATH:/usr/sbin:/sbin # depmod
 
 PKGS=(qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils rdma-core
-  ibverbs-utils infiniband-diags rdmacm-utils libibumad-dev libibverbs-dev fuse3
+  ibverbs-utils infiniband-diags rdmacm-utils libibumad-dev libibverbs-dev librdmacm-dev fuse3
   libfuse3-dev pkg-config gcc libc6-dev util-linux coreutils shellcheck)
 
 log() { echo "vm-setup: $*" >&2; }
