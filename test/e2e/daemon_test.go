@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/conformance"
 )
 
 // The daemon end to end, through the real kernel's CUSE on rxe0/rxe1
@@ -298,5 +300,45 @@ func TestDaemonRefusesWithKernelCM(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "modprobe -r") || !strings.Contains(string(out), "ib_cm") {
 		t.Errorf("the error does not say what to unload:\n%s", out)
+	}
+}
+
+// TestDaemonShutdownWakesBlockedClients: SIGTERM while a client is blocked
+// in GET_EVENT: the client gets an error promptly and ucmd exits cleanly.
+func TestDaemonShutdownWakesBlockedClients(t *testing.T) {
+	d := startDaemon(t)
+	dut, err := conformance.OpenPath("/dev/infiniband/ucm0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dut.Close()
+	c, err := conformance.NewClient(dut, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateID(1); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.GetEvent() // blocks: nothing will happen on this id
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-got:
+		t.Fatalf("GET_EVENT returned before shutdown: %v", err)
+	default:
+	}
+	d.stop() // SIGTERM; fails the test unless ucmd exits 0 within 15 s
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("GET_EVENT succeeded across shutdown")
+		}
+		t.Logf("blocked GET_EVENT after SIGTERM: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("GET_EVENT still blocked 10 s after ucmd stopped")
 	}
 }
