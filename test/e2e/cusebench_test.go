@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -131,4 +132,28 @@ func benchWriteThreads(b *testing.B, threads int) {
 	b.ReportMetric(float64((p1.cpu-p0.cpu-cliUse.cpu).Microseconds())/writes, "srv-cpu-us")
 	b.ReportMetric(float64(p1.csw-p0.csw-cliUse.csw)/writes, "srv-csw")
 	b.ReportMetric(float64(cliUse.csw)/writes, "cli-csw")
+}
+
+// TestCUSEServeUntilSignal serves /dev/infiniband/ucmtest for an external
+// client to measure (a C client under perf stat -p), until SIGUSR2. Unlike
+// TestCUSEServeForBenchmark it polls nothing while it serves, so the
+// process's CPU time and context switches are the server's alone. Skipped
+// unless CUSE_BENCH_SIGNAL=1.
+func TestCUSEServeUntilSignal(t *testing.T) {
+	if os.Getenv("CUSE_BENCH_SIGNAL") != "1" {
+		t.Skip("set CUSE_BENCH_SIGNAL=1 to serve until SIGUSR2 for an external benchmark")
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGUSR2)
+	defer signal.Stop(sig)
+	_, stop := serveUcmtest(t)
+	defer stop()
+	if err := os.Chmod(ucmtestPath, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sig:
+	case <-time.After(10 * time.Minute):
+		t.Error("no SIGUSR2 within 10 minutes")
+	}
 }
