@@ -146,6 +146,26 @@ func (d *daemon) status() (statusJSON, error) {
 	return s, json.Unmarshal([]byte(out), &s)
 }
 
+// waitListening waits until device dev has an id in LISTEN, so that a
+// client started next cannot race the server's LISTEN (and get REJ 8).
+func (d *daemon) waitListening(t *testing.T, dev int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if s, err := d.status(); err == nil && len(s.Devices) > dev {
+			for _, f := range s.Devices[dev].Files {
+				for _, id := range f.IDs {
+					if id.State == "LISTEN" {
+						return
+					}
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no LISTEN id on device %d after 20 s", dev)
+}
+
 func ucmclientBin(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("UCMCLIENT_BIN")
@@ -224,7 +244,7 @@ func clientPair(t *testing.T, d *daemon, sid string, serverArgs, clientArgs []st
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Wait() }()
-	time.Sleep(300 * time.Millisecond) // listening
+	d.waitListening(t, 1)
 	cli := exec.Command(ucmdBin(t), append([]string{"exec", "--runtime-dir", d.run, "--", bin, "-c", "-s", sid}, clientArgs...)...)
 	out, cerr := cli.CombinedOutput()
 	var serr error
@@ -284,7 +304,7 @@ func TestDaemonSimFabric(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	d.waitListening(t, 1)
 	out, cerr := exec.Command(bin, "-D", "/dev/infiniband/ucm0", "--no-verbs", "-c", "-s", "0x2001", "-G", g0, "-g", g1, "-n", "1").CombinedOutput()
 	serr := srv.Wait()
 	if cerr != nil || serr != nil {
