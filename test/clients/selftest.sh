@@ -69,6 +69,11 @@ run "bad service id" 2 "bad service id" "$bin" -l 12zz
 run "bad mtu" 2 "bad mtu" "$bin" -c -g fe80::1 --mtu 9
 run "stray argument" 2 "unexpected argument" "$bin" -l 0x1000 extra
 run "unknown option" 2 "usage:" "$bin" --frobnicate
+run "--rdma-cm: SID outside the TCP port space" 2 "not in rdma_cm's TCP port space" "$bin" -c -g fe80::1 --rdma-cm
+run "--rdma-cm: REQ user data too long" 2 "at most 56 fit" "$bin" -c -g fe80::1 --rdma-cm -s 0x1061234 \
+	--pdata 123456789012345678901234567890123456789012345678901234567
+run "--pdata without --rdma-cm" 2 "need --rdma-cm" "$bin" -c -g fe80::1 --pdata x
+run "--rdma-cm: bad --src-ip" 2 "bad source address" "$bin" -c -g fe80::1 --rdma-cm -s 0x1061234 --src-ip 1.2.3
 
 # 3. Discovery, libibcm style. abi_version via SYSFS_PATH.
 mkdir -p "$tmp/sys3/class/infiniband_cm" "$tmp/sys5/class/infiniband_cm" "$tmp/sysnone"
@@ -132,6 +137,9 @@ mock() { # NAME WANT_RC WANT_TEXT [-e VAR=VAL] -- SERVER -- CLIENT
 	shift 3
 	run "mock: $name" "$want_rc" "$want_text" "$here/mock/run.sh" -b "$bin" -m "$tmp/ucm_mock.so" "$@"
 }
+# $C is a list of options: split on purpose
+# shellcheck disable=SC2086
+{
 mock "5 in sequence" 0 "client: 5 of 5 connections ok" -- -l 0x1000 --no-verbs -n 5 -- $C -n 5
 mock "3 rounds x 4 in parallel" 0 "client: 12 of 12 connections ok" -- -l 0x1000 --no-verbs -n 3 -P 4 -- $C -n 3 -P 4
 mock "O_NONBLOCK fd" 0 "client: 4 of 4 connections ok" -- -l 0x1000 --no-verbs -n 2 -P 2 --nonblock -- $C -n 2 -P 2 --nonblock
@@ -142,6 +150,21 @@ mock "RTU lost (DREQ establishes)" 0 "established_by DREQ(no RTU seen)" -e UCM_M
 mock "events_reported mismatch detected" 1 "DESTROY_ID: events_reported 4, but GET_EVENT delivered 3" -e UCM_MOCK_BAD_REPORTED=1 -- -l 0x1000 --no-verbs -- $C
 mock "no listener: REJ reported" 1 "REJ_RECEIVED while waiting for REP: reason 8 (invalid service id)" -- -l 0x2000 --no-verbs -T 2 -- $C
 mock "lost REP: both sides time out" 1 "timed out after 300 ms waiting for REP" -e UCM_MOCK_DROP_REP=1 -- -l 0x1000 --no-verbs -t 300 -- $C -t 300
+}
+# --rdma-cm both ways through the mock: the cma_hdr the client builds (from
+# IPv4-mapped GIDs, link-local GIDs, or --src-ip/--dst-ip), the server's
+# parse of it, and plain user data in the REP.
+R="-l 0x1061234 --rdma-cm --no-verbs --pdata srv-rep"
+A="-c --rdma-cm --no-verbs -s 0x1061234 --src-port 4660 --pdata cli-req"
+# shellcheck disable=SC2086
+{
+mock "--rdma-cm: REP data as the peer sent it" 0 "rep_pd 'srv-rep'" -- $R -- $A -G ::ffff:10.0.0.1 -g ::ffff:10.0.0.2
+mock "--rdma-cm: IPv4 cma_hdr from the GIDs" 0 "REQ cma_hdr ipv4 src 10.0.0.1:4660 dst 10.0.0.2 sid 0x1061234" -- $R -- $A -G ::ffff:10.0.0.1 -g ::ffff:10.0.0.2
+mock "--rdma-cm: user data after the cma_hdr" 0 "req_pd 'cli-req'" -- $R -- $A -G ::ffff:10.0.0.1 -g ::ffff:10.0.0.2
+mock "--rdma-cm: IPv6 cma_hdr from link-local GIDs" 0 "REQ cma_hdr ipv6 src fe80::ff:fe00:1:4660 dst fe80::ff:fe00:2" -- $R -- $A -G fe80::ff:fe00:1 -g fe80::ff:fe00:2
+mock "--rdma-cm: --src-ip/--dst-ip" 0 "REQ cma_hdr ipv4 src 192.0.2.1:4660 dst 192.0.2.2" -- $R -- $A -G fe80::ff:fe00:1 -g fe80::ff:fe00:2 --src-ip 192.0.2.1 --dst-ip 192.0.2.2
+mock "--rdma-cm server refuses a REQ without a cma_hdr" 1 "does not start with a cma_hdr" -- $R -t 500 -- $C -s 0x1061234 -t 500 -T 5
+}
 mock "every option accepted" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -- -t 3000 -s 0x1000 --cm-timeout 1 --no-verbs --plt 0 -M 1 --hop-limit 1 --rate 2 --retry 4 --rnr-retry 3 --mtu 1 --lax -z 8 -x 0 -i 1 -n 1 -P 1 -w 0 -T 5 -D /dev/infiniband/ucm0 -d x -G fe80::1 -g fe80::2 -L 1 --slid 1 -c
 echo "selftest: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -85,7 +85,7 @@ static struct {
 	const char *ucm_path; /* -D */
 	int port;
 	int gid_index;
-	int have_rgid, have_sgid;
+	int have_rgid, have_sgid, have_gid_index;
 	uint8_t rgid[16], sgid[16];
 	int dlid; /* IB only */
 	int slid; /* IB, --no-verbs only (verbs: the port's LID) */
@@ -105,6 +105,12 @@ static struct {
 	int dump;
 	int mtu, hop_limit, rate, plt, traffic_class;
 	int retry_count, rnr_retry, cm_timeout, max_cm_retries;
+	/* --rdma-cm: interoperate with librdmacm (TCP port space) */
+	int rdma_cm;
+	const char *pdata;  /* --pdata: user data after the cma_hdr (REQ) / REP data */
+	int src_port;       /* --src-port: the cma_hdr's source port */
+	int have_src_ip, have_dst_ip;
+	uint8_t src_ip[16], dst_ip[16]; /* IPv4-mapped for IPv4 */
 } opt = {
 	.sid = DEFAULT_SID,
 	.port = 1,
@@ -181,6 +187,21 @@ static void hexdump(const char *what, const void *p, size_t n)
 static const char *gidstr(const uint8_t *gid, char *buf, size_t len)
 {
 	if (!inet_ntop(AF_INET6, gid, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+static int is_v4mapped(const uint8_t *a)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	return memcmp(a, pfx, 12) == 0;
+}
+
+/* an address as the cma_hdr carries it: IPv4-mapped -> dotted quad */
+static const char *ipstr(const uint8_t *a, char *buf, size_t len)
+{
+	if (!inet_ntop(is_v4mapped(a) ? AF_INET : AF_INET6, is_v4mapped(a) ? a + 12 : a, buf,
+		       (socklen_t)len))
 		snprintf(buf, len, "?");
 	return buf;
 }
@@ -672,6 +693,20 @@ static int verbs_open(void)
 		errmsg("fcntl completion channel: %s", strerror(errno));
 		return -1;
 	}
+	if (opt.client && !opt.have_sgid && opt.rdma_cm && !opt.have_gid_index) {
+		/* RoCE: the first local GID of the remote one's kind (IPv4-mapped
+		 * or not), as rdma_cm picks it from the addresses */
+		for (int i = 0; i < vb.pattr.gid_tbl_len && i < 256; i++) {
+			union ibv_gid g;
+			static const uint8_t zero[16];
+			if (ibv_query_gid(vb.ctx, (uint8_t)opt.port, i, &g) || !memcmp(g.raw, zero, 16))
+				continue;
+			if (is_v4mapped(g.raw) == is_v4mapped(opt.rgid)) {
+				opt.gid_index = i;
+				break;
+			}
+		}
+	}
 	if (opt.client && !opt.have_sgid) {
 		union ibv_gid g;
 		if (ibv_query_gid(vb.ctx, (uint8_t)opt.port, opt.gid_index, &g)) {
@@ -810,6 +845,7 @@ struct conn {
 	int failed;
 	char err[768];
 	const char *note; /* printed on the result line */
+	char pdnote[160]; /* --rdma-cm: the peer's private data, for the note */
 };
 
 static struct conn *conns; /* live objects, including the listener */
@@ -1001,7 +1037,7 @@ static int apply_qp_state(struct conn *c, uint32_t state, int flags)
 		/* retry_cnt: the active side's choice on both ends; rnr_retry:
 		 * each end uses the value its peer chose (ib-cm.md §7). */
 		uint32_t want_retry = c->role == ROLE_CLIENT ? (uint32_t)opt.retry_count : c->peer_retry;
-		uint32_t want_rnr = c->role == ROLE_CLIENT ? SERVER_RNR_RETRY : c->peer_rnr;
+		uint32_t want_rnr = c->role == ROLE_CLIENT && !opt.rdma_cm ? SERVER_RNR_RETRY : c->peer_rnr;
 		const char *bad = NULL;
 		uint32_t got = 0, want = 0;
 		if (state == UCM_QPS_RTR && ka.dest_qp_num != c->rqpn)
@@ -1061,6 +1097,12 @@ static int post_recvs(struct conn *c)
 
 static void fill_msg(struct conn *c, uint8_t *p, int dir, int seq)
 {
+	if (opt.rdma_cm) {
+		/* cmpeer's messages (test/interop/cmpeer): dir 0 = active -> passive */
+		for (int j = 0; j < c->msg_size; j++)
+			p[j] = (uint8_t)(dir * 0x80 + seq * 31 + j * 7 + 1);
+		return;
+	}
 	put32(p, (uint32_t)seq);
 	pattern(p + 4, (size_t)c->msg_size - 4, c->nonce ^ ((uint32_t)dir << 31) ^ ((uint32_t)seq * 7919u));
 }
@@ -1162,6 +1204,49 @@ static void make_rep_pd(struct conn *c, uint8_t *h)
 	h[25] = c->idepth;
 	h[26] = opt.no_verbs ? 0 : 1;
 	pattern(h + 60, HELLO_LEN - 60, ~c->nonce);
+}
+
+/* --rdma-cm: rdma_cm's private-data header for the TCP port space (kernel
+ * cma.c, struct cma_hdr): cma_version 0, ip_version << 4, the source port
+ * (big endian), then the source and destination addresses, 16 bytes each
+ * (IPv4 in the last 4). The destination port is in the service id. */
+#define CMA_HDR_LEN 36
+
+static size_t make_cma_req_pd(uint8_t *h)
+{
+	const uint8_t *src = opt.have_src_ip ? opt.src_ip : opt.sgid;
+	const uint8_t *dst = opt.have_dst_ip ? opt.dst_ip : opt.rgid;
+	int v4 = is_v4mapped(src) && is_v4mapped(dst);
+	size_t ulen = opt.pdata ? strlen(opt.pdata) : 0;
+	memset(h, 0, UCM_REQ_PDATA);
+	h[1] = (uint8_t)((v4 ? 4 : 6) << 4);
+	h[2] = (uint8_t)(opt.src_port >> 8);
+	h[3] = (uint8_t)opt.src_port;
+	if (v4) {
+		memcpy(h + 4 + 12, src + 12, 4);
+		memcpy(h + 20 + 12, dst + 12, 4);
+	} else {
+		memcpy(h + 4, src, 16);
+		memcpy(h + 20, dst, 16);
+	}
+	if (ulen)
+		memcpy(h + CMA_HDR_LEN, opt.pdata, ulen);
+	return CMA_HDR_LEN + ulen;
+}
+
+/* printable copy of the peer's private data (up to the last non-zero byte) */
+static void note_pdata(struct conn *c, const char *what, const uint8_t *d, size_t n)
+{
+	size_t last = 0, o;
+	for (size_t i = 0; i < n; i++)
+		if (d[i])
+			last = i + 1;
+	o = (size_t)snprintf(c->pdnote, sizeof(c->pdnote), "%s '", what);
+	for (size_t i = 0; i < last && o + 6 < sizeof(c->pdnote); i++)
+		o += (size_t)snprintf(c->pdnote + o, sizeof(c->pdnote) - o,
+				      d[i] >= 0x20 && d[i] < 0x7f && d[i] != '\\' && d[i] != '\'' ? "%c" : "\\x%02x", d[i]);
+	snprintf(c->pdnote + o, sizeof(c->pdnote) - o, "'");
+	c->note = c->pdnote;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1292,8 +1377,12 @@ static void client_start(int num)
 	path.packet_life_time_selector = 2;
 	path.packet_life_time = (uint8_t)opt.plt;
 
-	uint8_t hello[HELLO_LEN];
-	make_hello(c, hello);
+	uint8_t hello[UCM_REQ_PDATA];
+	size_t hello_len = HELLO_LEN;
+	if (opt.rdma_cm)
+		hello_len = make_cma_req_pd(hello);
+	else
+		make_hello(c, hello);
 	struct ib_ucm_req req = {
 		.id = c->id,
 		.qpn = c->qpn,
@@ -1303,7 +1392,7 @@ static void client_start(int num)
 		.data = uptr(hello),
 		.primary_path = uptr(&path),
 		.alternate_path = 0,
-		.len = HELLO_LEN,
+		.len = (uint8_t)hello_len,
 		.responder_resources = c->rr,
 		.initiator_depth = c->idepth,
 		.remote_cm_response_timeout = (uint8_t)opt.cm_timeout,
@@ -1338,7 +1427,8 @@ static void client_maybe_dreq(struct conn *c)
 	if (opt.data_before_rtu && !c->est_by) {
 		uint8_t pd[SHORT_PD_LEN];
 		short_pd(pd, MAGIC_RTU, c->nonce);
-		if (ucm_private_data(IB_USER_CM_CMD_SEND_RTU, c->id, pd, sizeof(pd))) {
+		if (ucm_private_data(IB_USER_CM_CMD_SEND_RTU, c->id, opt.rdma_cm ? NULL : pd,
+				     opt.rdma_cm ? 0 : sizeof(pd))) {
 			conn_fail_cmd(c);
 			return;
 		}
@@ -1359,7 +1449,8 @@ static void client_send_dreq(struct conn *c)
 {
 	uint8_t pd[SHORT_PD_LEN];
 	short_pd(pd, MAGIC_DREQ, c->nonce);
-	if (ucm_private_data(IB_USER_CM_CMD_SEND_DREQ, c->id, pd, sizeof(pd))) {
+	if (ucm_private_data(IB_USER_CM_CMD_SEND_DREQ, c->id, opt.rdma_cm ? NULL : pd,
+			     opt.rdma_cm ? 0 : sizeof(pd))) {
 		conn_fail_cmd(c);
 		return;
 	}
@@ -1380,7 +1471,8 @@ static void server_progress(struct conn *c)
 	if (c->dreq_rcvd && data_done(c)) {
 		uint8_t pd[SHORT_PD_LEN];
 		short_pd(pd, MAGIC_DREP, c->nonce);
-		if (ucm_private_data(IB_USER_CM_CMD_SEND_DREP, c->id, pd, sizeof(pd))) {
+		if (ucm_private_data(IB_USER_CM_CMD_SEND_DREP, c->id, opt.rdma_cm ? NULL : pd,
+				     opt.rdma_cm ? 0 : sizeof(pd))) {
 			conn_fail_cmd(c);
 			return;
 		}
@@ -1637,6 +1729,19 @@ static void client_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 			return;
 		}
 		const struct ib_ucm_rep_event_resp *r = &ev->u.rep_resp;
+		if (opt.rdma_cm) {
+			/* rdma_accept's data, no header: no checks beyond the area */
+			if (check_pdata(c, "REP_RECEIVED", data, ev->present, NULL, UCM_REP_PDATA,
+					UCM_REP_PDATA))
+				return;
+			note_pdata(c, "rep_pd", data, UCM_REP_PDATA);
+			c->rqpn = r->remote_qpn;
+			c->rpsn = r->starting_psn;
+			c->peer_rnr = r->rnr_retry_count;
+			logv(1, "conn %d: REP qpn 0x%x psn 0x%x rr %u id %u rnr %u", c->num, c->rqpn,
+			     c->rpsn, r->responder_resources, r->initiator_depth, r->rnr_retry_count);
+			goto rep_ok;
+		}
 		if (get32(data) != MAGIC_REP || get32(data + 4) != c->nonce) {
 			conn_fail(c, "REP_RECEIVED: private data is not our server's reply "
 				     "(magic 0x%08x nonce 0x%08x, want 0x%08x)",
@@ -1665,6 +1770,7 @@ static void client_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 				  srv_id, SERVER_RNR_RETRY);
 			return;
 		}
+	rep_ok:
 		if (apply_qp_state(c, UCM_QPS_INIT, 0) || apply_qp_state(c, UCM_QPS_RTR, 0) ||
 		    apply_qp_state(c, UCM_QPS_RTS, 0))
 			return;
@@ -1673,7 +1779,8 @@ static void client_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 		if (!opt.data_before_rtu || opt.no_verbs || !c->peer_verbs) {
 			uint8_t pd[SHORT_PD_LEN];
 			short_pd(pd, MAGIC_RTU, c->nonce);
-			if (ucm_private_data(IB_USER_CM_CMD_SEND_RTU, c->id, pd, sizeof(pd))) {
+			if (ucm_private_data(IB_USER_CM_CMD_SEND_RTU, c->id, opt.rdma_cm ? NULL : pd,
+					     opt.rdma_cm ? 0 : sizeof(pd))) {
 				conn_fail_cmd(c);
 				return;
 			}
@@ -1697,7 +1804,8 @@ static void client_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 		}
 		uint8_t want[SHORT_PD_LEN];
 		short_pd(want, MAGIC_DREP, c->nonce);
-		if (check_pdata(c, "DREP_RECEIVED", data, ev->present, want, sizeof(want), UCM_DREP_PDATA))
+		if (check_pdata(c, "DREP_RECEIVED", data, ev->present, opt.rdma_cm ? NULL : want,
+				opt.rdma_cm ? UCM_DREP_PDATA : sizeof(want), UCM_DREP_PDATA))
 			return;
 		if (opt.timewait_ms > 0) {
 			c->st = X_TIMEWAIT;
@@ -1727,8 +1835,8 @@ static void server_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 		{
 			uint8_t want[SHORT_PD_LEN];
 			short_pd(want, MAGIC_RTU, c->nonce);
-			if (check_pdata(c, "RTU_RECEIVED", data, ev->present, want, sizeof(want),
-					UCM_RTU_PDATA))
+			if (check_pdata(c, "RTU_RECEIVED", data, ev->present, opt.rdma_cm ? NULL : want,
+					opt.rdma_cm ? UCM_RTU_PDATA : sizeof(want), UCM_RTU_PDATA))
 				return;
 		}
 		server_established(c, c->st == S_NOTIFIED ? "RTU(after EISCONN)" : "RTU");
@@ -1749,11 +1857,12 @@ static void server_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 		if (zeros) {
 			/* no private data: the CM sent it for a peer whose id was
 			 * destroyed or whose file was closed (killed) */
-			c->note = "DREQ without private data (peer id destroyed / file closed)";
+			if (!opt.rdma_cm) /* rdma_disconnect sends none */
+				c->note = "DREQ without private data (peer id destroyed / file closed)";
 			if (check_pdata(c, "DREQ_RECEIVED", data, ev->present, NULL, 0, UCM_DREQ_PDATA))
 				return;
-		} else if (check_pdata(c, "DREQ_RECEIVED", data, ev->present, want, sizeof(want),
-				       UCM_DREQ_PDATA)) {
+		} else if (check_pdata(c, "DREQ_RECEIVED", data, ev->present, opt.rdma_cm ? NULL : want,
+				       opt.rdma_cm ? UCM_DREQ_PDATA : sizeof(want), UCM_DREQ_PDATA)) {
 			return;
 		}
 		if (c->st == S_REP_SENT && (opt.no_verbs || !c->peer_verbs)) {
@@ -1817,6 +1926,42 @@ static void listener_req(const struct ib_ucm_event_resp *ev, const uint8_t *data
 	c->waiting = "REQ";
 	if (check_present(c, ev, data, info))
 		return;
+	if (opt.rdma_cm) {
+		/* rdma_cm's REQ: a cma_hdr, then the application's data */
+		int ipver = data[1] >> 4;
+		if (data[0] != 0 || (ipver != 4 && ipver != 6)) {
+			conn_fail(c, "REQ_RECEIVED: private data does not start with a cma_hdr "
+				     "(version %u, ip_version %u)", data[0], data[1]);
+			return;
+		}
+		if (check_pdata(c, "REQ_RECEIVED", data, ev->present, NULL, UCM_REQ_PDATA, UCM_REQ_PDATA))
+			return;
+		uint8_t src[16] = { [10] = 0xff, [11] = 0xff }, dst[16] = { [10] = 0xff, [11] = 0xff };
+		if (ipver == 4) {
+			memcpy(src + 12, data + 16, 4);
+			memcpy(dst + 12, data + 32, 4);
+		} else {
+			memcpy(src, data + 4, 16);
+			memcpy(dst, data + 20, 16);
+		}
+		char a[64], b[64];
+		printf("conn %d: REQ cma_hdr ipv%d src %s:%u dst %s sid 0x%" PRIx64 "\n", c->num, ipver,
+		       ipstr(src, a, sizeof(a)), (unsigned)data[2] << 8 | data[3], ipstr(dst, b, sizeof(b)),
+		       opt.sid);
+		note_pdata(c, "req_pd", data + CMA_HDR_LEN, UCM_REQ_PDATA - CMA_HDR_LEN);
+		c->rqpn = q->remote_qpn;
+		c->rpsn = q->starting_psn;
+		c->peer_verbs = !opt.no_verbs;
+		c->peer_rr = q->initiator_depth; /* the event is in our view already */
+		c->peer_id = q->responder_resources;
+		c->peer_retry = q->retry_count;
+		c->peer_rnr = q->rnr_retry_count;
+		if (q->qp_type != UCM_QPT_RC) {
+			conn_fail(c, "REQ_RECEIVED: qp_type %u, want RC", q->qp_type);
+			return;
+		}
+		goto req_ok;
+	}
 	if (get32(data) != MAGIC_REQ) {
 		conn_fail(c, "REQ_RECEIVED: private data magic 0x%08x is not a ucmclient REQ", get32(data));
 		return;
@@ -1853,6 +1998,7 @@ static void listener_req(const struct ib_ucm_event_resp *ev, const uint8_t *data
 			  q->remote_qpn, q->starting_psn, q->qp_type, c->rqpn, c->rpsn);
 		return;
 	}
+req_ok:
 	if (!opt.lax) {
 		/* ucm's REQ event is already in our point of view: the peer's
 		 * initiator depth is our responder resources and vice versa. */
@@ -1867,7 +2013,8 @@ static void listener_req(const struct ib_ucm_event_resp *ev, const uint8_t *data
 				  q->retry_count, q->rnr_retry_count, c->peer_retry, c->peer_rnr);
 			return;
 		}
-		if (memcmp(q->primary_path.dgid, data + 28, 16) || memcmp(q->primary_path.sgid, data + 44, 16)) {
+		if (!opt.rdma_cm &&
+		    (memcmp(q->primary_path.dgid, data + 28, 16) || memcmp(q->primary_path.sgid, data + 44, 16))) {
 			char a[64], b[64], x[64], y[64];
 			conn_fail(c, "REQ_RECEIVED: primary path dgid %s sgid %s; client was %s -> %s",
 				  gidstr(q->primary_path.dgid, a, sizeof(a)),
@@ -1914,15 +2061,24 @@ static void listener_req(const struct ib_ucm_event_resp *ev, const uint8_t *data
 	 * Later the client may already have sent RTU and DREQ. */
 	if ((opt.no_verbs || !c->peer_verbs) && apply_qp_state(c, UCM_QPS_RTS, QPA_CHECK_ONLY))
 		return;
-	uint8_t pd[HELLO_LEN];
-	make_rep_pd(c, pd);
+	uint8_t pd[UCM_REP_PDATA];
+	size_t pd_len = HELLO_LEN;
+	if (opt.rdma_cm) {
+		/* rdma_connect takes the REP's data as the application's: no header */
+		pd_len = opt.pdata ? strlen(opt.pdata) : 0;
+		memset(pd, 0, sizeof(pd));
+		if (pd_len)
+			memcpy(pd, opt.pdata, pd_len);
+	} else {
+		make_rep_pd(c, pd);
+	}
 	struct ib_ucm_rep rep = {
 		.uid = (uint64_t)(uintptr_t)c, /* libibcm: the new id's own object */
-		.data = uptr(pd),
+		.data = pd_len ? uptr(pd) : 0,
 		.id = c->id,
 		.qpn = c->qpn,
 		.psn = c->psn,
-		.len = HELLO_LEN,
+		.len = (uint8_t)pd_len,
 		.responder_resources = c->rr,
 		.initiator_depth = c->idepth,
 		.target_ack_delay = 20,
@@ -2141,6 +2297,14 @@ static void usage(FILE *f)
 		"      --no-verbs         no QP, no data; fake QPN (simulated fabric)\n"
 		"      --data-before-rtu  client sends data before RTU (server must NOTIFY COMM_EST)\n"
 		"      --hold MS          client: stay connected MS after the data, then DREQ\n"
+		"rdma_cm peer (librdmacm, TCP port space):\n"
+		"      --rdma-cm          SID 0x1060000|port; client REQ data = cma_hdr + --pdata,\n"
+		"                         any REP data; server takes a REQ with a cma_hdr, REP data\n"
+		"                         = --pdata; messages as test/interop/cmpeer sends them\n"
+		"      --pdata STR        user private data (client: after the cma_hdr; server: REP)\n"
+		"      --src-ip ADDR      cma_hdr source address (default: from the local GID)\n"
+		"      --dst-ip ADDR      cma_hdr destination address (default: from the remote GID)\n"
+		"      --src-port N       cma_hdr source port (default: random 32768..60999)\n"
 		"path / CM parameters (client):\n"
 		"      --mtu N            path MTU enum 1..5 (default: port active_mtu, no-verbs 3)\n"
 		"      --hop-limit N      (default 64)   --rate N (default 3)   --plt N (default 16)\n"
@@ -2181,8 +2345,23 @@ static void parse_gid(const char *s, uint8_t *gid, const char *what)
 
 enum {
 	O_NOVERBS = 256, O_DBR, O_NONBLOCK_OPT, O_LAX, O_DUMP, O_MTU, O_HOP, O_RATE, O_PLT,
-	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID, O_HOLD,
+	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID, O_HOLD, O_RDMACM, O_PDATA, O_SRCIP, O_DSTIP,
+	O_SPORT,
 };
+
+/* an IPv4 or IPv6 address, kept IPv4-mapped for IPv4 */
+static void parse_ip(const char *s, uint8_t *a, const char *what)
+{
+	memset(a, 0, 16);
+	if (inet_pton(AF_INET, s, a + 12) == 1) {
+		a[10] = a[11] = 0xff;
+		return;
+	}
+	if (inet_pton(AF_INET6, s, a) != 1) {
+		errmsg("bad %s '%s' (want an IPv4 or IPv6 address)", what, s);
+		exit(2);
+	}
+}
 
 static void parse_args(int argc, char **argv)
 {
@@ -2206,6 +2385,11 @@ static void parse_args(int argc, char **argv)
 		{ "cm-retries", required_argument, 0, O_CMRETRY },
 		{ "slid", required_argument, 0, O_SLID },
 		{ "hold", required_argument, 0, O_HOLD },
+		{ "rdma-cm", no_argument, 0, O_RDMACM },
+		{ "pdata", required_argument, 0, O_PDATA },
+		{ "src-ip", required_argument, 0, O_SRCIP },
+		{ "dst-ip", required_argument, 0, O_DSTIP },
+		{ "src-port", required_argument, 0, O_SPORT },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
@@ -2236,7 +2420,10 @@ static void parse_args(int argc, char **argv)
 		case 'd': opt.devname = optarg; break;
 		case 'D': opt.ucm_path = optarg; break;
 		case 'i': opt.port = (int)parse_num(optarg, "port", 1, 255); break;
-		case 'x': opt.gid_index = (int)parse_num(optarg, "GID index", 0, 65535); break;
+		case 'x':
+			opt.gid_index = (int)parse_num(optarg, "GID index", 0, 65535);
+			opt.have_gid_index = 1;
+			break;
 		case 'g': parse_gid(optarg, opt.rgid, "remote GID"); opt.have_rgid = 1; break;
 		case 'G': parse_gid(optarg, opt.sgid, "local GID"); opt.have_sgid = 1; break;
 		case 'L': opt.dlid = (int)parse_num(optarg, "LID", 1, 0xbfff); break;
@@ -2264,6 +2451,11 @@ static void parse_args(int argc, char **argv)
 		case O_CMRETRY: opt.max_cm_retries = (int)parse_num(optarg, "cm retries", 0, 15); break;
 		case O_SLID: opt.slid = (int)parse_num(optarg, "LID", 1, 0xbfff); break;
 		case O_HOLD: opt.hold_ms = (int)parse_num(optarg, "hold", 0, 3600000); break;
+		case O_RDMACM: opt.rdma_cm = 1; break;
+		case O_PDATA: opt.pdata = optarg; break;
+		case O_SRCIP: parse_ip(optarg, opt.src_ip, "source address"); opt.have_src_ip = 1; break;
+		case O_DSTIP: parse_ip(optarg, opt.dst_ip, "destination address"); opt.have_dst_ip = 1; break;
+		case O_SPORT: opt.src_port = (int)parse_num(optarg, "source port", 1, 65535); break;
 		default: usage(stderr); exit(2);
 		}
 	}
@@ -2293,6 +2485,26 @@ static void parse_args(int argc, char **argv)
 	}
 	if (opt.client && opt.count == 0) {
 		errmsg("client needs -n >= 1");
+		exit(2);
+	}
+	if (opt.rdma_cm) {
+		/* rdma_cm's TCP port space: 0x0000000001060000 | port */
+		if ((opt.sid & ~0xffffULL) != 0x1060000ULL) {
+			errmsg("--rdma-cm: service id 0x%" PRIx64 " is not in rdma_cm's TCP port space "
+			       "(0x1060000 | port)", opt.sid);
+			exit(2);
+		}
+		size_t max = opt.client ? UCM_REQ_PDATA - CMA_HDR_LEN : UCM_REP_PDATA;
+		if (opt.pdata && strlen(opt.pdata) > max) {
+			errmsg("--pdata: %zu bytes, at most %zu fit", strlen(opt.pdata), max);
+			exit(2);
+		}
+		if (!opt.src_port)
+			opt.src_port = 32768 + (int)(xrand32() % 28232); /* Linux's ephemeral range */
+		return; /* the peer is rdma_cm: its rnr_retry is its own */
+	}
+	if (opt.pdata || opt.have_src_ip || opt.have_dst_ip || opt.src_port) {
+		errmsg("--pdata, --src-ip, --dst-ip and --src-port need --rdma-cm");
 		exit(2);
 	}
 	if (opt.rnr_retry == SERVER_RNR_RETRY && !opt.lax) {

@@ -23,8 +23,8 @@ if [ "${1:-}" = "--guest" ]; then
 		return 0
 	}
 	stop_ucmd() {
-		kill -TERM $upid 2>/dev/null
-		wait $upid
+		kill -TERM "$upid" 2>/dev/null
+		wait "$upid"
 		echo "     ucmd exit $?"
 	}
 	pair() { # NAME SERVER_ARGS -- CLIENT_ARGS
@@ -50,19 +50,26 @@ if [ "${1:-}" = "--guest" ]; then
 		fi
 	}
 	if [ "$WHICH" != sim ] && start_ucmd; then
+		# shellcheck disable=SC2012 # a listing for the log
 		ls -l /dev/infiniband/ | sed 's/^/     /'
 		"$d/ucmd" exec -- cat /sys/class/infiniband_cm/abi_version /sys/class/infiniband_cm/ucm0/ibdev /sys/class/infiniband_cm/ucm1/ibdev | sed 's/^/     /'
 		S="-l 0x1000 -d rxe1 -t 10000"
 		C="-c -d rxe0 -g fe80::ff:fe00:2 -t 10000"
-		pair "rxe: 1 connection, RC data both ways" $S -v -- $C -v
-		pair "rxe: $N in sequence" $S -n "$N" -- $C -n "$N"
-		pair "rxe: $P at once" $S -P "$P" -- $C -P "$P"
-		pair "rxe: data before RTU (NOTIFY)" $S -n 2 -- $C -n 2 --data-before-rtu
+		# $S and $C are lists of options: split on purpose
+		# shellcheck disable=SC2086
+		{
+			pair "rxe: 1 connection, RC data both ways" $S -v -- $C -v
+			pair "rxe: $N in sequence" $S -n "$N" -- $C -n "$N"
+			pair "rxe: $P at once" $S -P "$P" -- $C -P "$P"
+			pair "rxe: data before RTU (NOTIFY)" $S -n 2 -- $C -n 2 --data-before-rtu
+		}
 		# SIGKILL a connected client: ucmd must clean up its ids and the
 		# server must get the disconnect (DREQ from ucmd's close path).
+		# shellcheck disable=SC2086 # $S: options
 		"$d/ucmd" exec -- "$d/ucmclient" $S -t 30000 > "$d/srv.out" 2>&1 &
 		spid=$!
 		sleep 0.3
+		# shellcheck disable=SC2086 # $C: options
 		"$d/ucmd" exec -- "$d/ucmclient" $C --hold 60000 -v > "$d/cli.out" 2>&1 &
 		i=0
 		while ! grep -q "holding" "$d/cli.out" && [ $i -lt 400 ]; do i=$((i + 1)); sleep 0.05; done

@@ -28,11 +28,15 @@ if [ "${1:-}" = "--guest" ]; then
 	}
 	S="-l 0x1000 -d rxe1"
 	C="-c -d rxe0 -g fe80::ff:fe00:2"
+	# $S and $C are lists of options: split on purpose
+	# shellcheck disable=SC2086
+	{
 	mock "3 in sequence" "" $S -n 3 -- $C -n 3
 	mock "2 rounds x 4 parallel, 8 x 1000 B" "" $S -n 2 -P 4 -- $C -n 2 -P 4 -M 8 -z 1000
 	mock "data before RTU" "" $S -n 2 -- $C -n 2 --data-before-rtu
 	mock "RTU lost: NOTIFY(COMM_EST)" "UCM_MOCK_DROP_RTU=1" $S -n 2 -- $C -n 2
 	mock "nonblocking fd" "" $S -n 2 -P 2 --nonblock -- $C -n 2 -P 2 --nonblock
+	}
 	echo "vmcheck: $pass passed, $fail failed"
 	[ $fail = 0 ]
 	exit

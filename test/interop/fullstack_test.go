@@ -21,7 +21,8 @@ import (
 // The whole of ucmd in B: `ucmd serve` (CUSE node /dev/infiniband/ucm0 for
 // rxe0) and a client writing the raw ucm ABI to it, as libibcm did
 // (conformance.Client), against an rdma_cm program in A, in both roles.
-// CM level only: B's side has no verbs QP (fake QPN), so no RC data flows.
+// UcmActive/UcmPassive are CM level only (conformance.Client has no verbs QP:
+// a fake QPN); the RC* subtests add RC data with the C client (fullStackRC).
 
 const (
 	portFullActive  = 7476 // cmpeer server in A
@@ -216,6 +217,8 @@ func TestFullStackUcmd(t *testing.T) {
 			}
 		}
 	})
+
+	fullStackRC(t, node)
 }
 
 // hgid is B's IPv4-mapped GID on rxe0 (sysfs, like a libibcm client would
@@ -242,3 +245,145 @@ func hgid(t *testing.T) [16]byte {
 }
 
 func gidB4() [16]byte { return ipB.As16() }
+
+// RC data end to end: `ucmd serve` in B plus the project's C client
+// (test/clients/ucmclient --rdma-cm: the raw ucm ABI as libibcm wrote it,
+// libibverbs RC QPs on rxe0) against cmpeer in A with its RC data mode, in
+// both roles: 4 messages of 64 bytes each way, checked byte for byte by both
+// programs (the same pattern, see cmpeer.c), then a clean disconnect.
+const (
+	portRCActive  = 7477 // cmpeer server in A
+	portRCPassive = 7487 // ucmclient's listener in B
+	rcMsgs        = "4"
+	rcSize        = "64"
+)
+
+// ucmclientCmd is ucmclient (built by run.sh next to the test binary) on
+// ucmd's node for rxe0, in rdma_cm mode.
+func ucmclientCmd(t *testing.T, node string, args ...string) (*exec.Cmd, *lockedBuf) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(filepath.Dir(exe), "ucmclient")
+	args = append([]string{"-D", node, "-d", "rxe0", "--rdma-cm", "-M", rcMsgs, "-z", rcSize, "-t", "20000", "-T", "90", "-v"}, args...)
+	out := &lockedBuf{}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	t.Logf("B: ucmclient %s", strings.Join(args, " "))
+	return cmd, out
+}
+
+// waitCmd waits for cmd (started) up to timeout and returns its exit error.
+func waitCmd(t *testing.T, cmd *exec.Cmd, timeout time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("ucmclient still running after %v", timeout)
+		return nil
+	}
+}
+
+func wantLines(t *testing.T, who, out string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if !strings.Contains(out, s) {
+			t.Errorf("%s output lacks %q:\n%s", who, s, out)
+		}
+	}
+}
+
+func fullStackRC(t *testing.T, node string) {
+	t.Run("RCUcmclientActive", func(t *testing.T) {
+		srv := runA(t, "server", strconv.Itoa(portRCActive), "accept", "kernel-rep", "0", rcMsgs, rcSize)
+		srv.waitFor(t, wait, "listening")
+		cmd, out := ucmclientCmd(t, node, "-c", "-g", "::ffff:"+ipA.String(),
+			"-s", "0x"+strconv.FormatUint(tcpSID(portRCActive), 16),
+			"--pdata", "ucm-req", "--src-port", strconv.Itoa(srcPortActive))
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err := waitCmd(t, cmd, 2*wait)
+		t.Logf("ucmclient (%v, %v):\n%s", time.Since(t0).Round(time.Millisecond), err, out.String())
+		if err != nil {
+			t.Errorf("ucmclient: %v", err)
+		}
+		wantLines(t, "ucmclient", out.String(), "conn 0 ok: client", "msgs "+rcMsgs+"+"+rcMsgs+" x "+rcSize+"B",
+			"established_by RTU", "timewait yes", "rep_pd 'kernel-rep'", "client: 1 of 1 connections ok")
+		req := srv.waitFor(t, wait, "RDMA_CM_EVENT_CONNECT_REQUEST")
+		if !strings.Contains(field(req, "pd"), hexPD("ucm-req")) {
+			t.Errorf("A's connect request data %s, want ours", field(req, "pd"))
+		}
+		r := srv.waitFor(t, wait, "request peer=")
+		if got, want := field(r, "peer"), ipB.String()+":"+strconv.Itoa(srcPortActive); got != want {
+			t.Errorf("A saw peer %s, want %s (from ucmclient's cma_hdr)", got, want)
+		}
+		srv.waitFor(t, wait, "data posted")
+		if d := srv.waitFor(t, wait, "data"); !strings.Contains(d, "data ok recv="+rcMsgs+" sent="+rcMsgs+" size="+rcSize) {
+			t.Errorf("A's data exchange: %s", d)
+		}
+		srv.waitFor(t, wait, "RDMA_CM_EVENT_ESTABLISHED")
+		srv.waitFor(t, wait, "RDMA_CM_EVENT_DISCONNECTED")
+		srv.waitFor(t, wait, "closed")
+	})
+
+	t.Run("RCUcmclientPassive", func(t *testing.T) {
+		cmd, out := ucmclientCmd(t, node, "-l", "0x"+strconv.FormatUint(tcpSID(portRCPassive), 16),
+			"-n", "1", "--pdata", "ucm-rep")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		deadline := time.Now().Add(wait)
+		for !strings.Contains(out.String(), "listening on") {
+			select {
+			case err := <-done:
+				t.Fatalf("ucmclient server exited (%v):\n%s", err, out.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				<-done
+				t.Fatalf("ucmclient server not listening after %v:\n%s", wait, out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cli := runA(t, "client", ipB.String(), strconv.Itoa(portRCPassive), "kernel-req", "300", rcMsgs, rcSize)
+		est := cli.waitFor(t, wait, "RDMA_CM_EVENT_ESTABLISHED")
+		if !strings.HasPrefix(field(est, "pd"), hexPD("ucm-rep")) {
+			t.Errorf("A's ESTABLISHED data %s, want our REP's", field(est, "pd"))
+		}
+		if d := cli.waitFor(t, wait, "data"); !strings.Contains(d, "data ok recv="+rcMsgs+" sent="+rcMsgs+" size="+rcSize) {
+			t.Errorf("A's data exchange: %s", d)
+		}
+		cli.waitFor(t, wait, "disconnected")
+		if rc, aout := cli.waitExit(t, wait); rc != 0 {
+			t.Errorf("A's client exit status %d:\n%s", rc, aout)
+		}
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(wait):
+			cmd.Process.Kill()
+			err = <-done
+			t.Errorf("ucmclient server still running %v after A's client ended", wait)
+		}
+		t.Logf("ucmclient server (%v):\n%s", err, out.String())
+		if err != nil {
+			t.Errorf("ucmclient server: %v", err)
+		}
+		wantLines(t, "ucmclient server", out.String(),
+			"REQ cma_hdr ipv4 src "+ipA.String()+":", "dst "+ipB.String(),
+			"conn 0 ok: server", "msgs "+rcMsgs+"+"+rcMsgs+" x "+rcSize+"B", "req_pd 'kernel-req'",
+			"server: 1 of 1 connections ok")
+	})
+}

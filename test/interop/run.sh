@@ -32,9 +32,10 @@ if [ ! -e /usr/include/rdma/rdma_cma.h ]; then
   echo "interop: librdmacm headers missing: apt-get install librdmacm-dev (make vm-setup)" >&2
   exit 123
 fi
-gcc -O2 -Wall -Werror -o "$OUT/cmpeer" test/interop/cmpeer/cmpeer.c -lrdmacm -libverbs
+gcc -O2 -Wall -Wextra -Werror -o "$OUT/cmpeer" test/interop/cmpeer/cmpeer.c -lrdmacm -libverbs
 CGO_ENABLED=0 go test -c -tags interop -o "$OUT/interop.test" ./test/interop
 CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd # the full-stack scenario
+test/clients/build.sh "$OUT/ucmclient"                     # its C client (RC data; libibverbs-dev)
 
 vm_timeout=${INTEROP_TIMEOUT:-600}
 test_timeout=$((vm_timeout > 120 ? vm_timeout - 60 : vm_timeout / 2))
