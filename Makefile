@@ -26,7 +26,7 @@ vet:
 	$(GO) vet -tags e2e ./test/e2e/
 	$(GO) vet -tags interop ./test/interop/
 	@if command -v shellcheck >/dev/null; then \
-		shellcheck -x test/vm/*.sh test/interop/*.sh .ci/run && shellcheck -s sh test/vm/init; \
+		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh .ci/run && shellcheck -s sh test/vm/init; \
 	else echo "vet: shellcheck not installed (make vm-setup installs it): scripts not checked"; fi
 
 fmt:
