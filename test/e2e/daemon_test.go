@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ucmd/ucmd/conformance"
 )
 
 // The daemon end to end, through the real kernel's CUSE on rxe0/rxe1
@@ -327,16 +325,7 @@ func TestDaemonRefusesWithKernelCM(t *testing.T) {
 // in GET_EVENT: the client gets an error promptly and ucmd exits cleanly.
 func TestDaemonShutdownWakesBlockedClients(t *testing.T) {
 	d := startDaemon(t)
-	dut, err := conformance.OpenPath("/dev/infiniband/ucm0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dut.Close()
-	c, err := conformance.NewClient(dut, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openClient(t, "/dev/infiniband/ucm0")
 	if _, err := c.CreateID(1); err != nil {
 		t.Fatal(err)
 	}

@@ -73,22 +73,29 @@ func runHolder(sidText string) error {
 	return nil
 }
 
+// openClient opens a ucm node as a raw-ABI client for the rest of the test.
+func openClient(t *testing.T, node string) *conformance.Client {
+	t.Helper()
+	dut, err := conformance.OpenPath(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dut.Close() })
+	c, err := conformance.NewClient(dut, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestDaemonClientKilled: while a connection is up, `ucmd status` shows the
 // client's ids; SIGKILL of the client makes ucmd tear its ids down and the
 // peer gets a DREQ; ucmd keeps serving.
 func TestDaemonClientKilled(t *testing.T) {
 	d := startDaemon(t)
 	const sid = 0x3001
-	dut, err := conformance.OpenPath("/dev/infiniband/ucm1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dut.Close()
-	srv, err := conformance.NewClient(dut, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := openClient(t, "/dev/infiniband/ucm1")
 	listener, err := srv.CreateID(0x11)
 	if err != nil {
 		t.Fatal(err)
@@ -170,17 +177,7 @@ func TestDaemonClientKilled(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Still serving: a fresh id on the device the dead client used.
-	dut0, err := conformance.OpenPath("/dev/infiniband/ucm0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dut0.Close()
-	c0, err := conformance.NewClient(dut0, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c0.Close()
-	if _, err := c0.CreateID(1); err != nil {
+	if _, err := openClient(t, "/dev/infiniband/ucm0").CreateID(1); err != nil {
 		t.Fatalf("ucmd after the client's death: %v", err)
 	}
 }
