@@ -1,0 +1,99 @@
+package ucm_test
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
+	"github.com/ucmd/ucmd/ucm"
+)
+
+// closeBenchIDs is the size of the file BenchmarkCloseManyIDs closes
+// (issue 12: "closing 100,000 ids").
+const closeBenchIDs = 100_000
+
+// BenchmarkCloseManyIDs is the RELEASE of a file holding 100,000 ids
+// (ns/op is one close), while another file of the same daemon runs
+// ATTR_ID in a loop: attr-p50-ns and attr-p99-ns are that command's
+// round trip during the close, the delay a close imposes on every other
+// client. Setup (100,000 CREATE_IDs) is not timed.
+//
+//	go test -run '^$' -bench CloseManyIDs -benchtime 3x ./ucm/
+func BenchmarkCloseManyIDs(b *testing.B) {
+	d := fakedut.New(b, &fakedut.Options{Limits: benchLimits(closeBenchIDs)})
+	other, err := conformance.NewClient(d, false)
+	must(b, err)
+	oid, err := other.CreateID(1)
+	must(b, err)
+	of := fake(other)
+	attrResp := other.Mem.Alloc(abi.AttrIDRespSize)
+	attr := conformance.Encode(abi.CmdAttrID, abi.AttrIDRespSize, &abi.AttrID{Response: attrResp, ID: oid})
+
+	var lat []time.Duration
+	b.StopTimer()
+	for range b.N {
+		c, err := conformance.NewClient(d, false)
+		must(b, err)
+		fillIDs(b, c, closeBenchIDs)
+
+		stop := make(chan struct{})
+		samples := make(chan []time.Duration)
+		go func() {
+			var s []time.Duration
+			for {
+				select {
+				case <-stop:
+					samples <- s
+					return
+				default:
+				}
+				t0 := time.Now()
+				p := of.F.WriteAsync(of.Caller, attr)
+				<-p.Done()
+				if r := p.Wait(); r.Errno != 0 {
+					b.Errorf("ATTR_ID during close: %v", r.Errno)
+				}
+				s = append(s, time.Since(t0))
+			}
+		}()
+		b.StartTimer()
+		p := fake(c).F.ReleaseAsync()
+		<-p.Done()
+		b.StopTimer()
+		close(stop)
+		lat = append(lat, <-samples...)
+		if n := d.IDs.Len(); n != 1 {
+			b.Fatalf("%d ids left after close, want 1", n)
+		}
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "attr-p50-ns")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "attr-p99-ns")
+		b.ReportMetric(float64(len(lat))/float64(b.N), "attrs/op")
+	}
+}
+
+// benchLimits lets one file (and its user) hold n ids.
+func benchLimits(n int) ucm.Limits {
+	return ucm.Limits{MaxIDs: n + 1}
+}
+
+// fillIDs creates n ids on c with raw writes, as fast as the fake kernel
+// goes.
+func fillIDs(tb testing.TB, c *conformance.Client, n int) {
+	tb.Helper()
+	ff := fake(c)
+	resp := c.Mem.Alloc(abi.CreateIDRespSize)
+	create := conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: resp})
+	for i := range n {
+		binary.NativeEndian.PutUint64(create[abi.HeaderSize:], uint64(i))
+		if _, errno := ff.F.Write(ff.Caller, create); errno != 0 {
+			tb.Fatalf("CREATE_ID %d: %v", i, errno)
+		}
+	}
+}
