@@ -123,11 +123,13 @@ func TestWriteFromOtherCredentials(t *testing.T) {
 }
 
 // The caller's pid 0 (outside our pid namespace) is never dereferenced.
+// The opener is invisible too: a pid-0 writer on a visible opener's file
+// is another process, refused before (cred_test.go).
 func TestInvisibleCaller(t *testing.T) {
 	d := fakedut.New(t, nil)
+	d.Caller.Pid = 0
 	c, err := conformance.NewClient(d, false)
 	must(t, err)
-	fake(c).Caller.Pid = 0
 	_, err = c.Raw(conformance.Encode(abi.CmdCreateID, 4, &abi.CreateID{Response: 0x1000}))
 	wantErrno(t, "CREATE_ID from pid 0", err, unix.EFAULT)
 	if n := d.IDs.Len(); n != 0 {

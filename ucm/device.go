@@ -26,6 +26,10 @@ type Config struct {
 	// Logger receives events that had to be dropped and similar trouble;
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// ThreadGroup finds a writing thread's process, for the check that
+	// only the opener's threads write to a file (cred.go); nil means
+	// ProcThreadGroup. Tests give a fake.
+	ThreadGroup ThreadGroupFunc
 }
 
 // Device is one /dev/infiniband/ucmN: it implements cuse.Device.
@@ -35,6 +39,8 @@ type Device struct {
 	ids    *IDTable
 	limits Limits
 	log    *slog.Logger
+	// threadGroup is Config.ThreadGroup or ProcThreadGroup.
+	threadGroup ThreadGroupFunc
 	// handler is d.handle as a cmcore.Handler, made once: a method value
 	// allocates each time it is taken.
 	handler cmcore.Handler
@@ -58,6 +64,10 @@ func New(cfg Config) (*Device, error) {
 		d.log = slog.Default()
 	}
 	d.handler = d.handle
+	d.threadGroup = cfg.ThreadGroup
+	if d.threadGroup == nil {
+		d.threadGroup = ProcThreadGroup
+	}
 	d.files = make(map[*file]struct{})
 	return d, nil
 }

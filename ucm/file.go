@@ -18,8 +18,9 @@ type file struct {
 	d     *Device
 	waker cuse.Waker
 	// uid and gid opened the file: ib_safe_file_access refuses writers
-	// with other credentials.
+	// with other credentials, and writers from other processes (w).
 	uid, gid uint32
+	w        *writers
 	// pid and opened describe the opener, for Device.Files.
 	pid    int
 	opened time.Time
@@ -40,6 +41,7 @@ var _ cuse.Handle = (*file)(nil)
 func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 	f := &file{
 		d: d, waker: w, uid: req.Caller.Uid, gid: req.Caller.Gid,
+		w:   d.openWriters(req.Caller.Pid),
 		pid: req.Caller.Pid, opened: time.Now(),
 		ctxs:  make(map[*ucmCtx]struct{}),
 		ready: make(chan struct{}),
@@ -54,6 +56,9 @@ func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, e
 	if req.Caller.Uid != f.uid || req.Caller.Gid != f.gid {
 		return 0, fmt.Errorf("ucm: writer %d:%d is not the opener %d:%d: %w",
 			req.Caller.Uid, req.Caller.Gid, f.uid, f.gid, unix.EACCES)
+	}
+	if err := f.w.check(req.Caller.Pid); err != nil {
+		return 0, err
 	}
 	hdr, cmd, err := abi.ParseCommand(data)
 	if err != nil {

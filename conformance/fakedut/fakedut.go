@@ -47,6 +47,10 @@ type Options struct {
 	// test's view through Mem is unaffected), e.g. to stall or fail
 	// copies.
 	WrapMemory func(callermem.Memory) callermem.Memory
+	// ThreadGroup is the device's ucm.Config.ThreadGroup: which process
+	// each caller thread belongs to. nil puts every pid in a process of
+	// its own (tgid = pid), so that no test reads the host's /proc.
+	ThreadGroup ucm.ThreadGroupFunc
 }
 
 // New builds a DUT; opts may be nil. Everything is torn down by tb's
@@ -71,7 +75,11 @@ func New(tb testing.TB, opts *Options) *DUT {
 		devMem = opts.WrapMemory(mem)
 	}
 	ids := ucm.NewIDTable()
-	dev, err := ucm.New(ucm.Config{CM: cm, Memory: devMem, IDs: ids, Limits: opts.Limits})
+	tg := opts.ThreadGroup
+	if tg == nil {
+		tg = func(tid int) (int, error) { return tid, nil }
+	}
+	dev, err := ucm.New(ucm.Config{CM: cm, Memory: devMem, IDs: ids, Limits: opts.Limits, ThreadGroup: tg})
 	if err != nil {
 		tb.Fatal(err)
 	}
