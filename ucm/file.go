@@ -98,6 +98,10 @@ const pollRdNorm = 0x40
 // Release is ib_ucm_close: every id of the file is destroyed, its queued
 // events purged (undelivered new connections rejected). No command is
 // running on the file, so nothing needs waiting for but the CM.
+//
+// Every lock it takes (the id table's, the CM's, the file's) is held for
+// one id at a time, so other clients wait at most one id's teardown: the
+// whole close of N ids costs O(N log N).
 func (f *file) Release(context.Context) {
 	f.d.filesMu.Lock()
 	delete(f.d.files, f)
@@ -108,6 +112,10 @@ func (f *file) Release(context.Context) {
 	for c := range f.ctxs {
 		ctxs = append(ctxs, c)
 	}
+	// The queue goes at once, not by each id's purge scanning it (O(ids x
+	// events)); the undelivered new connections are in ctxs anyway.
+	clear(f.events)
+	f.events = nil
 	f.mu.Unlock()
 	for _, c := range ctxs {
 		f.d.ids.hide(c)

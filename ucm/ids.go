@@ -24,7 +24,7 @@ const (
 type IDTable struct {
 	mu    sync.Mutex
 	slots map[uint32]*ucmCtx
-	free  idHeap // freed ids below next
+	free  idHeap // freed ids below next (and stale ones at or above it)
 	next  uint32 // every id >= next is free
 }
 
@@ -45,6 +45,10 @@ func (t *IDTable) Len() int {
 func (t *IDTable) alloc(c *ucmCtx) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.free.Len() > 0 && t.free[0] >= t.next {
+		// The minimum is stale, so is every entry (see release).
+		t.free = t.free[:0]
+	}
 	var id uint32
 	switch {
 	case t.free.Len() > 0:
@@ -118,6 +122,17 @@ func (t *IDTable) hide(c *ucmCtx) {
 }
 
 // release frees c's number for reuse. Releasing twice is harmless.
+//
+// Cost: O(log N), amortised. Freed ids below next-1 go on the min-heap;
+// the top id is not pushed at all, next just shrinks over it and over the
+// free ids right below it (found free in slots: no heap search). Heap
+// entries that end up >= next are stale and left in place: alloc throws
+// them away when it meets them, and since alloc pops the minimum, meeting
+// one means every entry is stale, so it drops the whole heap in O(1). The
+// old max()/removeMax scanned the heap on every release: O(N) under the
+// daemon-wide lock, O(N^2) for closing a file of N ids. A bitmap with a
+// summary level would also do; the heap keeps the code small and costs
+// nothing while ids are few.
 func (t *IDTable) release(c *ucmCtx) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -125,15 +140,19 @@ func (t *IDTable) release(c *ucmCtx) {
 		return
 	}
 	delete(t.slots, c.id)
-	heap.Push(&t.free, c.id)
-	// Shrink from the top so the heap holds only holes below next.
-	for t.next > 0 && t.free.Len() > 0 && t.free.max() == t.next-1 {
-		t.free.removeMax()
+	if c.id != t.next-1 {
+		heap.Push(&t.free, c.id)
+		return
+	}
+	// Each step down undoes one step up of alloc: amortised O(1).
+	t.next--
+	for t.next > 0 && t.slots[t.next-1] == nil {
 		t.next--
 	}
 }
 
-// idHeap is a min-heap of free ids.
+// idHeap is a min-heap of free ids. Entries below IDTable.next are free and
+// distinct; entries at or above it are stale (see release).
 type idHeap []uint32
 
 func (h idHeap) Len() int           { return len(h) }
@@ -145,23 +164,4 @@ func (h *idHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-// max returns the largest free id; the maximum of a min-heap is a leaf.
-func (h idHeap) max() uint32 {
-	m := uint32(0)
-	for _, v := range h[len(h)/2:] {
-		m = max(m, v)
-	}
-	return m
-}
-
-func (h *idHeap) removeMax() {
-	m := h.max()
-	for i, v := range *h {
-		if v == m {
-			heap.Remove(h, i)
-			return
-		}
-	}
 }

@@ -1,6 +1,10 @@
 package ucm
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 func TestIDTableLowestFree(t *testing.T) {
 	tab := NewIDTable()
@@ -100,5 +104,113 @@ func TestValidateListen(t *testing.T) {
 		if err := validateListen(tc.sid, tc.mask); (err == nil) != tc.ok {
 			t.Errorf("validateListen(%#x, %#x) = %v, want ok=%v", tc.sid, tc.mask, err, tc.ok)
 		}
+	}
+}
+
+// The table against a naive model (a set of allocated ids; alloc takes the
+// smallest number not in it) through random allocs and releases, with the
+// invariants release relies on checked after every step: every heap entry
+// below next is free and appears once, and next-1 is allocated.
+func TestIDTableMatchesModel(t *testing.T) {
+	tab := NewIDTable()
+	f := &file{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	live := map[uint32]*ucmCtx{}
+	lowestFree := func() uint32 {
+		for id := uint32(0); ; id++ {
+			if live[id] == nil {
+				return id
+			}
+		}
+	}
+	for step := range 20000 {
+		// Phases of growth and shrinking, so next moves both ways.
+		grow := (step/1000)%2 == 0
+		if len(live) == 0 || rng.IntN(10) < 3 || (grow && rng.IntN(10) < 7) {
+			want := lowestFree()
+			c := &ucmCtx{file: f}
+			if err := tab.alloc(c); err != nil {
+				t.Fatal(err)
+			}
+			if c.id != want {
+				t.Fatalf("step %d: alloc %d, want the lowest free %d", step, c.id, want)
+			}
+			live[c.id] = c
+		} else {
+			ids := make([]uint32, 0, len(live))
+			for id := range live {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			id := ids[rng.IntN(len(ids))]
+			if rng.IntN(4) == 0 {
+				id = ids[len(ids)-1] // the top: next shrinks
+			}
+			tab.release(live[id])
+			delete(live, id)
+		}
+		checkIDTable(t, tab, live)
+	}
+}
+
+func checkIDTable(t *testing.T, tab *IDTable, live map[uint32]*ucmCtx) {
+	t.Helper()
+	if len(tab.slots) != len(live) {
+		t.Fatalf("%d slots, model has %d", len(tab.slots), len(live))
+	}
+	if tab.next > 0 && tab.slots[tab.next-1] == nil {
+		t.Fatalf("next %d but id %d is free", tab.next, tab.next-1)
+	}
+	seen := map[uint32]bool{}
+	for _, id := range tab.free {
+		if id >= tab.next {
+			continue // stale
+		}
+		if tab.slots[id] != nil || seen[id] {
+			t.Fatalf("heap entry %d below next %d: allocated %v, duplicate %v", id, tab.next, tab.slots[id] != nil, seen[id])
+		}
+		seen[id] = true
+	}
+	for id := uint32(0); id < tab.next; id++ {
+		if tab.slots[id] == nil && !seen[id] {
+			t.Fatalf("id %d below next %d is free but not on the heap", id, tab.next)
+		}
+	}
+}
+
+// Closing a file frees its ids in map order; freeing every id, in any
+// order, empties the table, and numbering starts again at 0.
+func TestIDTableReleaseAnyOrder(t *testing.T) {
+	for _, order := range []string{"increasing", "decreasing", "random"} {
+		t.Run(order, func(t *testing.T) {
+			tab := NewIDTable()
+			f := &file{}
+			cs := make([]*ucmCtx, 1000)
+			for i := range cs {
+				cs[i] = &ucmCtx{file: f}
+				if err := tab.alloc(cs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			switch order {
+			case "decreasing":
+				slices.Reverse(cs)
+			case "random":
+				rand.New(rand.NewPCG(3, 4)).Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+			}
+			for _, c := range cs {
+				tab.release(c)
+			}
+			if tab.next != 0 || tab.Len() != 0 {
+				t.Fatalf("next %d, %d ids: want an empty table", tab.next, tab.Len())
+			}
+			c := &ucmCtx{file: f}
+			if err := tab.alloc(c); err != nil || c.id != 0 {
+				t.Fatalf("alloc after emptying: id %d, %v", c.id, err)
+			}
+			if tab.free.Len() != 0 {
+				t.Errorf("%d stale heap entries kept after an alloc", tab.free.Len())
+			}
+		})
 	}
 }
