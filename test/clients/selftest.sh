@@ -57,6 +57,24 @@ else
 	bad "wire images differ:"; diff "$tmp/wire.golden" "$tmp/wire.out"
 fi
 
+# 1b. The same images from the builds without libibverbs: 64-bit, and the
+#     static 32-bit one (gcc-multilib; make vm-setup installs it), whose
+#     layouts the compile-time asserts check too.
+if "$here/build.sh" --no-libverbs "$tmp/ucmclient-nv" > "$tmp/nv.log" 2>&1 &&
+	"$tmp/ucmclient-nv" --dump-commands 2>&1 | cmp -s "$tmp/wire.golden" -; then
+	ok "wire images, built without libibverbs"
+else
+	bad "build without libibverbs or its wire images: $(cat "$tmp/nv.log")"
+fi
+if ! echo 'int main(void){return 0;}' | ${CC:-gcc} -m32 -static -x c -o "$tmp/m32probe" - 2>/dev/null; then
+	echo "skip wire images of the 32-bit client: gcc -m32 -static cannot link (install gcc-multilib)"
+elif "$here/build.sh" -m32 "$tmp/ucmclient32" > "$tmp/m32.log" 2>&1 &&
+	"$tmp/ucmclient32" --dump-commands 2>&1 | cmp -s "$tmp/wire.golden" -; then
+	ok "wire images, 32-bit static client (gcc -m32)"
+else
+	bad "32-bit build or its wire images: $(cat "$tmp/m32.log")"
+fi
+
 # 2. Argument parsing.
 run "help" 0 "usage:" "$bin" -h
 run "no mode" 2 "exactly one of" "$bin"
@@ -74,6 +92,8 @@ run "--rdma-cm: REQ user data too long" 2 "at most 56 fit" "$bin" -c -g fe80::1 
 	--pdata 123456789012345678901234567890123456789012345678901234567
 run "--pdata without --rdma-cm" 2 "need --rdma-cm" "$bin" -c -g fe80::1 --pdata x
 run "--rdma-cm: bad --src-ip" 2 "bad source address" "$bin" -c -g fe80::1 --rdma-cm -s 0x1061234 --src-ip 1.2.3
+run "--cred-check with -l" 2 "takes no -l or -c" "$bin" --cred-check -l 0x1000
+run "--cred-check: missing node" 1 "open $tmp/nonexistent: errno 2" "$bin" --cred-check -D "$tmp/nonexistent"
 
 # 3. Discovery, libibcm style. abi_version via SYSFS_PATH.
 mkdir -p "$tmp/sys3/class/infiniband_cm" "$tmp/sys5/class/infiniband_cm" "$tmp/sysnone"

@@ -41,10 +41,34 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#ifndef UCMCLIENT_NO_VERBS
 #include <infiniband/verbs.h>
+#else
+/*
+ * Built without libibverbs (build.sh --no-libverbs, and -m32: a static
+ * 32-bit client needs no i386 libraries). Only --no-verbs runs; the raw ucm
+ * ABI path is the same code. The kernel's UAPI copies below still check our
+ * layouts; these stand in for the few verbs fields the shared code names.
+ */
+#include <rdma/ib_user_verbs.h>
+#define IBV_SYSFS_NAME_MAX 64
+#define IBV_LINK_LAYER_ETHERNET 2
+struct ibv_device_attr {
+	int max_qp_rd_atom, max_qp_init_rd_atom;
+};
+struct ibv_port_attr {
+	int state, active_mtu, gid_tbl_len;
+	uint16_t lid;
+	uint8_t link_layer;
+};
+struct ibv_comp_channel {
+	int fd;
+};
+#endif
 #include <rdma/ib_user_sa.h>
 
 #include "ucm_abi.h"
@@ -103,6 +127,8 @@ static struct {
 	int lax;
 	int verbose;
 	int dump;
+	int cred_check;	       /* --cred-check */
+	const char *cred_exec; /* --cred-check-exec FD:A:B (internal) */
 	int mtu, hop_limit, rate, plt, traffic_class;
 	int retry_count, rnr_retry, cm_timeout, max_cm_retries;
 	/* --rdma-cm: interoperate with librdmacm (TCP port space) */
@@ -649,6 +675,13 @@ static struct {
 	char name[IBV_SYSFS_NAME_MAX];
 } vb;
 
+#ifdef UCMCLIENT_NO_VERBS
+static int verbs_open(void)
+{
+	errmsg("built without libibverbs: only --no-verbs runs");
+	return -1;
+}
+#else
 static int verbs_open(void)
 {
 	int n = 0;
@@ -779,6 +812,7 @@ static void qp_attr_from_ucm(struct ibv_qp_attr *d, const struct ucm_uverbs_qp_a
 	d->alt_port_num = s->alt_port_num;
 	d->alt_timeout = s->alt_timeout;
 }
+#endif /* UCMCLIENT_NO_VERBS */
 
 /* ------------------------------------------------------------------------ */
 /* Per-id objects                                                            */
@@ -914,12 +948,15 @@ static struct conn *find_by_id(uint32_t id)
 	return NULL;
 }
 
-static uint8_t *recv_buf(struct conn *c, int i)
+/* verbs only: unused when built without libibverbs */
+#define VERBS_ONLY __attribute__((unused))
+
+static VERBS_ONLY uint8_t *recv_buf(struct conn *c, int i)
 {
 	return c->buf + (size_t)i * (size_t)c->msg_size;
 }
 
-static uint8_t *send_buf(struct conn *c, int i)
+static VERBS_ONLY uint8_t *send_buf(struct conn *c, int i)
 {
 	return c->buf + ((size_t)c->msgs + (size_t)i) * (size_t)c->msg_size;
 }
@@ -930,6 +967,10 @@ static int setup_qp(struct conn *c)
 		c->qpn = (xrand32() & 0xffffff) | 1;
 		return 0;
 	}
+#ifdef UCMCLIENT_NO_VERBS
+	(void)c;
+	return -1;
+#else
 	size_t len = (size_t)c->msgs * (size_t)c->msg_size * 2;
 	c->buf = calloc(1, len);
 	c->cq = ibv_create_cq(vb.ctx, c->msgs * 2 + 2, c, vb.chan, 0);
@@ -961,16 +1002,19 @@ static int setup_qp(struct conn *c)
 	}
 	c->qpn = c->qp->qp_num;
 	return 0;
+#endif
 }
 
 static void teardown_qp(struct conn *c)
 {
+#ifndef UCMCLIENT_NO_VERBS
 	if (c->qp)
 		ibv_destroy_qp(c->qp);
 	if (c->mr)
 		ibv_dereg_mr(c->mr);
 	if (c->cq)
 		ibv_destroy_cq(c->cq);
+#endif
 	free(c->buf);
 	c->qp = NULL;
 	c->mr = NULL;
@@ -1062,6 +1106,10 @@ static int apply_qp_state(struct conn *c, uint32_t state, int flags)
 	}
 	if (opt.no_verbs || (flags & QPA_CHECK_ONLY))
 		return 0;
+#ifdef UCMCLIENT_NO_VERBS
+	(void)c;
+	return -1;
+#else
 	struct ibv_qp_attr a;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = (enum ibv_qp_state)state;
@@ -1076,12 +1124,17 @@ static int apply_qp_state(struct conn *c, uint32_t state, int flags)
 	if (state == UCM_QPS_RTS)
 		c->rts = 1;
 	return 0;
+#endif
 }
 
 static int post_recvs(struct conn *c)
 {
 	if (opt.no_verbs)
 		return 0;
+#ifdef UCMCLIENT_NO_VERBS
+	(void)c;
+	return -1;
+#else
 	for (int i = 0; i < c->msgs; i++) {
 		struct ibv_sge sge = { .addr = (uintptr_t)recv_buf(c, i), .length = (uint32_t)c->msg_size,
 				       .lkey = c->mr->lkey };
@@ -1093,9 +1146,10 @@ static int post_recvs(struct conn *c)
 		}
 	}
 	return 0;
+#endif
 }
 
-static void fill_msg(struct conn *c, uint8_t *p, int dir, int seq)
+static VERBS_ONLY void fill_msg(struct conn *c, uint8_t *p, int dir, int seq)
 {
 	if (opt.rdma_cm) {
 		/* cmpeer's messages (test/interop/cmpeer): dir 0 = active -> passive */
@@ -1111,6 +1165,10 @@ static int post_sends(struct conn *c)
 {
 	if (opt.no_verbs)
 		return 0;
+#ifdef UCMCLIENT_NO_VERBS
+	(void)c;
+	return -1;
+#else
 	int dir = c->role == ROLE_CLIENT ? 0 : 1;
 	for (int i = 0; i < c->msgs; i++) {
 		fill_msg(c, send_buf(c, i), dir, i);
@@ -1127,6 +1185,7 @@ static int post_sends(struct conn *c)
 	}
 	c->sent_posted = c->msgs;
 	return 0;
+#endif
 }
 
 static int data_done(const struct conn *c)
@@ -1502,6 +1561,11 @@ static void server_established(struct conn *c, const char *by)
 /* ------------------------------------------------------------------------ */
 /* Completions                                                               */
 
+#ifdef UCMCLIENT_NO_VERBS
+static void drain_completions(void)
+{
+}
+#else
 static void handle_wc(struct conn *c, const struct ibv_wc *wc)
 {
 	int send = (int)(wc->wr_id & 1);
@@ -1577,6 +1641,7 @@ static void drain_completions(void)
 			conn_fail(c, "ibv_poll_cq failed");
 	}
 }
+#endif /* UCMCLIENT_NO_VERBS */
 
 /* ------------------------------------------------------------------------ */
 /* Events                                                                    */
@@ -2269,6 +2334,171 @@ static int run_loop(long total)
 }
 
 /* ------------------------------------------------------------------------ */
+/* --cred-check: who may write to an open fd                                 */
+
+/*
+ * The kernel's ib_safe_file_access refused a write unless the writer's
+ * credentials were the ones current at open: another thread of the opener
+ * shares them; a forked child and an exec'd program have new ones, so they
+ * got EACCES on an inherited fd, whatever their uid. --cred-check opens the
+ * node, creates two ids A and B, and checks:
+ *   - another thread: CREATE_ID, ATTR_ID(A), DESTROY_ID of its own id work;
+ *   - a forked child: CREATE_ID, ATTR_ID(A), DESTROY_ID(B) get EACCES (and
+ *     its own open of the node works);
+ *   - an exec'd program on the inherited fd: the same three get EACCES;
+ *   - afterwards the opener still has A and B (ATTR_ID, DESTROY_ID).
+ * One line per check; exit 0 only if every check passed.
+ */
+static int cred_fails, cred_checks;
+
+static void cred_result(const char *who, const char *what, int want_eacces, int r)
+{
+	int ok = want_eacces ? r < 0 && errno == EACCES : r == 0;
+	cred_checks++;
+	if (ok)
+		printf("ok   %s: %s %s\n", who, what, want_eacces ? "-> EACCES" : "allowed");
+	else if (r == 0)
+		printf("FAIL %s: %s succeeded, want EACCES\n", who, what);
+	else
+		printf("FAIL %s: %s%s\n", who, cmd_err, want_eacces ? "; want EACCES" : "");
+	if (!ok)
+		cred_fails++;
+	fflush(stdout);
+}
+
+/* What another process does with the opener's ids: every command refused. */
+static void cred_foreign(const char *who, uint32_t a, uint32_t b)
+{
+	uint32_t id, n;
+	struct ib_ucm_attr_id_resp ar;
+	cred_result(who, "CREATE_ID", 1, ucm_create_id(0xc0de, &id));
+	cred_result(who, "ATTR_ID of the opener's id A", 1, ucm_attr_id(a, &ar));
+	cred_result(who, "DESTROY_ID of the opener's id B", 1, ucm_destroy_id(b, &n));
+}
+
+static uint32_t cred_a;
+static void *cred_thread(void *arg)
+{
+	const char *who = "another thread";
+	uint32_t id = 0, n;
+	struct ib_ucm_attr_id_resp ar;
+	(void)arg;
+	int r = ucm_create_id(0x7d, &id);
+	cred_result(who, "CREATE_ID", 0, r);
+	cred_result(who, "ATTR_ID of the opener's id A", 0, ucm_attr_id(cred_a, &ar));
+	if (r == 0)
+		cred_result(who, "DESTROY_ID of its own id", 0, ucm_destroy_id(id, &n));
+	return NULL;
+}
+
+/* Waits for a child that ran checks and exits with its failure count. */
+static void cred_wait(pid_t pid, const char *who)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			printf("FAIL %s: waitpid: %s\n", who, strerror(errno));
+			cred_fails++;
+			return;
+		}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		printf("FAIL %s: exit status 0x%x (its checks above)\n", who, (unsigned)st);
+		cred_fails++;
+	}
+	fflush(stdout);
+}
+
+/* --cred-check-exec FD:A:B, in the exec'd program: the fd is inherited. */
+static int cred_exec_main(void)
+{
+	unsigned a, b;
+	int fd;
+	if (sscanf(opt.cred_exec, "%d:%u:%u", &fd, &a, &b) != 3) {
+		errmsg("bad --cred-check-exec '%s'", opt.cred_exec);
+		return 2;
+	}
+	dev.fd = fd;
+	snprintf(dev.path, sizeof(dev.path), "inherited fd %d", fd);
+	cred_foreign("exec'd program", a, b);
+	return cred_fails ? 1 : 0;
+}
+
+static int cred_check_main(void)
+{
+	uint32_t a, b, n;
+	struct ib_ucm_attr_id_resp ar;
+	static int obj_a, obj_b;
+	if (open_ucm(opt.devname))
+		return 1;
+	if (ucm_create_id(uptr(&obj_a), &a) || ucm_create_id(uptr(&obj_b), &b)) {
+		errmsg("%s", cmd_err);
+		return 1;
+	}
+	/* the ABI's u64 pointers: a 32-bit client's stack is near 4 GiB */
+	printf("%s: opener pid %d created ids A=%u B=%u (%zu-byte pointers, stack at 0x%" PRIx64 ")\n",
+	       dev.path, (int)getpid(), a, b, sizeof(void *), uptr(&ar));
+	cred_result("opener", "ATTR_ID of A", 0, ucm_attr_id(a, &ar));
+
+	cred_a = a;
+	pthread_t th;
+	if (pthread_create(&th, NULL, cred_thread, NULL) != 0) {
+		errmsg("pthread_create failed");
+		return 1;
+	}
+	pthread_join(th, NULL);
+
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		cred_foreign("forked child", a, b);
+		/* its own open is its own: allowed */
+		int inherited = dev.fd;
+		dev.fd = open(dev.path, O_RDWR);
+		uint32_t id;
+		int r = dev.fd < 0 ? -1 : ucm_create_id(0x0c, &id);
+		if (dev.fd < 0)
+			snprintf(cmd_err, sizeof(cmd_err), "open: %s", strerror(errno));
+		cred_result("forked child", "CREATE_ID on its own open of the node", 0, r);
+		if (dev.fd >= 0)
+			close(dev.fd);
+		dev.fd = inherited;
+		_exit(cred_fails ? 1 : 0);
+	}
+	if (pid < 0) {
+		errmsg("fork: %s", strerror(errno));
+		return 1;
+	}
+	cred_wait(pid, "forked child");
+
+	pid = fork();
+	if (pid == 0) {
+		char arg[64];
+		snprintf(arg, sizeof(arg), "%d:%u:%u", dev.fd, a, b);
+		fcntl(dev.fd, F_SETFD, 0); /* inherited across exec */
+		execl("/proc/self/exe", PROG, "--cred-check-exec", arg, (char *)NULL);
+		printf("FAIL exec'd program: execl /proc/self/exe: %s\n", strerror(errno));
+		_exit(1);
+	}
+	if (pid < 0) {
+		errmsg("fork: %s", strerror(errno));
+		return 1;
+	}
+	cred_wait(pid, "exec'd program");
+
+	cred_result("opener", "ATTR_ID of A after the others", 0, ucm_attr_id(a, &ar));
+	int r = ucm_destroy_id(b, &n);
+	cred_result("opener", "DESTROY_ID of B", 0, r);
+	if (r == 0 && n != 0) {
+		printf("FAIL opener: DESTROY_ID of B: events_reported %u, want 0\n", n);
+		cred_fails++;
+	}
+	cred_result("opener", "DESTROY_ID of A", 0, ucm_destroy_id(a, &n));
+	printf("cred-check: %s (%d checks here, the children's above)\n",
+	       cred_fails ? "FAILED" : "all ok", cred_checks);
+	return cred_fails ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
 
 static void usage(FILE *f)
@@ -2277,6 +2507,8 @@ static void usage(FILE *f)
 		"usage: " PROG " -l SERVICE_ID [options]          server: listen, accept, echo data\n"
 		"       " PROG " -c -g REMOTE_GID [options]       client: connect, send, disconnect\n"
 		"       " PROG " --dump-commands                  print every command's wire image\n"
+		"       " PROG " --cred-check [-D PATH|-d DEV]    another thread may use our fd; a forked\n"
+		"                                          child or an exec'd program gets EACCES\n"
 		"\n"
 		"device:\n"
 		"  -d, --device NAME      verbs device (default: first device; no-verbs: ucm0's ibdev)\n"
@@ -2346,7 +2578,7 @@ static void parse_gid(const char *s, uint8_t *gid, const char *what)
 enum {
 	O_NOVERBS = 256, O_DBR, O_NONBLOCK_OPT, O_LAX, O_DUMP, O_MTU, O_HOP, O_RATE, O_PLT,
 	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID, O_HOLD, O_RDMACM, O_PDATA, O_SRCIP, O_DSTIP,
-	O_SPORT,
+	O_SPORT, O_CRED, O_CREDEXEC,
 };
 
 /* an IPv4 or IPv6 address, kept IPv4-mapped for IPv4 */
@@ -2390,9 +2622,14 @@ static void parse_args(int argc, char **argv)
 		{ "src-ip", required_argument, 0, O_SRCIP },
 		{ "dst-ip", required_argument, 0, O_DSTIP },
 		{ "src-port", required_argument, 0, O_SPORT },
+		{ "cred-check", no_argument, 0, O_CRED },
+		{ "cred-check-exec", required_argument, 0, O_CREDEXEC },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
+#ifdef UCMCLIENT_NO_VERBS
+	opt.no_verbs = 1; /* nothing else is compiled in */
+#endif
 	while ((ch = getopt_long(argc, argv, "l:cs:d:D:i:x:g:G:L:n:P:M:z:t:w:T:vh", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'l': {
@@ -2456,6 +2693,8 @@ static void parse_args(int argc, char **argv)
 		case O_SRCIP: parse_ip(optarg, opt.src_ip, "source address"); opt.have_src_ip = 1; break;
 		case O_DSTIP: parse_ip(optarg, opt.dst_ip, "destination address"); opt.have_dst_ip = 1; break;
 		case O_SPORT: opt.src_port = (int)parse_num(optarg, "source port", 1, 65535); break;
+		case O_CRED: opt.cred_check = 1; break;
+		case O_CREDEXEC: opt.cred_exec = optarg; break;
 		default: usage(stderr); exit(2);
 		}
 	}
@@ -2466,6 +2705,14 @@ static void parse_args(int argc, char **argv)
 	}
 	if (opt.dump)
 		return;
+	if (opt.cred_check || opt.cred_exec) {
+		if (opt.server || opt.client) {
+			errmsg("--cred-check takes no -l or -c");
+			exit(2);
+		}
+		opt.no_verbs = 1; /* it moves no data */
+		return;
+	}
 	if (opt.server == opt.client) {
 		errmsg("give exactly one of -l SERVICE_ID (server) or -c (client)");
 		usage(stderr);
@@ -2521,6 +2768,8 @@ int main(int argc, char **argv)
 	parse_args(argc, argv);
 	if (opt.dump)
 		return dump_commands();
+	if (opt.cred_exec)
+		return cred_exec_main();
 
 	struct sigaction sa = { .sa_handler = on_alarm };
 	sigemptyset(&sa.sa_mask);
@@ -2541,6 +2790,9 @@ int main(int argc, char **argv)
 	if (pthread_create(&wd, NULL, watchdog, (void *)(intptr_t)deadline) == 0)
 		pthread_detach(wd);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+	if (opt.cred_check)
+		return cred_check_main();
 
 	const char *ibdev = opt.devname;
 	if (!opt.no_verbs) {
