@@ -20,24 +20,31 @@ func (c *call) getEvent(ctx context.Context, req cuse.Request, m *abi.EventGet) 
 		return err
 	}
 	err = c.copyEvent(m, e)
-	f.finishDelivery(e, err == nil)
+	if !f.finishDelivery(e, err == nil) && err == nil {
+		// An interrupted DESTROY_ID (or close) took the event while its
+		// copy hung: nothing was delivered, and the call did not
+		// complete, as after a signal.
+		err = fmt.Errorf("event's id destroyed during its copy: %w", unix.EINTR)
+	}
 	return err
 }
 
 // finishDelivery ends what takeHead started: on success the event leaves
 // the queue, counts for its id and unhides its new connection; either way
-// the next GET_EVENT and a waiting purge may proceed.
-func (f *file) finishDelivery(e *event, delivered bool) {
+// the next GET_EVENT and a waiting purge may proceed. It reports whether e
+// was delivered.
+func (f *file) finishDelivery(e *event, copied bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.delivering = nil
-	f.cond.Broadcast()
-	if !delivered {
-		return
+	close(f.delivered)
+	f.delivered = nil
+	if !copied {
+		return false
 	}
 	// e is the head (purge waits for f.delivering, other GET_EVENT callers
-	// for it to be cleared); looking it up keeps a broken invariant from
-	// corrupting the queue.
+	// for it to be cleared), unless a purge that was interrupted took it;
+	// looking it up keeps a broken invariant from corrupting the queue.
 	switch i := slices.Index(f.events, e); {
 	case i == 0:
 		f.events[0] = nil
@@ -45,39 +52,43 @@ func (f *file) finishDelivery(e *event, delivered bool) {
 	case i > 0:
 		f.events = slices.Delete(f.events, i, i+1)
 	default:
-		return // purged meanwhile: not delivered after all
+		return false // purged meanwhile: not delivered after all
 	}
 	e.ctx.eventsReported++
 	if e.child != nil {
 		f.d.ids.publish(e.child)
 	}
+	return true
 }
 
 // takeHead waits for a queued event and marks it as being delivered. A
-// waiting caller holds no lock, so it never delays other commands.
+// waiting caller holds no lock, so it never delays other commands; every
+// wait ends on INTERRUPT (EINTR) and on release.
 func (f *file) takeHead(ctx context.Context, nonblock bool) (*event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for {
-		for f.delivering != nil {
-			f.cond.Wait() // bounded: one event's copies
+		if f.closed {
+			return nil, errReleased
+		}
+		if f.delivering != nil {
+			// Normally one event's copies; unbounded if one hangs.
+			if err := f.awaitLocked(ctx, f.delivered); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if len(f.events) > 0 {
 			f.delivering = f.events[0]
+			f.delivered = make(chan struct{})
 			return f.delivering, nil
 		}
 		if nonblock {
 			return nil, fmt.Errorf("no event queued: %w", unix.EAGAIN)
 		}
-		ready := f.ready
-		f.mu.Unlock()
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			f.mu.Lock()
-			return nil, ctx.Err() // cuse answers EINTR
+		if err := f.awaitLocked(ctx, f.ready); err != nil {
+			return nil, err
 		}
-		f.mu.Lock()
 	}
 }
 

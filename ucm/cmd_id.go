@@ -1,6 +1,8 @@
 package ucm
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ucmd/ucmd/abi"
@@ -11,7 +13,7 @@ import (
 // createID is ib_ucm_create_id. The id becomes usable only when complete;
 // if the response cannot be written the id is destroyed again and the
 // caller gets EFAULT, as in the kernel.
-func (c *call) createID(m *abi.CreateID) error {
+func (c *call) createID(ctx context.Context, m *abi.CreateID) error {
 	f := c.f
 	x := &ucmCtx{file: f, uid: m.UID}
 	if err := f.addCtx(x); err != nil {
@@ -22,8 +24,11 @@ func (c *call) createID(m *abi.CreateID) error {
 	f.d.ids.publish(x)
 	if err := c.writeStruct(m.Response, &abi.CreateIDResp{ID: x.id}, "response"); err != nil {
 		if y, rerr := f.d.ids.remove(f, x.id); rerr == nil && y == x {
-			y.refs.Wait()
-			f.teardown(x)
+			// Another thread may have guessed the id already. If the
+			// wait for it ends early (interrupt, release), the id goes
+			// anyway: the answer is EFAULT, whatever happens.
+			_ = f.await(ctx, f.d.ids.unused(x))
+			f.teardown(ctx, x)
 		}
 		return err
 	}
@@ -33,13 +38,23 @@ func (c *call) createID(m *abi.CreateID) error {
 // destroyID is ib_ucm_destroy_id: take the id out of reach, wait for the
 // commands using it, destroy the CM id (no event can follow), purge its
 // events, and only then answer with the exact count of delivered events.
-func (c *call) destroyID(m *abi.DestroyID) error {
+//
+// The kernel's waits were uninterruptible; ours end on INTERRUPT. Before
+// anything is destroyed (a command holding the id is stuck in a copy), the
+// id is put back and the answer is EINTR: nothing happened, retry. Once the
+// CM id is destroyed, the destroy completes (see purge) and answers.
+func (c *call) destroyID(ctx context.Context, m *abi.DestroyID) error {
 	x, err := c.f.d.ids.remove(c.f, m.ID)
 	if err != nil {
 		return err
 	}
-	x.refs.Wait()
-	n := c.f.teardown(x)
+	if err := c.f.await(ctx, c.f.d.ids.unused(x)); err != nil {
+		if errors.Is(err, errReleased) || !c.f.d.ids.restore(x) {
+			return errReleased // close tears it down
+		}
+		return err
+	}
+	n := c.f.teardown(ctx, x)
 	// As in the kernel, an EFAULT here still leaves the id destroyed.
 	return c.writeStruct(m.Response, &abi.DestroyIDResp{EventsReported: n}, "response")
 }

@@ -1,8 +1,6 @@
 package ucm
 
 import (
-	"sync"
-
 	"github.com/ucmd/ucmd/cmcore"
 )
 
@@ -11,13 +9,15 @@ type ucmCtx struct {
 	file *file
 	cmID *cmcore.ID
 
-	// refs counts commands using the id (ib_ucm_ctx_get/put); DESTROY_ID
-	// waits for them after taking the id out of the table.
-	refs sync.WaitGroup
-
 	// Guarded by the IDTable's mutex.
 	id   uint32
 	slot slotState
+	// refs counts commands using the id (ib_ucm_ctx_get/put); DESTROY_ID
+	// waits for them after taking the id out of the table, on idle, which
+	// IDTable.unused makes and the last put closes. A channel, not a
+	// WaitGroup: the wait must end on INTERRUPT and on release.
+	refs int
+	idle chan struct{}
 
 	// Guarded by file.mu.
 	uid            uint64 // the client's cookie, echoed in its events
@@ -26,7 +26,7 @@ type ucmCtx struct {
 }
 
 // put drops a reference taken by IDTable.get.
-func (c *ucmCtx) put() { c.refs.Done() }
+func (c *ucmCtx) put() { c.file.d.ids.put(c) }
 
 // ctxOf returns the ucm id a CM id belongs to, nil if none.
 func ctxOf(id *cmcore.ID) *ucmCtx {

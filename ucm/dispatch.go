@@ -14,9 +14,9 @@ import (
 func (c *call) dispatch(ctx context.Context, req cuse.Request, hdr abi.Header, cmd abi.Command) error {
 	switch m := cmd.(type) {
 	case *abi.CreateID:
-		return c.createID(m)
+		return c.createID(ctx, m)
 	case *abi.DestroyID:
-		return c.destroyID(m)
+		return c.destroyID(ctx, m)
 	case *abi.AttrID:
 		return c.attrID(m)
 	case *abi.InitQPAttr:

@@ -19,4 +19,9 @@
 //   - An id is visible only once fully initialised, and its number is
 //     reused only after DESTROY_ID has purged its events.
 //   - INIT_QP_ATTR answers are zeroed before encoding (no stack garbage).
+//   - Every wait ends on a signal (FUSE INTERRUPT), where the kernel's
+//     DESTROY_ID waited uninterruptibly: our copies into the client can
+//     hang. DESTROY_ID still waiting for a command answers EINTR with the
+//     id untouched; one waiting for a hung copy of the id's event takes the
+//     event from that GET_EVENT (which then fails with EINTR) and completes.
 package ucm

@@ -25,12 +25,17 @@ type file struct {
 	pid    int
 	opened time.Time
 
+	// Every wait in the file selects on a channel, the request's context
+	// (cancelled on INTERRUPT) and done: none may outlast an interrupt or
+	// the release, even behind a copy into the client that never returns.
+	done chan struct{} // closed by Release
+
 	mu         sync.Mutex
-	cond       sync.Cond // signalled when delivering is cleared
 	ctxs       map[*ucmCtx]struct{}
 	events     []*event      // FIFO across all ids of the file
 	ready      chan struct{} // closed (and replaced) when an event is queued
 	delivering *event        // the head event a GET_EVENT is copying out
+	delivered  chan struct{} // closed when delivering is cleared
 	closed     bool          // released: no more ids or events
 
 	warned atomic.Bool // a lost event has been logged at Warn
@@ -45,8 +50,8 @@ func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 		pid: req.Caller.Pid, opened: time.Now(),
 		ctxs:  make(map[*ucmCtx]struct{}),
 		ready: make(chan struct{}),
+		done:  make(chan struct{}),
 	}
-	f.cond.L = &f.mu
 	return f
 }
 
@@ -102,12 +107,13 @@ const pollRdNorm = 0x40
 // Every lock it takes (the id table's, the CM's, the file's) is held for
 // one id at a time, so other clients wait at most one id's teardown: the
 // whole close of N ids costs O(N log N).
-func (f *file) Release(context.Context) {
+func (f *file) Release(ctx context.Context) {
 	f.d.filesMu.Lock()
 	delete(f.d.files, f)
 	f.d.filesMu.Unlock()
 	f.mu.Lock()
 	f.closed = true
+	close(f.done)
 	ctxs := make([]*ucmCtx, 0, len(f.ctxs))
 	for c := range f.ctxs {
 		ctxs = append(ctxs, c)
@@ -121,6 +127,6 @@ func (f *file) Release(context.Context) {
 		f.d.ids.hide(c)
 	}
 	for _, c := range ctxs {
-		f.teardown(c)
+		f.teardown(ctx, c) // closed: it waits for nothing
 	}
 }

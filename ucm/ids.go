@@ -15,7 +15,8 @@ type slotState uint8
 const (
 	slotHidden  slotState = iota // allocated, not yet usable (new or undelivered REQ child)
 	slotLive                     // found by commands
-	slotRemoved                  // DESTROY_ID or close is tearing it down
+	slotRemoved                  // DESTROY_ID is tearing it down (restore undoes it)
+	slotClosing                  // close (or its owner's teardown) is tearing it down
 )
 
 // IDTable is the daemon-wide id space, the kernel's ctx_id_table: ids are
@@ -84,8 +85,47 @@ func (t *IDTable) get(f *file, id uint32) (*ucmCtx, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.refs.Add(1)
+	c.refs++
 	return c, nil
+}
+
+// put drops a reference taken by get.
+func (t *IDTable) put(c *ucmCtx) {
+	t.mu.Lock()
+	c.refs--
+	if c.refs == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
+	t.mu.Unlock()
+}
+
+// unused returns a channel closed once no command holds a reference to c:
+// after remove or hide, when no new reference can be taken.
+func (t *IDTable) unused(c *ucmCtx) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.refs == 0 {
+		return closedChan
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	return c.idle
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// restore undoes remove: a DESTROY_ID interrupted before it destroyed
+// anything leaves the id as it was. It fails if close took the id meanwhile.
+func (t *IDTable) restore(c *ucmCtx) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.slots[c.id] != c || c.slot != slotRemoved {
+		return false
+	}
+	c.slot = slotLive
+	return true
 }
 
 // remove takes a live id of f out of reach of new commands (DESTROY_ID's
@@ -112,11 +152,11 @@ func (t *IDTable) lookupLocked(f *file, id uint32) (*ucmCtx, error) {
 	return c, nil
 }
 
-// hide makes c unreachable (close tearing it down).
+// hide makes c unreachable for good (close tearing it down).
 func (t *IDTable) hide(c *ucmCtx) {
 	t.mu.Lock()
 	if t.slots[c.id] == c {
-		c.slot = slotRemoved
+		c.slot = slotClosing
 	}
 	t.mu.Unlock()
 }

@@ -75,7 +75,7 @@ func TestIDTableVisibility(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.put()
+	tab.put(x)
 	if _, err := tab.remove(mine, c.id); err != nil {
 		t.Fatal(err)
 	}

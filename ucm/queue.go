@@ -1,6 +1,7 @@
 package ucm
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -76,11 +77,19 @@ func (f *file) enqueue(owner *ucmCtx, e *event) error {
 // one of c's events, marks c dead, unlinks c from the file and drops its
 // queued events. It returns c's final events_reported and the new
 // connections whose REQ was never delivered.
-func (f *file) purge(c *ucmCtx) (uint32, []*ucmCtx) {
+//
+// The wait ends on interrupt and on release too: purge then takes the event
+// from under the copy, whose GET_EVENT fails (finishDelivery finds it gone)
+// and so delivers nothing, and events_reported stays exact. The kernel
+// waited here uninterruptibly; its copies could not hang for ever, ours
+// (process_vm_writev into, say, userfaultfd-backed memory) can.
+func (f *file) purge(ctx context.Context, c *ucmCtx) (uint32, []*ucmCtx) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for f.delivering != nil && (f.delivering.ctx == c || f.delivering.child == c) {
-		f.cond.Wait()
+		if err := f.awaitLocked(ctx, f.delivered); err != nil {
+			break
+		}
 	}
 	c.dead = true
 	delete(f.ctxs, c)
@@ -97,17 +106,45 @@ func (f *file) purge(c *ucmCtx) (uint32, []*ucmCtx) {
 	return c.eventsReported, orphans
 }
 
+// awaitLocked drops f.mu until ch is closed, ctx is cancelled (INTERRUPT:
+// cuse answers EINTR for ctx.Err()) or the file is released, and takes it
+// again.
+func (f *file) awaitLocked(ctx context.Context, ch <-chan struct{}) error {
+	f.mu.Unlock()
+	defer f.mu.Lock()
+	return f.await(ctx, ch)
+}
+
+// await waits until ch is closed, ctx is cancelled or the file is released.
+func (f *file) await(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-f.done:
+		return errReleased
+	}
+}
+
+// errReleased ends the waits of calls still running when the file is
+// released. The kernel sends RELEASE only once no call is in progress, so
+// no client sees it; it exists so that nothing can keep a released file
+// waiting.
+var errReleased = fmt.Errorf("ucm: file released: %w", unix.EBADF)
+
 // teardown destroys c completely: the CM id (after which no event for it
 // can come), its queued events, the new connections only it knew of, and
-// finally its number. It returns c's events_reported.
-func (f *file) teardown(c *ucmCtx) uint32 {
+// finally its number. It returns c's events_reported. Its only wait (for a
+// copy of one of c's events) ends with ctx or the release.
+func (f *file) teardown(ctx context.Context, c *ucmCtx) uint32 {
 	// Never under f.mu: Destroy waits for a running handler, which may be
 	// waiting for f.mu.
 	c.cmID.Destroy()
-	reported, orphans := f.purge(c)
+	reported, orphans := f.purge(ctx, c)
 	for _, o := range orphans {
 		f.d.ids.hide(o)
-		f.teardown(o) // REQ_RCVD: the CM answers the peer with REJ 28
+		f.teardown(ctx, o) // REQ_RCVD: the CM answers the peer with REJ 28
 	}
 	f.d.ids.release(c)
 	return reported
