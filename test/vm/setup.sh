@@ -27,7 +27,7 @@ export PATH=$PATH:/usr/sbin:/sbin # depmod
 
 PKGS=(qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils rdma-core
   ibverbs-utils infiniband-diags rdmacm-utils libibumad-dev libibverbs-dev librdmacm-dev fuse3
-  libfuse3-dev pkg-config gcc libc6-dev util-linux coreutils shellcheck)
+  libfuse3-dev pkg-config gcc libc6-dev gcc-multilib util-linux coreutils shellcheck)
 
 log() { echo "vm-setup: $*" >&2; }
 die() { echo "vm-setup: error: $*" >&2; exit 1; }
