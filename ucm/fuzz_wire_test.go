@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,9 +22,6 @@ import (
 
 // Services of the wire fuzz target.
 const (
-	wsidListen  = 0x1000 // a's listener (file L)
-	wsidAccept  = 0x2000 // b's listener that accepts (REP, then RTU)
-	wsidIgnore  = 0x3000 // b's listener that ignores REQs and SIDR_REQs
 	wfTargets   = 6
 	wfChunks    = 4
 	wfChunkSize = 1 + hw.MADSize
@@ -79,9 +75,6 @@ type wireEnv struct {
 
 	// targets[i] is what control byte target i+1 patches in.
 	targets [wfTargets]wtarget
-
-	peerMu  sync.Mutex
-	peerIDs []*cmcore.ID
 }
 
 type wtarget struct {
@@ -97,26 +90,9 @@ type wfile struct {
 	reported map[uint32]uint32 // id -> events delivered for it
 }
 
-func (w *wireEnv) peer(ev *cmcore.Event) error {
-	if ev.Type == cmcore.EventReqReceived || ev.Type == cmcore.EventSIDRReqReceived {
-		w.peerMu.Lock()
-		w.peerIDs = append(w.peerIDs, ev.ID)
-		w.peerMu.Unlock()
-	}
-	switch ev.Type {
-	case cmcore.EventReqReceived:
-		if ev.Listener.Attr().ServiceID == wsidAccept {
-			return ev.ID.SendREP(&cmcore.RepParams{QPN: 0xb01, StartingPSN: 1, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7})
-		}
-	case cmcore.EventRepReceived:
-		return ev.ID.SendRTU(nil)
-	}
-	return nil
-}
-
 func newWireEnv(t *testing.T) *wireEnv {
 	w := &wireEnv{t: t}
-	s := newFuzzStack(t, nil)
+	s := newFuzzStack(t)
 	w.s = s
 	var err error
 	w.inj, err = s.b.Port(1).OpenMAD(hw.Registration{MgmtClass: wire.MgmtClassCM, ClassVersion: wire.ClassVersion})
@@ -126,12 +102,6 @@ func newWireEnv(t *testing.T) *wireEnv {
 	must(t, err)
 	w.dst = hw.Address{LID: aa.LID, QPN: 1, QKey: 0x80010000}
 
-	// b: two listeners.
-	for _, sid := range []uint64{wsidAccept, wsidIgnore} {
-		id := s.cmB.CreateID(w.peer)
-		must(t, id.Listen(sid, 0))
-		w.peerIDs = append(w.peerIDs, id)
-	}
 	// a: file L listens, file C connects.
 	w.l, err = conformance.NewClient(s, true)
 	must(t, err)
@@ -159,10 +129,7 @@ func newWireEnv(t *testing.T) *wireEnv {
 	pa, pn := w.c.Path(ab), uint8(0)
 	must(t, w.c.Cmd(abi.CmdSendSIDRReq, 0, &abi.SIDRReq{ID: c3, Timeout: 100, SID: wsidIgnore, Path: pa, Len: pn, MaxCMRetries: 3}))
 	// n1: passive, established: b connects to L's listener.
-	bid := s.cmB.CreateID(w.peer)
-	w.peerMu.Lock()
-	w.peerIDs = append(w.peerIDs, bid)
-	w.peerMu.Unlock()
+	bid := s.peerID()
 	must(t, bid.SendREQ(&cmcore.ReqParams{
 		Primary: s.cmPath(s.b, s.a), ServiceID: wsidListen, QPN: 0xb02, QPType: cmcore.QPTypeRC, StartingPSN: 2,
 		ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20,
@@ -186,8 +153,7 @@ func newWireEnv(t *testing.T) *wireEnv {
 	}
 	// b's comm IDs, which a's ATTR_ID does not know yet for c2 (REQ_SENT)
 	// and c3 (SIDR).
-	w.peerMu.Lock()
-	for _, id := range w.peerIDs {
+	for _, id := range s.peers() {
 		at := id.Attr()
 		for i := range w.targets {
 			if w.targets[i].local != 0 && at.RemoteCommID == w.targets[i].local && w.targets[i].remote == 0 {
@@ -195,7 +161,6 @@ func newWireEnv(t *testing.T) *wireEnv {
 			}
 		}
 	}
-	w.peerMu.Unlock()
 	w.targets[5] = wtarget{local: w.targets[0].local, remote: w.targets[0].remote, sid: wsidListen}
 	return w
 }
@@ -219,7 +184,7 @@ func (w *wireEnv) get(f *wfile) (conformance.Event, bool) {
 		w.t.Fatalf("file %s: GET_EVENT: %v", f.name, err)
 	}
 	checkEvent(w.t, ev, f.owned)
-	if os.Getenv("WF_DEBUG") != "" {
+	if fuzzDebug {
 		w.t.Logf("file %s: %v id %d uid %#x", f.name, ev.Event, ev.ID, ev.UID)
 	}
 	switch ev.Event {
@@ -387,13 +352,7 @@ func (w *wireEnv) teardown() {
 			}
 		}
 	}
-	w.peerMu.Lock()
-	ids := w.peerIDs
-	w.peerIDs = nil
-	w.peerMu.Unlock()
-	for _, id := range ids {
-		id.Destroy()
-	}
+	w.s.destroyPeers()
 	for _, f := range w.files {
 		must(t, f.c.Close())
 	}

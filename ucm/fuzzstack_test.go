@@ -2,6 +2,7 @@ package ucm_test
 
 import (
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ const fuzzWait = 5 * time.Second
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// fuzzDebug (UCM_FUZZ_DEBUG=1) logs what the fuzz targets do.
+var fuzzDebug = os.Getenv("UCM_FUZZ_DEBUG") != ""
+
 type fuzzStack struct {
 	t      *testing.T
 	clk    *clock.Fake
@@ -44,12 +48,15 @@ type fuzzStack struct {
 	mem    *callermem.Fake
 	caller cuse.Caller
 	cm     *fuzzMem
+
+	peerMu  sync.Mutex
+	peerIDs []*cmcore.ID // b's ids, destroyed by destroyPeers
 }
 
 // newFuzzStack builds the stack; its cleanup tears it down and then fails
 // the test if a goroutine started since survives, if an id, file, CM id or
 // timer is left, or if the server broke the FUSE protocol.
-func newFuzzStack(t *testing.T, peer cmcore.Handler) *fuzzStack {
+func newFuzzStack(t *testing.T) *fuzzStack {
 	t.Helper()
 	// Registered first, so it runs last: after cusetest's own cleanup.
 	leak := goleak.IgnoreCurrent()
@@ -93,7 +100,12 @@ func newFuzzStack(t *testing.T, peer cmcore.Handler) *fuzzStack {
 	s.cmB = cmcore.New(s.b, cmcore.Options{Clock: s.clk, Logger: quiet})
 	must(t, s.cmA.Start())
 	must(t, s.cmB.Start())
-	_ = peer
+	// b: a listener that accepts (REP, then RTU) and one that ignores
+	// REQs and SIDR_REQs.
+	for _, sid := range []uint64{wsidAccept, wsidIgnore} {
+		id := s.peerID()
+		must(t, id.Listen(sid, 0))
+	}
 	s.mem = callermem.NewFake()
 	s.cm = &fuzzMem{f: s.mem, pid: fakedut.Pid}
 	s.ids = ucm.NewIDTable()
@@ -103,6 +115,55 @@ func newFuzzStack(t *testing.T, peer cmcore.Handler) *fuzzStack {
 		Memory: s.mem, Timeout: fuzzWait, Config: cuse.Config{DevName: "fuzz", Logger: quiet},
 	})
 	return s
+}
+
+// Services of the fuzz targets.
+const (
+	wsidListen = 0x1000 // a's listener
+	wsidAccept = 0x2000 // b's listener that accepts (REP, then RTU)
+	wsidIgnore = 0x3000 // b's listener that ignores REQs and SIDR_REQs
+)
+
+// peerID creates an id on b's CM, with the peer's handler.
+func (s *fuzzStack) peerID() *cmcore.ID {
+	id := s.cmB.CreateID(s.peer)
+	s.peerMu.Lock()
+	s.peerIDs = append(s.peerIDs, id)
+	s.peerMu.Unlock()
+	return id
+}
+
+// peer is the handler of b's ids: it accepts REQs for wsidAccept and
+// answers a REP with an RTU; the rest it only records.
+func (s *fuzzStack) peer(ev *cmcore.Event) error {
+	if ev.Type == cmcore.EventReqReceived || ev.Type == cmcore.EventSIDRReqReceived {
+		s.peerMu.Lock()
+		s.peerIDs = append(s.peerIDs, ev.ID)
+		s.peerMu.Unlock()
+	}
+	switch ev.Type {
+	case cmcore.EventReqReceived:
+		if ev.Listener.Attr().ServiceID == wsidAccept {
+			return ev.ID.SendREP(&cmcore.RepParams{QPN: 0xb01, StartingPSN: 1, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7})
+		}
+	case cmcore.EventRepReceived:
+		return ev.ID.SendRTU(nil)
+	}
+	return nil
+}
+
+// peers returns b's ids so far.
+func (s *fuzzStack) peers() []*cmcore.ID {
+	s.peerMu.Lock()
+	defer s.peerMu.Unlock()
+	return append([]*cmcore.ID(nil), s.peerIDs...)
+}
+
+// destroyPeers destroys every id of b.
+func (s *fuzzStack) destroyPeers() {
+	for _, id := range s.peers() {
+		id.Destroy()
+	}
 }
 
 // open opens a file as the stack's caller; it implements conformance.DUT
