@@ -16,7 +16,6 @@ import (
 	"github.com/ucmd/ucmd/cmcore/wire"
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/hw/sim"
 	"golang.org/x/sys/unix"
 )
 
@@ -233,25 +232,7 @@ func (w *wireEnv) settle() {
 	// Each port's receive loop is sequential: once the CM has counted as
 	// many MADs as the fabric queued to its port, the probe (queued last)
 	// and everything before it have been handled.
-	for _, x := range []struct {
-		name string
-		cm   *cmcore.CM
-		port interface{ Counters() sim.Counters }
-	}{{"a", w.s.cmA, w.s.a.Port(1)}, {"b", w.s.cmB, w.s.b.Port(1)}} {
-		end := time.Now().Add(fuzzWait)
-		for {
-			if x.cm.Stats().Received >= x.port.Counters().Received {
-				if _, evs := x.cm.Count(); evs == 0 {
-					break
-				}
-			}
-			if time.Now().After(end) {
-				w.t.Fatalf("CM %s handled %d of the %d MADs queued to it after %v: hung",
-					x.name, x.cm.Stats().Received, x.port.Counters().Received, fuzzWait)
-			}
-			time.Sleep(20 * time.Microsecond)
-		}
-	}
+	w.s.settle()
 }
 
 // inject sends mad (zero-padded) as control byte ctl says:

@@ -166,6 +166,34 @@ func (s *fuzzStack) destroyPeers() {
 	}
 }
 
+// settle waits until both CMs have started handling every MAD the fabric
+// queued to their ports and delivered every event to the device: the
+// next GET_EVENT sees what the last command caused. (Between counting a
+// MAD and taking the CM's lock there is a window; FuzzWireEvents closes
+// it with a barrier MAD.)
+func (s *fuzzStack) settle() {
+	s.t.Helper()
+	for _, x := range []struct {
+		name string
+		cm   *cmcore.CM
+		port *sim.Port
+	}{{"a", s.cmA, s.a.Port(1)}, {"b", s.cmB, s.b.Port(1)}} {
+		end := time.Now().Add(fuzzWait)
+		for {
+			if x.cm.Stats().Received >= x.port.Counters().Received {
+				if _, evs := x.cm.Count(); evs == 0 {
+					break
+				}
+			}
+			if time.Now().After(end) {
+				s.t.Fatalf("CM %s handled %d of the %d MADs queued to it after %v: hung",
+					x.name, x.cm.Stats().Received, x.port.Counters().Received, fuzzWait)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
 // open opens a file as the stack's caller; it implements conformance.DUT
 // together with Mem and LoopbackPath.
 func (s *fuzzStack) Open(nonblock bool) (conformance.File, error) {
