@@ -78,9 +78,10 @@ func BenchmarkCloseManyIDs(b *testing.B) {
 	}
 }
 
-// benchLimits lets one file (and its user) hold n ids.
+// benchLimits lets one file (and its user) hold n ids, and the other file
+// its one.
 func benchLimits(n int) ucm.Limits {
-	return ucm.Limits{MaxIDs: n + 1}
+	return ucm.Limits{MaxIDs: n + 1, UserIDs: n + 2}
 }
 
 // fillIDs creates n ids on c with raw writes, as fast as the fake kernel

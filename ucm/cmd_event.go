@@ -54,6 +54,7 @@ func (f *file) finishDelivery(e *event, copied bool) bool {
 	default:
 		return false // purged meanwhile: not delivered after all
 	}
+	f.d.budget.give(f.uid, eventCharge(e))
 	e.ctx.eventsReported++
 	if e.child != nil {
 		f.d.ids.publish(e.child)

@@ -23,6 +23,8 @@ type ucmCtx struct {
 	uid            uint64 // the client's cookie, echoed in its events
 	eventsReported uint32 // events GET_EVENT delivered for this id
 	dead           bool   // torn down: events for it are dropped
+
+	newConn bool // created for a REQ or SIDR_REQ: charged its CM state too
 }
 
 // put drops a reference taken by IDTable.get.

@@ -21,8 +21,14 @@ type Config struct {
 	Memory callermem.Memory
 	// IDs is the daemon-wide id space; nil gives this device its own.
 	IDs *IDTable
-	// Limits bound each open file.
+	// Limits bound each open file; their per-user and daemon limits
+	// apply when Budget is nil.
 	Limits Limits
+	// Budget counts every user's ids, events and files against the
+	// per-user limits and the memory budget: give the same one to every
+	// Device of a daemon (like IDs). nil gives this device its own, made
+	// from Limits.
+	Budget *Budget
 	// Logger receives events that had to be dropped and similar trouble;
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -37,6 +43,7 @@ type Device struct {
 	cm     *cmcore.CM
 	mem    callermem.Memory
 	ids    *IDTable
+	budget *Budget
 	limits Limits
 	log    *slog.Logger
 	// threadGroup is Config.ThreadGroup or ProcThreadGroup.
@@ -60,6 +67,10 @@ func New(cfg Config) (*Device, error) {
 	if d.ids == nil {
 		d.ids = NewIDTable()
 	}
+	d.budget = cfg.Budget
+	if d.budget == nil {
+		d.budget = NewBudget(cfg.Limits)
+	}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -73,11 +84,19 @@ func New(cfg Config) (*Device, error) {
 }
 
 // Open implements cuse.Device: every open(2) gets its own file state. As
-// the kernel, it checks nothing beyond what the node's mode allowed.
+// the kernel, it checks nothing beyond what the node's mode allowed, but
+// the opener's uid must be below its limit of open files (EMFILE) and the
+// daemon within its memory budget (ENOMEM); see Budget.take.
 func (d *Device) Open(_ context.Context, req cuse.Request, w cuse.Waker) (cuse.Handle, error) {
+	if err := d.budget.take(req.Caller.Uid, fileCharge); err != nil {
+		return nil, err
+	}
 	f := newFile(d, req, w)
 	d.filesMu.Lock()
 	d.files[f] = struct{}{}
 	d.filesMu.Unlock()
 	return f, nil
 }
+
+// Budget returns the budget the device charges (Config.Budget or its own).
+func (d *Device) Budget() *Budget { return d.budget }

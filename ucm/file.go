@@ -120,9 +120,14 @@ func (f *file) Release(ctx context.Context) {
 	}
 	// The queue goes at once, not by each id's purge scanning it (O(ids x
 	// events)); the undelivered new connections are in ctxs anyway.
+	var refund charge
+	for _, e := range f.events {
+		refund = refund.plus(eventCharge(e))
+	}
 	clear(f.events)
 	f.events = nil
 	f.mu.Unlock()
+	f.d.budget.give(f.uid, refund.plus(fileCharge))
 	for _, c := range ctxs {
 		f.d.ids.hide(c)
 	}

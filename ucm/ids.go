@@ -161,7 +161,8 @@ func (t *IDTable) hide(c *ucmCtx) {
 	t.mu.Unlock()
 }
 
-// release frees c's number for reuse. Releasing twice is harmless.
+// release frees c's number for reuse and reports whether it did: releasing
+// twice is harmless, and only the first counts.
 //
 // Cost: O(log N), amortised. Freed ids below next-1 go on the min-heap;
 // the top id is not pushed at all, next just shrinks over it and over the
@@ -173,22 +174,23 @@ func (t *IDTable) hide(c *ucmCtx) {
 // daemon-wide lock, O(N^2) for closing a file of N ids. A bitmap with a
 // summary level would also do; the heap keeps the code small and costs
 // nothing while ids are few.
-func (t *IDTable) release(c *ucmCtx) {
+func (t *IDTable) release(c *ucmCtx) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.slots[c.id] != c {
-		return
+		return false
 	}
 	delete(t.slots, c.id)
 	if c.id != t.next-1 {
 		heap.Push(&t.free, c.id)
-		return
+		return true
 	}
 	// Each step down undoes one step up of alloc: amortised O(1).
 	t.next--
 	for t.next > 0 && t.slots[t.next-1] == nil {
 		t.next--
 	}
+	return true
 }
 
 // idHeap is a min-heap of free ids. Entries below IDTable.next are free and

@@ -1,17 +1,38 @@
 package ucm
 
-// Default limits: far above what libibcm clients use (a handful of ids,
-// a few queued events), low enough that one client cannot grow the daemon
-// without bound. The kernel had no such limits.
-const (
-	DefaultMaxIDs    = 1 << 16
-	DefaultMaxEvents = 1 << 16
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
-// Limits bound what one open file may hold. Exceeding one fails the
-// command with ENOMEM, the kernel's answer to a failed allocation; a REQ
-// that cannot be queued is rejected and other events are dropped (design.md
-// rule 7).
+// Default limits. The per-file ones are far above what libibcm clients use
+// (a handful of ids, a few queued events) but alone bound nothing: a client
+// can open as many files as its fd limit allows, on every device, from as
+// many processes as it likes. What bounds a user is the per-uid limits
+// (ids, queued events and open files across all its files of every
+// device); what bounds the daemon is the memory budget, shared by all
+// users. At the defaults one user holds at most about 64 Ki ids x 640 B +
+// 64 Ki events x ~1.4 KB ~ 135 MB, a quarter of the budget, so no single
+// user can exhaust it. One listener can still queue 65,535 REQs (each with
+// its new connection's id), far above the 10,000 a busy server needs. The
+// kernel had no such limits.
+const (
+	DefaultMaxIDs       = 1 << 16
+	DefaultMaxEvents    = 1 << 16
+	DefaultUserIDs      = 1 << 16
+	DefaultUserEvents   = 1 << 16
+	DefaultUserFiles    = 4096
+	DefaultMemoryBudget = 512 << 20
+)
+
+// Limits bound what one open file, one user and the whole daemon may hold.
+// Exceeding one fails the command with ENOMEM, the kernel's answer to a
+// failed allocation (an open past UserFiles gets EMFILE, see Budget.open);
+// a REQ or SIDR_REQ that cannot be queued is answered with REJ (consumer
+// defined) and other events are dropped (design.md rule 7). What is already
+// held or queued is never taken away.
 type Limits struct {
 	// MaxIDs is the most ids a file may have, counting new connections
 	// not yet delivered. 0 means DefaultMaxIDs.
@@ -19,6 +40,16 @@ type Limits struct {
 	// MaxEvents is the most undelivered events a file may queue.
 	// 0 means DefaultMaxEvents.
 	MaxEvents int
+	// UserIDs, UserEvents and UserFiles bound the same per opener's uid,
+	// across its files of every Device sharing the Budget. 0 means the
+	// default.
+	UserIDs    int
+	UserEvents int
+	UserFiles  int
+	// MemoryBudget bounds, in bytes, what the ids, events and files of
+	// all users may cost together (estimated; see the *Cost constants).
+	// 0 means DefaultMemoryBudget.
+	MemoryBudget int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -28,5 +59,150 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxEvents <= 0 {
 		l.MaxEvents = DefaultMaxEvents
 	}
+	if l.UserIDs <= 0 {
+		l.UserIDs = DefaultUserIDs
+	}
+	if l.UserEvents <= 0 {
+		l.UserEvents = DefaultUserEvents
+	}
+	if l.UserFiles <= 0 {
+		l.UserFiles = DefaultUserFiles
+	}
+	if l.MemoryBudget <= 0 {
+		l.MemoryBudget = DefaultMemoryBudget
+	}
 	return l
+}
+
+// What the budget charges, in bytes: estimates of the heap each costs,
+// measured with the fake kernel (an idle id with its CM id and table
+// entries: ~570 B; an event: its 256-byte struct and queue slot, plus its
+// private data and info; a new connection's CM state, the REQ and its
+// paths, on top of its id).
+const (
+	fileCost    = 2048
+	idCost      = 640
+	eventCost   = 320
+	newConnCost = 1024
+)
+
+// Budget counts what every user holds, against Limits' per-user limits and
+// memory budget. Give the same Budget to every Device of one daemon, as
+// the IDTable; the zero value is not usable, call NewBudget.
+type Budget struct {
+	lim Limits
+
+	mu    sync.Mutex // a leaf: nothing is locked under it
+	mem   int64
+	users map[uint32]*usage
+}
+
+// usage is what one uid holds.
+type usage struct{ files, ids, events int }
+
+// charge is one addition to or removal from a user's holdings.
+type charge struct {
+	files, ids, events int
+	bytes              int64
+}
+
+// NewBudget returns an empty budget for l's per-user and daemon limits.
+func NewBudget(l Limits) *Budget {
+	return &Budget{lim: l.withDefaults(), users: make(map[uint32]*usage)}
+}
+
+// BudgetUsage is a snapshot of a Budget, for status.
+type BudgetUsage struct {
+	Bytes, Limit int64
+	Users        int // uids holding anything
+}
+
+// Usage returns the memory charged and the budget.
+func (b *Budget) Usage() BudgetUsage {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return BudgetUsage{Bytes: b.mem, Limit: b.lim.MemoryBudget, Users: len(b.users)}
+}
+
+// take charges c to uid if every limit allows it, else charges nothing.
+//
+// An open past UserFiles fails with EMFILE, not ENOMEM: it is a count of
+// open files that ran out, not memory, and EMFILE is what Linux answers
+// when a per-user count of such objects is reached (inotify_init's
+// max_user_instances), so the client reports "too many open files" and the
+// administrator looks at the right knob (--user-files). Running out of the
+// memory budget is ENOMEM whatever the command, open included.
+func (b *Budget) take(uid uint32, c charge) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.users[uid]
+	if u == nil {
+		u = &usage{}
+	}
+	switch {
+	case c.files > 0 && u.files+c.files > b.lim.UserFiles:
+		return fmt.Errorf("ucm: uid %d has %d files open: %w", uid, u.files, unix.EMFILE)
+	case c.ids > 0 && u.ids+c.ids > b.lim.UserIDs:
+		return fmt.Errorf("ucm: uid %d holds %d ids: %w", uid, u.ids, unix.ENOMEM)
+	case c.events > 0 && u.events+c.events > b.lim.UserEvents:
+		return fmt.Errorf("ucm: uid %d has %d events queued: %w", uid, u.events, unix.ENOMEM)
+	case c.bytes > 0 && b.mem+c.bytes > b.lim.MemoryBudget:
+		return fmt.Errorf("ucm: memory budget of %d bytes reached: %w", b.lim.MemoryBudget, unix.ENOMEM)
+	}
+	u.files += c.files
+	u.ids += c.ids
+	u.events += c.events
+	b.mem += c.bytes
+	b.users[uid] = u
+	return nil
+}
+
+// give returns what take charged.
+func (b *Budget) give(uid uint32, c charge) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.users[uid]
+	if u == nil {
+		return // a bug; never go negative
+	}
+	u.files -= c.files
+	u.ids -= c.ids
+	u.events -= c.events
+	b.mem -= c.bytes
+	if *u == (usage{}) {
+		delete(b.users, uid)
+	}
+}
+
+// User returns what uid holds: open files, ids (new connections not yet
+// delivered included) and queued events.
+func (b *Budget) User(uid uint32) (files, ids, events int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if u := b.users[uid]; u != nil {
+		return u.files, u.ids, u.events
+	}
+	return 0, 0, 0
+}
+
+// eventCharge is what a queued event costs (its new connection's id is
+// charged separately, when it is created).
+func eventCharge(e *event) charge {
+	return charge{events: 1, bytes: eventCost + int64(len(e.data)+len(e.info))}
+}
+
+// idCharge is what an id costs; a new connection's carries its CM state.
+func idCharge(newConn bool) charge {
+	if newConn {
+		return charge{ids: 1, bytes: idCost + newConnCost}
+	}
+	return charge{ids: 1, bytes: idCost}
+}
+
+// fileCharge is what an open file costs.
+var fileCharge = charge{files: 1, bytes: fileCost}
+
+// plus adds c and d.
+func (c charge) plus(d charge) charge {
+	return charge{c.files + d.files, c.ids + d.ids, c.events + d.events, c.bytes + d.bytes}
 }

@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// addCtx links a new id into the file, within the per-file limit. The
-// caller has allocated nothing yet; on success c has a hidden id.
+// addCtx links a new id into the file, within the per-file limit and the
+// opener's budget. The caller has allocated nothing yet; on success c has
+// a hidden id.
 func (f *file) addCtx(c *ucmCtx) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -20,18 +21,29 @@ func (f *file) addCtx(c *ucmCtx) error {
 	if len(f.ctxs) >= f.d.limits.MaxIDs {
 		return fmt.Errorf("ucm: file has %d ids: %w", len(f.ctxs), unix.ENOMEM)
 	}
+	if err := f.d.budget.take(f.uid, idCharge(c.newConn)); err != nil {
+		return err
+	}
 	if err := f.d.ids.alloc(c); err != nil {
+		f.d.budget.give(f.uid, idCharge(c.newConn))
 		return err
 	}
 	f.ctxs[c] = struct{}{}
 	return nil
 }
 
+// releaseID frees c's number and refunds it, once.
+func (f *file) releaseID(c *ucmCtx) {
+	if f.d.ids.release(c) {
+		f.d.budget.give(f.uid, idCharge(c.newConn))
+	}
+}
+
 // newChild gives a new connection's CM id its own ucm id at once, hidden
 // until its REQ is delivered (the 2020 ucma design; ucm.c created it in
 // GET_EVENT and leaked one per failed retry).
 func (f *file) newChild(cmID *cmcore.ID) (*ucmCtx, error) {
-	c := &ucmCtx{file: f, cmID: cmID}
+	c := &ucmCtx{file: f, cmID: cmID, newConn: true}
 	if err := f.addCtx(c); err != nil {
 		return nil, err
 	}
@@ -46,7 +58,7 @@ func (f *file) forget(c *ucmCtx) {
 	delete(f.ctxs, c)
 	c.dead = true
 	f.mu.Unlock()
-	f.d.ids.release(c)
+	f.releaseID(c)
 }
 
 // enqueue appends e for owner and wakes GET_EVENT callers and pollers.
@@ -59,6 +71,10 @@ func (f *file) enqueue(owner *ucmCtx, e *event) error {
 	if n := len(f.events); n >= f.d.limits.MaxEvents {
 		f.mu.Unlock()
 		return fmt.Errorf("ucm: %d events queued: %w", n, unix.ENOMEM)
+	}
+	if err := f.d.budget.take(f.uid, eventCharge(e)); err != nil {
+		f.mu.Unlock()
+		return err
 	}
 	e.ctx = owner
 	e.resp.UID = owner.uid
@@ -94,6 +110,7 @@ func (f *file) purge(ctx context.Context, c *ucmCtx) (uint32, []*ucmCtx) {
 	c.dead = true
 	delete(f.ctxs, c)
 	var orphans []*ucmCtx
+	var refund charge
 	f.events = slices.DeleteFunc(f.events, func(e *event) bool {
 		if e.ctx != c {
 			return false
@@ -101,8 +118,10 @@ func (f *file) purge(ctx context.Context, c *ucmCtx) (uint32, []*ucmCtx) {
 		if e.child != nil {
 			orphans = append(orphans, e.child)
 		}
+		refund = refund.plus(eventCharge(e))
 		return true
 	})
+	f.d.budget.give(f.uid, refund)
 	return c.eventsReported, orphans
 }
 
@@ -146,6 +165,6 @@ func (f *file) teardown(ctx context.Context, c *ucmCtx) uint32 {
 		f.d.ids.hide(o)
 		f.teardown(ctx, o) // REQ_RCVD: the CM answers the peer with REJ 28
 	}
-	f.d.ids.release(c)
+	f.releaseID(c)
 	return reported
 }
