@@ -38,9 +38,10 @@ import (
 // thread exits and the kernel hands its id to a new thread. Linux allocates
 // ids cyclically (idr_alloc_cyclic up to kernel.pid_max), so that needs the
 // whole id space to wrap while the file is open, and then:
-//   - a cached "yes" for an exited thread of the opener lets a process that
-//     got its id and holds the fd write: it still needs the opener's fsuid
-//     and fsgid, so it gets no more than ucmd's uid/gid check allowed before;
+//   - a cached "yes" for an exited thread of the opener (the opening thread
+//     counts as one) lets a process that got its id and holds the fd write:
+//     it still needs the opener's fsuid and fsgid, so it gets no more than
+//     ucmd's uid/gid check allowed before;
 //   - a cached "no" for a refused process refuses a new thread of the opener
 //     that got its id: that needs another process to have written to the
 //     file (misused the fd) first.
