@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/ucm"
 )
 
 type serveFlags struct {
@@ -25,6 +26,10 @@ type serveFlags struct {
 	logJSON      bool
 	maxIDs       int
 	maxEvents    int
+	userIDs      int
+	userEvents   int
+	userFiles    int
+	memoryBudget int64
 }
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
@@ -38,6 +43,10 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.IntVar(&f.maxIDs, "max-ids", 0, "most ids one open file may hold (0: default 65536)")
 	fs.IntVar(&f.maxEvents, "max-events", 0, "most undelivered events one open file may queue (0: default 65536)")
+	fs.IntVar(&f.userIDs, "user-ids", 0, fmt.Sprintf("most ids one user (uid) may hold over all its files, past which CREATE_ID fails with ENOMEM and new connections are rejected (0: default %d)", ucm.DefaultUserIDs))
+	fs.IntVar(&f.userEvents, "user-events", 0, fmt.Sprintf("most undelivered events one user may have queued over all its files, past which new connections are rejected and other events dropped (0: default %d)", ucm.DefaultUserEvents))
+	fs.IntVar(&f.userFiles, "user-files", 0, fmt.Sprintf("most files one user may have open on the ucm nodes, past which open fails with EMFILE (0: default %d)", ucm.DefaultUserFiles))
+	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, fmt.Sprintf("bytes all users' files, ids and events may cost the daemon together, past which commands fail with ENOMEM (0: default %d, 512 MiB)", ucm.DefaultMemoryBudget))
 }
 
 func (f *serveFlags) logger() (*slog.Logger, error) {
@@ -61,8 +70,8 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 	if err != nil || mode > 0o777 || mode == 0 {
 		return daemon.Config{}, fmt.Errorf("--mode %q: want octal permissions such as 0666", f.mode)
 	}
-	if f.maxIDs < 0 || f.maxEvents < 0 {
-		return daemon.Config{}, fmt.Errorf("--max-ids and --max-events cannot be negative")
+	if f.maxIDs < 0 || f.maxEvents < 0 || f.userIDs < 0 || f.userEvents < 0 || f.userFiles < 0 || f.memoryBudget < 0 {
+		return daemon.Config{}, fmt.Errorf("--max-ids, --max-events, --user-ids, --user-events, --user-files and --memory-budget cannot be negative")
 	}
 	cfg := daemon.Config{
 		Fabric:       f.fabric,
@@ -75,7 +84,11 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 		Version:      buildVersion(),
 		Logger:       log,
 	}
-	cfg.Limits.MaxIDs, cfg.Limits.MaxEvents = f.maxIDs, f.maxEvents
+	cfg.Limits = ucm.Limits{
+		MaxIDs: f.maxIDs, MaxEvents: f.maxEvents,
+		UserIDs: f.userIDs, UserEvents: f.userEvents, UserFiles: f.userFiles,
+		MemoryBudget: f.memoryBudget,
+	}
 	return cfg, nil
 }
 

@@ -106,9 +106,12 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.FixedNumbers && len(devs) > maxFixed {
 		return nil, fmt.Errorf("--fixed-numbers: %d devices, but only %d minors (231:224-255) exist", len(devs), maxFixed)
 	}
+	// One id space and one budget for every device, as the kernel had one
+	// ctx_id_table: a user's limits and the memory budget span them all.
 	ids := ucm.NewIDTable()
+	budget := ucm.NewBudget(cfg.Limits)
 	for i, dev := range devs {
-		if err := d.serve(ctx, i, dev, ids); err != nil {
+		if err := d.serve(ctx, i, dev, ids, budget); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -207,14 +210,14 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 	return nil, fmt.Errorf("unknown fabric %q (want %s or %s)", d.cfg.Fabric, FabricUMAD, FabricSim)
 }
 
-func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTable) error {
+func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTable, budget *ucm.Budget) error {
 	log := d.log.With("dev", dev.Name(), "node", fmt.Sprintf("ucm%d", i))
 	cm := cmcore.New(dev, cmcore.Options{Logger: log})
 	if err := cm.Start(); err != nil {
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
 	}
-	u, err := ucm.New(ucm.Config{CM: cm, Memory: callermem.ProcessVM{}, IDs: ids, Limits: d.cfg.Limits, Logger: log})
+	u, err := ucm.New(ucm.Config{CM: cm, Memory: callermem.ProcessVM{}, IDs: ids, Budget: budget, Limits: d.cfg.Limits, Logger: log})
 	if err != nil {
 		cm.Close()
 		return fmt.Errorf("ucm device for %s: %w", dev.Name(), err)

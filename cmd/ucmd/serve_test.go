@@ -1,0 +1,40 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ucmd/ucmd/ucm"
+)
+
+// The limit flags reach the daemon's ucm.Limits; negative ones are refused.
+func TestServeLimitFlags(t *testing.T) {
+	parse := func(args ...string) (ucm.Limits, error) {
+		var f serveFlags
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.config(&globalFlags{})
+		return cfg.Limits, err
+	}
+	l, err := parse("--max-ids", "10", "--max-events", "11", "--user-ids", "12", "--user-events", "13",
+		"--user-files", "14", "--memory-budget", "15000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ucm.Limits{MaxIDs: 10, MaxEvents: 11, UserIDs: 12, UserEvents: 13, UserFiles: 14, MemoryBudget: 15000000}
+	if l != want {
+		t.Errorf("limits %+v, want %+v", l, want)
+	}
+	if l, err := parse(); err != nil || l != (ucm.Limits{}) {
+		t.Errorf("no flags: %+v, %v; want zero limits (the defaults)", l, err)
+	}
+	for _, flag := range []string{"--user-ids", "--user-events", "--user-files", "--memory-budget"} {
+		if _, err := parse(flag, "-1"); err == nil {
+			t.Errorf("%s -1 accepted", flag)
+		}
+	}
+}
