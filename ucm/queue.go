@@ -135,7 +135,13 @@ func (f *file) awaitLocked(ctx context.Context, ch <-chan struct{}) error {
 }
 
 // await waits until ch is closed, ctx is cancelled or the file is released.
+// A closed ch wins: select would pick at random among ready cases.
 func (f *file) await(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	default:
+	}
 	select {
 	case <-ch:
 		return nil
