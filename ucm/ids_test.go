@@ -123,9 +123,9 @@ func TestIDTableMatchesModel(t *testing.T) {
 			}
 		}
 	}
-	for step := range 20000 {
+	for step := range 6000 {
 		// Phases of growth and shrinking, so next moves both ways.
-		grow := (step/1000)%2 == 0
+		grow := (step/500)%2 == 0
 		if len(live) == 0 || rng.IntN(10) < 3 || (grow && rng.IntN(10) < 7) {
 			want := lowestFree()
 			c := &ucmCtx{file: f}
