@@ -29,10 +29,10 @@ const (
 
 // Limits bound what one open file, one user and the whole daemon may hold.
 // Exceeding one fails the command with ENOMEM, the kernel's answer to a
-// failed allocation (an open past UserFiles gets EMFILE, see Budget.open);
-// a REQ or SIDR_REQ that cannot be queued is answered with REJ (consumer
-// defined) and other events are dropped (design.md rule 7). What is already
-// held or queued is never taken away.
+// failed allocation (an open past UserFiles gets EMFILE, see Budget.take);
+// a REQ that cannot be queued is answered with REJ (consumer defined), a
+// SIDR_REQ with a rejecting SIDR_REP, and other events are dropped
+// (design.md rule 7). What is already held or queued is never taken away.
 type Limits struct {
 	// MaxIDs is the most ids a file may have, counting new connections
 	// not yet delivered. 0 means DefaultMaxIDs.
