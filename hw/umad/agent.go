@@ -1,6 +1,7 @@
 package umad
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -43,20 +44,41 @@ func (p *Port) openAgent(reg hw.Registration, nonblock bool) (fd int, agent uint
 	if err := ioctl(fd, uapi.IB_USER_MAD_ENABLE_PKEY, nil); err != nil {
 		return -1, 0, fmt.Errorf("umad enable P_Key index on %s (%s): %w", p, path, err)
 	}
+	if agent, err = p.registerAgent(fd, reg, path); err != nil {
+		return -1, 0, err
+	}
+	return fd, agent, nil
+}
+
+// registerAgent registers one GSI agent on an open umad file.
+func (p *Port) registerAgent(fd int, reg hw.Registration, path string) (uint32, error) {
 	req := uapi.RegReq{QPN: 1, MgmtClass: reg.MgmtClass, MgmtClassVersion: reg.ClassVersion}
 	for _, m := range reg.Methods {
 		if !req.SetMethod(m) {
-			return -1, 0, fmt.Errorf("umad register class %#x on %s: method %#x cannot be registered: %w",
+			return 0, fmt.Errorf("umad register class %#x on %s: method %#x cannot be registered: %w",
 				reg.MgmtClass, p, m, unix.EINVAL)
 		}
 	}
 	var buf [uapi.SizeofRegReq]byte
 	req.MarshalTo(buf[:])
 	if err := ioctl(fd, uapi.IB_USER_MAD_REGISTER_AGENT, buf[:]); err != nil {
-		return -1, 0, p.registerError(reg, path, err)
+		return 0, p.registerError(reg, path, err)
 	}
-	agent, _ = uapi.UnmarshalRegReqID(buf[:])
-	return fd, agent, nil
+	agent, _ := uapi.UnmarshalRegReqID(buf[:])
+	return agent, nil
+}
+
+// renewSendAgent replaces the send-only agent of a lane (lanes.go). The
+// kernel's unregistration returns once every MAD sent through the agent
+// has completed and left the file's send list; the new agent has a new
+// hi_tid as well.
+func (p *Port) renewSendAgent(sf *sendFile) (uint32, error) {
+	var id [4]byte
+	binary.NativeEndian.PutUint32(id[:], sf.agent)
+	if err := ioctl(sf.fd, uapi.IB_USER_MAD_UNREGISTER_AGENT, id[:]); err != nil {
+		return 0, fmt.Errorf("umad unregister send agent %d on %s (%s): %w", sf.agent, p, p.UMADPath(), err)
+	}
+	return p.registerAgent(sf.fd, hw.Registration{}, p.UMADPath())
 }
 
 // ioctl passes arg (which the kernel may write back into) to fd.

@@ -2,6 +2,7 @@ package umad
 
 import (
 	"context"
+	"encoding/binary"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -23,7 +24,12 @@ func BenchmarkEndpointLoop(b *testing.B) {
 	buf := make([]byte, uapi.SizeofUserMADHdr+maxMADSize)
 	ctx := context.Background()
 	b.ReportAllocs()
+	var tid uint32
 	for b.Loop() {
+		// A new TID each time, as consecutive CM MADs mostly have: a
+		// repeated one would (rightly) move to another lane.
+		tid++
+		binary.BigEndian.PutUint32(mad[12:16], tid)
 		if err := e.Send(ctx, dst, mad); err != nil {
 			b.Fatal(err)
 		}

@@ -29,6 +29,10 @@ type Stats struct {
 	Malformed    uint64 // dropped: not a 256-byte MAD
 	SendFailures uint64 // failed sends the kernel handed back (status != 0)
 	Discarded    uint64 // unexpected packets read off the send files
+	Renewals     uint64 // send agents replaced so that a TID could be sent again (lanes.go)
+	// RenewFailures counts lanes closed because their agent could not be
+	// replaced; a new file takes their place.
+	RenewFailures uint64
 }
 
 // Endpoint is a MAD agent on a umad port; it implements hw.Endpoint.
@@ -38,6 +42,7 @@ type Endpoint struct {
 	ll       hw.LinkLayer
 	rd       recvFile
 	openSend func() (*sendFile, error)
+	renew    func(*sendFile) (agent uint32, err error)
 
 	q        chan hw.Received
 	done     chan struct{} // closed by Close
@@ -45,22 +50,30 @@ type Endpoint struct {
 	failed   chan struct{} // closed when readLoop stops on an error
 	readErr  error         // set before failed is closed
 
-	mu     sync.Mutex
-	closed bool
-	idle   chan *sendFile
-	opened int
+	mu       sync.Mutex
+	closed   bool
+	idle     []*sendFile   // lanes not in a write, most recently returned last
+	opened   int           // lanes open, idle or busy
+	maxFiles int           // Options.SendFiles
+	returned chan struct{} // closed and replaced when a lane comes back or closes, if waiting
+	waiting  int           // sends waiting for a lane
 
-	received, overflow, malformed, sendFailures, discarded atomic.Uint64
+	received, overflow, malformed, sendFailures, discarded, renewals, renewFailures atomic.Uint64
 }
 
 var _ hw.Endpoint = (*Endpoint)(nil)
 
-// sendFile is a umad file with a send-only agent, and its write buffer.
+// sendFile is a send lane: a umad file with a send-only agent, the TIDs
+// it carried since that agent was registered (lanes.go), and its write
+// buffer.
 type sendFile struct {
-	fd    int
-	agent uint32
-	buf   [uapi.SizeofUserMADHdr + maxMADSize]byte // sends use the first 320 bytes
+	fd      int
+	agent   uint32
+	carried map[uint64]struct{}
+	buf     [uapi.SizeofUserMADHdr + maxMADSize]byte // sends use the first 320 bytes
 }
+
+func (sf *sendFile) close() { unix.Close(sf.fd) }
 
 // OpenMAD registers reg on the port's umad device. For the CM class the
 // error wraps hw.ErrCMClassInUse, naming the modules to unload, when the
@@ -94,7 +107,7 @@ func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 		}
 		return &sendFile{fd: fd, agent: agent}, nil
 	}
-	e, err := newEndpoint(p, attr.LinkLayer, rd, openSend)
+	e, err := newEndpoint(p, attr.LinkLayer, rd, openSend, p.renewSendAgent)
 	if err != nil {
 		rd.Interrupt()
 		rd.Close()
@@ -105,7 +118,8 @@ func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 
 // newEndpoint opens the first send file at once, so that permission
 // problems show up at open, and starts reading rd.
-func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFile, error)) (*Endpoint, error) {
+func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFile, error),
+	renew func(*sendFile) (uint32, error)) (*Endpoint, error) {
 	first, err := openSend()
 	if err != nil {
 		return nil, err
@@ -117,14 +131,16 @@ func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFi
 		ll:       ll,
 		rd:       rd,
 		openSend: openSend,
+		renew:    renew,
 		q:        make(chan hw.Received, o.QueueLen),
 		done:     make(chan struct{}),
 		readDone: make(chan struct{}),
 		failed:   make(chan struct{}),
-		idle:     make(chan *sendFile, o.SendFiles),
+		idle:     []*sendFile{first},
 		opened:   1,
+		maxFiles: o.SendFiles,
+		returned: make(chan struct{}),
 	}
-	e.idle <- first
 	go e.readLoop()
 	return e, nil
 }
@@ -132,11 +148,13 @@ func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFi
 // Stats returns the endpoint's counters.
 func (e *Endpoint) Stats() Stats {
 	return Stats{
-		Received:     e.received.Load(),
-		Overflow:     e.overflow.Load(),
-		Malformed:    e.malformed.Load(),
-		SendFailures: e.sendFailures.Load(),
-		Discarded:    e.discarded.Load(),
+		Received:      e.received.Load(),
+		Overflow:      e.overflow.Load(),
+		Malformed:     e.malformed.Load(),
+		SendFailures:  e.sendFailures.Load(),
+		Discarded:     e.discarded.Load(),
+		Renewals:      e.renewals.Load(),
+		RenewFailures: e.renewFailures.Load(),
 	}
 }
 
@@ -254,9 +272,9 @@ func describe(a *hw.Address) string {
 // inside write(), which can take about a second (and then fails with
 // ETIMEDOUT if nobody answers); that write cannot be interrupted, but it
 // holds only its own send file, never the receive side, and other sends
-// use other files (up to Options.SendFiles at once). EINVAL from the
-// kernel can mean a missing GRH or bad GID index, or that a MAD with the
-// same TID is still in flight.
+// use other files (up to Options.SendFiles at once). A MAD never goes
+// out on a file where its TID may still be in flight (lanes.go), so
+// EINVAL from the kernel means a missing GRH or a bad GID index.
 func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
 	if mad == nil {
 		return fmt.Errorf("umad send on %s: nil MAD: %w", e.port, unix.EINVAL)
@@ -267,7 +285,8 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	sf, err := e.acquire(ctx)
+	k := tidKey(mad)
+	sf, err := e.acquire(ctx, k)
 	if err != nil {
 		return err
 	}
@@ -284,53 +303,8 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	if err != nil {
 		return fmt.Errorf("umad send to %s on %s: %w", describe(&dst), e.port, err)
 	}
+	sf.sent(k)
 	return nil
-}
-
-// acquire takes an idle send file, opens another while under the limit,
-// or waits for one.
-func (e *Endpoint) acquire(ctx context.Context) (*sendFile, error) {
-	select {
-	case sf := <-e.idle:
-		return e.checkOpen(sf)
-	default:
-	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, hw.ErrClosed
-	}
-	if e.opened < cap(e.idle) {
-		e.opened++
-		e.mu.Unlock()
-		sf, err := e.openSend()
-		if err != nil {
-			e.mu.Lock()
-			e.opened--
-			e.mu.Unlock()
-			return nil, err
-		}
-		return sf, nil
-	}
-	e.mu.Unlock()
-	select {
-	case sf := <-e.idle:
-		return e.checkOpen(sf)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-e.done:
-		return nil, hw.ErrClosed
-	}
-}
-
-func (e *Endpoint) checkOpen(sf *sendFile) (*sendFile, error) {
-	select {
-	case <-e.done:
-		e.release(sf)
-		return nil, hw.ErrClosed
-	default:
-		return sf, nil
-	}
 }
 
 // release returns sf to the pool after discarding anything the kernel
@@ -350,10 +324,11 @@ func (e *Endpoint) release(sf *sendFile) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		unix.Close(sf.fd)
+		sf.close()
 		return
 	}
-	e.idle <- sf // never blocks: at most cap(idle) files exist
+	e.idle = append(e.idle, sf)
+	e.wakeSenders()
 }
 
 // Recv returns the next MAD; queued MADs are still returned after a read
@@ -392,15 +367,10 @@ func (e *Endpoint) Close() error {
 	}
 	e.closed = true
 	close(e.done)
-	for {
-		select {
-		case sf := <-e.idle:
-			unix.Close(sf.fd)
-			continue
-		default:
-		}
-		break
+	for _, sf := range e.idle {
+		sf.close()
 	}
+	e.idle = nil
 	e.mu.Unlock()
 	e.rd.Interrupt()
 	<-e.readDone

@@ -36,6 +36,8 @@ type fakeKernel struct {
 	t     testing.TB
 	recv  int      // our end of the receive file
 	sends chan int // our ends of the send files the endpoint opened
+	// renew, if set, replaces a lane's agent (default: a new agent id).
+	renew func(*sendFile) (uint32, error)
 }
 
 func newTestEndpoint(t testing.TB, ll hw.LinkLayer, opts Options) (*Endpoint, *fakeKernel) {
@@ -58,7 +60,14 @@ func newTestEndpoint(t testing.TB, ll hw.LinkLayer, opts Options) (*Endpoint, *f
 		return &sendFile{fd: a, agent: agent}, nil
 	}
 	p := &Port{dev: &Device{name: "rxe0"}, num: 1, umad: "umad0", opts: opts}
-	e, err := newEndpoint(p, ll, rd, open)
+	renew := func(sf *sendFile) (uint32, error) {
+		if k.renew != nil {
+			return k.renew(sf)
+		}
+		agent++
+		return agent, nil
+	}
+	e, err := newEndpoint(p, ll, rd, open, renew)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +202,9 @@ func TestSendErrorsCarryContext(t *testing.T) {
 func TestSlowSendBlocksNothingElse(t *testing.T) {
 	e, k := newTestEndpoint(t, hw.LinkInfiniBand, Options{SendFiles: 2})
 	// Fill the first send file so that its next write blocks.
-	sf := <-e.idle
-	e.idle <- sf
+	e.mu.Lock()
+	sf := e.idle[0]
+	e.mu.Unlock()
 	unix.SetNonblock(sf.fd, true)
 	for {
 		if _, err := unix.Write(sf.fd, make([]byte, 320)); err != nil {
@@ -206,7 +216,7 @@ func TestSlowSendBlocksNothingElse(t *testing.T) {
 
 	stuck := make(chan error, 1)
 	go func() { stuck <- e.Send(context.Background(), hw.Address{LID: 9, QPN: 1}, testMAD(1)) }()
-	for len(e.idle) != 0 { // wait until the stuck send has taken the file
+	for idleLanes(e) != 0 { // wait until the stuck send has taken the file
 		time.Sleep(time.Millisecond)
 	}
 
@@ -221,7 +231,9 @@ func TestSlowSendBlocksNothingElse(t *testing.T) {
 		t.Errorf("second send went to LID %#x", h.LID)
 	}
 	// With both files busy, a third send waits for one, honouring ctx.
-	free := <-e.idle // hide the free file
+	e.mu.Lock() // hide the free file
+	free := e.takeIdle(func(*sendFile) bool { return true })
+	e.mu.Unlock()
 	defer unix.Close(free.fd)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -245,6 +257,12 @@ func TestSlowSendBlocksNothingElse(t *testing.T) {
 	if err := <-stuck; err != nil {
 		t.Fatalf("stuck send: %v", err)
 	}
+}
+
+func idleLanes(e *Endpoint) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.idle)
 }
 
 func TestSendFileNoiseDiscarded(t *testing.T) {
