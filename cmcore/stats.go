@@ -5,7 +5,7 @@ import "sync/atomic"
 // Stats counts a CM's MADs since New, for `ucmd status`.
 type Stats struct {
 	Sent          uint64 // MADs handed to the endpoints, retransmissions included
-	SendErrors    uint64 // sends the endpoint refused (treated as lost)
+	SendErrors    uint64 // sends the endpoint refused (lost like a MAD on the wire; not in Dropped)
 	Received      uint64 // MADs received
 	Dropped       uint64 // received MADs that were not CM messages we can decode
 	Retransmitted uint64 // retransmissions after a timeout

@@ -328,6 +328,15 @@ func (d *Daemon) Close() error {
 	return nil
 }
 
+// madCounters is how `ucmd status` shows a CM's counters: received MADs
+// dropped and sends that failed are counted apart.
+func madCounters(st cmcore.Stats) status.MADCounter {
+	return status.MADCounter{
+		Sent: st.Sent, Received: st.Received, Retransmitted: st.Retransmitted,
+		TimedOut: st.TimedOut, Dropped: st.Dropped, SendFailed: st.SendErrors,
+	}
+}
+
 // Snapshot implements status.Provider.
 func (d *Daemon) Snapshot() status.Snapshot {
 	fabric := d.cfg.Fabric
@@ -341,10 +350,7 @@ func (d *Daemon) Snapshot() status.Snapshot {
 			Name:     s.dev.Name(),
 			Node:     s.node,
 			NodeGUID: formatGUID(s.dev.NodeGUID()),
-			Counters: status.MADCounter{
-				Sent: st.Sent, Received: st.Received, Retransmitted: st.Retransmitted,
-				TimedOut: st.TimedOut, Dropped: st.Dropped + st.SendErrors,
-			},
+			Counters: madCounters(st),
 		}
 		for _, f := range s.ucm.Files() {
 			sf := status.File{PID: f.PID, Events: f.QueuedEvents, Opened: f.Opened.Unix()}

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/hw/umad"
+	"github.com/ucmd/ucmd/internal/status"
 )
 
 func TestSimDevices(t *testing.T) {
@@ -61,5 +63,13 @@ func TestDeviceErrors(t *testing.T) {
 func TestFormatGUID(t *testing.T) {
 	if got := formatGUID(0x0002c90300101234); got != "0002:c903:0010:1234" {
 		t.Errorf("formatGUID = %s", got)
+	}
+}
+
+func TestMADCountersKeepSendFailuresApart(t *testing.T) {
+	got := madCounters(cmcore.Stats{Sent: 9, SendErrors: 2, Received: 7, Dropped: 1, Retransmitted: 3, TimedOut: 4})
+	want := status.MADCounter{Sent: 9, Received: 7, Retransmitted: 3, TimedOut: 4, Dropped: 1, SendFailed: 2}
+	if got != want {
+		t.Errorf("counters %+v, want %+v", got, want)
 	}
 }

@@ -77,7 +77,11 @@ type MADCounter struct {
 	Received      uint64 `json:"received"`
 	Retransmitted uint64 `json:"retransmitted"`
 	TimedOut      uint64 `json:"timed_out"`
-	Dropped       uint64 `json:"dropped"`
+	// Dropped counts received MADs that were dropped (not CM messages
+	// ucmd can decode); SendFailed counts sends the fabric refused, each
+	// lost like a MAD on the wire.
+	Dropped    uint64 `json:"dropped"`
+	SendFailed uint64 `json:"send_failed"`
 }
 
 // Provider produces snapshots; the daemon implements it.
@@ -186,8 +190,8 @@ func WriteText(w io.Writer, s Snapshot) error {
 	for _, d := range s.Devices {
 		c := d.Counters
 		fmt.Fprintf(tw, "\ndev %s\tnode %s\tguid %s\n", d.Name, d.Node, d.NodeGUID)
-		fmt.Fprintf(tw, "  mads\tsent %d\treceived %d\tretransmitted %d\ttimed-out %d\tdropped %d\n",
-			c.Sent, c.Received, c.Retransmitted, c.TimedOut, c.Dropped)
+		fmt.Fprintf(tw, "  mads\tsent %d\treceived %d\tretransmitted %d\ttimed-out %d\tdropped %d\tsend-failed %d\n",
+			c.Sent, c.Received, c.Retransmitted, c.TimedOut, c.Dropped, c.SendFailed)
 		for _, p := range d.Ports {
 			fmt.Fprintf(tw, "  port %d\t%s\t%s\tlid %d\tgid %s\n", p.Num, p.LinkLayer, p.State, p.LID, p.GID0)
 		}
