@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -201,7 +200,7 @@ func WriteText(w io.Writer, s Snapshot) error {
 			fmt.Fprintf(tw, "  file pid %d\tids %d\tqueued %d\n", f.PID, len(f.IDs), f.Events)
 			for _, id := range f.IDs {
 				fmt.Fprintf(tw, "    cm_id %d\tstate %s\tsrv-id %#016x\tlcomm %#08x\trcomm %#08x\tqueued %d\n",
-					id.ID, strings.ToUpper(id.State), id.ServiceID, id.LocalCommID, id.RemoteCommID, id.Events)
+					id.ID, id.State, id.ServiceID, id.LocalCommID, id.RemoteCommID, id.Events)
 			}
 		}
 	}

@@ -18,7 +18,7 @@ func sample() Snapshot {
 			Ports:    []Port{{Num: 1, LinkLayer: "Ethernet", State: "ACTIVE", GID0: "fe80::1"}},
 			Counters: MADCounter{Sent: 7, Received: 5, Retransmitted: 1, TimedOut: 0, Dropped: 2, SendFailed: 3},
 			Files: []File{{PID: 4242, Events: 1, IDs: []ID{
-				{ID: 3, State: "established", ServiceID: 0x1234, LocalCommID: 0xabcd, RemoteCommID: 0x9876, Events: 1},
+				{ID: 3, State: "ESTABLISHED", ServiceID: 0x1234, LocalCommID: 0xabcd, RemoteCommID: 0x9876, Events: 1},
 			}}},
 		}},
 	}
@@ -74,7 +74,7 @@ func TestWriteText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"dev sim0", "/dev/infiniband/ucm0", "file pid 4242", "cm_id 3", "ESTABLISHED", "srv-id 0x0000000000001234", "lcomm 0x0000abcd", "retransmitted 1", "dropped 2", "send-failed 3"} {
+	for _, want := range []string{"dev sim0", "/dev/infiniband/ucm0", "file pid 4242", "cm_id 3", "state ESTABLISHED", "srv-id 0x0000000000001234", "lcomm 0x0000abcd", "retransmitted 1", "dropped 2", "send-failed 3"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
 		}
