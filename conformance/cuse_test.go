@@ -19,14 +19,10 @@ import (
 // TestNodeOverCUSE runs the suite through a real device node: a ucm
 // device on the simulated fabric registered with the kernel's CUSE, and
 // the real-node DUT writing to it from this process. It needs root and
-// /dev/cuse (the project's VM has both) and is skipped elsewhere.
+// /dev/cuse (the project's VM has both, see requireCUSE). Once those are
+// there, every failure fails the test, the registration included.
 func TestNodeOverCUSE(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := os.Stat(cuse.DevicePath); err != nil {
-		t.Skip(err)
-	}
+	requireCUSE(t)
 	fab := sim.New(sim.Config{Seed: 1})
 	sd, err := fab.AddIB("cusetest0", 1)
 	if err != nil {
@@ -44,7 +40,7 @@ func TestNodeOverCUSE(t *testing.T) {
 	name := fmt.Sprintf("ucmtest%d", os.Getpid())
 	srv, err := cuse.Open(context.Background(), cuse.Config{DevName: name}, dev)
 	if err != nil {
-		t.Skipf("CUSE registration: %v", err)
+		t.Fatalf("CUSE registration: %v", err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
@@ -81,4 +77,26 @@ func TestNodeOverCUSE(t *testing.T) {
 	if failed != 0 {
 		t.Errorf("%d cases failed", failed)
 	}
+}
+
+// requireCUSE decides the way test/e2e does: in the test VM
+// (UCMD_VM_GUEST=1) root and /dev/cuse are part of the environment, and
+// their absence fails the test. Elsewhere (a host without the cuse module,
+// a non-root run) the test is skipped, and says that nothing ran over a
+// real node.
+func requireCUSE(t *testing.T) {
+	t.Helper()
+	var missing string
+	if os.Geteuid() != 0 {
+		missing = "not root"
+	} else if _, err := os.Stat(cuse.DevicePath); err != nil {
+		missing = err.Error()
+	}
+	if missing == "" {
+		return
+	}
+	if os.Getenv("UCMD_VM_GUEST") == "1" {
+		t.Fatalf("%s in the test VM: the VM has root and the cuse module", missing)
+	}
+	t.Skipf("SKIPPED, the suite did NOT run over a real CUSE node: %s (needs root and %s; make e2e runs the suite on real nodes in the VM)", missing, cuse.DevicePath)
 }
