@@ -1869,9 +1869,21 @@ static void client_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 		}
 		uint8_t want[SHORT_PD_LEN];
 		short_pd(want, MAGIC_DREP, c->nonce);
-		if (check_pdata(c, "DREP_RECEIVED", data, ev->present, opt.rdma_cm ? NULL : want,
-				opt.rdma_cm ? UCM_DREP_PDATA : sizeof(want), UCM_DREP_PDATA))
+		int zeros = 1;
+		for (int i = 0; i < UCM_DREP_PDATA; i++)
+			zeros &= data[i] == 0;
+		if (zeros) {
+			/* no private data: our DREQ was repeated (the DREP lost) after
+			 * the peer destroyed its id, and the CM answered it without
+			 * one (cm_issue_drep) */
+			if (!opt.rdma_cm)
+				c->note = "DREP without private data (DREQ repeated after the peer's id was gone)";
+			if (check_pdata(c, "DREP_RECEIVED", data, ev->present, NULL, 0, UCM_DREP_PDATA))
+				return;
+		} else if (check_pdata(c, "DREP_RECEIVED", data, ev->present, opt.rdma_cm ? NULL : want,
+				       opt.rdma_cm ? UCM_DREP_PDATA : sizeof(want), UCM_DREP_PDATA)) {
 			return;
+		}
 		if (opt.timewait_ms > 0) {
 			c->st = X_TIMEWAIT;
 			c->waiting = "TIMEWAIT_EXIT";
