@@ -185,14 +185,6 @@ func (r *recorder) handle(ev *Event) error {
 	return nil
 }
 
-func (r *recorder) last(id *ID) EventType {
-	l := r.log[id]
-	if len(l) == 0 {
-		return 255
-	}
-	return l[len(l)-1]
-}
-
 // simPath is the path from a's port 1 to b's port 1.
 func simPath(a, b *sim.Device) *PathRecord {
 	aa, _ := a.Port(1).Attr()

@@ -42,7 +42,7 @@ func TestNodeMemoryAsSeenByADevice(t *testing.T) {
 	if err := dev.Write(pid, m.Bad(), []byte{1}); !errors.Is(err, unix.EFAULT) {
 		t.Errorf("write to Bad: %v, want EFAULT", err)
 	}
-	if m.Bad() != m.Bad() {
+	if b1, b2 := m.Bad(), m.Bad(); b1 != b2 {
 		t.Error("Bad is not stable")
 	}
 }

@@ -70,7 +70,6 @@ type devEnv struct {
 	s     *fuzzStack
 	in    []byte
 	files []*dfile
-	mem   []uint64 // buffers handed out, for pointer picks
 }
 
 type dfile struct {

@@ -1,7 +1,6 @@
 package cusetest
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +12,6 @@ import (
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/internal/wire"
 )
-
-type nopDev struct{}
-
-func (nopDev) Open(context.Context, cuse.Request, cuse.Waker) (cuse.Handle, error) {
-	return nopDev{}, nil
-}
-func (nopDev) Read(context.Context, cuse.Request, []byte) (int, error)    { return 0, nil }
-func (nopDev) Write(context.Context, cuse.Request, []byte) (int, error)   { return 0, nil }
-func (nopDev) Poll(context.Context, cuse.Request, uint32) (uint32, error) { return 0, nil }
-func (nopDev) Release(context.Context)                                    {}
 
 func reply(unique uint64, status int32, body ...byte) []byte {
 	b := wire.AppendOutHeader(nil, fuse.OutHeader{Length: uint32(16 + len(body)), Status: status, Unique: unique})

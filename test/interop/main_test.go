@@ -345,16 +345,6 @@ func (s *side) wait(t *testing.T, want cmcore.EventType, timeout time.Duration) 
 	return cmEvent{}
 }
 
-// noMore checks that no further event arrives within d.
-func (s *side) noMore(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case e := <-s.ch:
-		t.Errorf("unexpected event %v (state %v); events %v", e.typ, e.state, s.events())
-	case <-time.After(d):
-	}
-}
-
 // startSide starts a cmcore CM on B's rxe0, dropping the first drop[attr]
 // sends of each attribute.
 func startSide(t *testing.T, drop map[uint16]int) *side {
