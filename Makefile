@@ -21,10 +21,18 @@ build:
 test:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
 
+# staticcheck (honnef.co/go/tools) at a pinned version, built by `go run`
+# from the Go module proxy on first use (then from the build cache).
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./test/e2e/
 	$(GO) vet -tags interop ./test/interop/
+	$(STATICCHECK) $(PKGS)
+	$(STATICCHECK) -tags e2e ./test/e2e/
+	$(STATICCHECK) -tags interop ./test/interop/
 	@if command -v shellcheck >/dev/null; then \
 		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh .ci/run && shellcheck -s sh test/vm/init; \
 	else echo "vet: shellcheck not installed (make vm-setup installs it): scripts not checked"; fi
