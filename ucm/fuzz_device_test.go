@@ -36,7 +36,7 @@ func FuzzDeviceCUSE(f *testing.F) {
 		for len(d.in) > 0 && !t.Failed() {
 			d.step()
 			d.s.settle()
-			d.reap(false)
+			d.reap()
 			d.drainNotes()
 		}
 		d.teardown()
@@ -406,25 +406,30 @@ func (d *devEnv) owns(f *dfile, id uint32, uid uint64) {
 	f.ctx[id] = uid
 }
 
-// reap handles the GET_EVENTs that have been answered; with wait, it
-// waits for all of them (they must have been interrupted).
-func (d *devEnv) reap(wait bool) {
+// reap handles the GET_EVENTs that have been answered.
+func (d *devEnv) reap() {
 	for _, f := range d.files {
-		keep := f.pending[:0]
-		for _, dp := range f.pending {
-			var r cusetest.Reply
-			if wait {
-				r = d.await(dp.p, "interrupted GET_EVENT")
-			} else if dp.p.Answered() {
-				r, _ = dp.p.WaitFor(0)
-			} else {
-				keep = append(keep, dp)
-				continue
-			}
-			d.event(f, dp, r)
-		}
-		f.pending = keep
+		d.reapFile(f, false)
 	}
+}
+
+// reapFile handles f's answered GET_EVENTs; with wait, it interrupts the
+// others and waits for them.
+func (d *devEnv) reapFile(f *dfile, wait bool) {
+	keep := f.pending[:0]
+	for _, dp := range f.pending {
+		var r cusetest.Reply
+		if wait {
+			r = d.interrupt(dp.p)
+		} else if dp.p.Answered() {
+			r, _ = dp.p.WaitFor(0)
+		} else {
+			keep = append(keep, dp)
+			continue
+		}
+		d.event(f, dp, r)
+	}
+	f.pending = keep
 }
 
 func (d *devEnv) event(f *dfile, dp *dpending, r cusetest.Reply) {
@@ -457,15 +462,36 @@ func (d *devEnv) event(f *dfile, dp *dpending, r cusetest.Reply) {
 	}
 }
 
+// interrupt interrupts p until it is answered, as the kernel does for a
+// caller that got a signal: it sends INTERRUPT again while the daemon
+// answers EAGAIN (the interrupt overtook the request).
+func (d *devEnv) interrupt(p *cusetest.Pending) cusetest.Reply {
+	end := time.Now().Add(fuzzWait)
+	for {
+		if r, ok := p.WaitFor(0); ok {
+			return r
+		}
+		ip := d.s.k.Interrupt(p.Unique)
+		if r, ok := p.WaitFor(20 * time.Millisecond); ok {
+			return r
+		}
+		ir, ok := ip.WaitFor(0)
+		if ok && ir.Errno != unix.EAGAIN {
+			d.t.Fatalf("INTERRUPT answered %v", ir.Errno)
+		}
+		if fuzzDebug {
+			d.t.Logf("INTERRUPT of unique %d not taken yet (answered: %v %v); again", p.Unique, ok, ir.Errno)
+		}
+		if time.Now().After(end) {
+			d.t.Fatalf("GET_EVENT (unique %d) not answered within %v of its INTERRUPT: hung", p.Unique, fuzzWait)
+		}
+	}
+}
+
 // release interrupts what is pending on f, waits for it, and releases f,
 // as the kernel does when a process with a blocked reader is killed.
 func (d *devEnv) release(f *dfile) {
-	for _, dp := range f.pending {
-		if !dp.p.Answered() {
-			d.s.k.Interrupt(dp.p.Unique)
-		}
-	}
-	d.reap(true)
+	d.reapFile(f, true)
 	r := d.await(f.f.ReleaseAsync(), "RELEASE")
 	if r.Errno != 0 {
 		d.t.Fatalf("RELEASE: %v", r.Errno)
