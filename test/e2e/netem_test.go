@@ -120,6 +120,9 @@ func TestDaemonLossNetem(t *testing.T) {
 	s := classify(t, "server", srvOut, map[string]*regexp.Regexp{
 		"REP_ERROR": regexp.MustCompile(`: REP_ERROR while waiting for `), "REJ timeout": regexp.MustCompile(`: REJ_RECEIVED while waiting for \S+: reason 1 `)})
 	t.Logf("client: %d ok, failures %v, in %.1f s (%d connections, %d in flight)", c.ok, c.failed, cliTime.Seconds(), total, parallel)
+	if cliTime > 4*time.Minute {
+		t.Errorf("the %d connections took %v of VM time, more than the 4 minutes the test is sized for", total, cliTime.Round(time.Second))
+	}
 	t.Logf("server: %d ok, failures %v; exit %v", s.ok, s.failed, serr)
 	if n := c.ok + c.failed["REQ_ERROR"] + c.failed["DREQ_ERROR"]; n != total {
 		t.Errorf("client: %d connections accounted for, want %d", n, total)
