@@ -1,8 +1,12 @@
 package conformance
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,15 +28,56 @@ type Node struct {
 }
 
 // OpenPath returns a DUT for the ucm device node at path (e.g.
-// /dev/infiniband/ucm0). It checks the node can be opened. Set the
-// returned *Node's Loopback to run the connecting cases.
+// /dev/infiniband/ucm0). It checks that path is a ucm node (ErrNotUCM
+// otherwise, before anything else touches it): a character device whose
+// sysfs name is ucmN (or infiniband!ucmN, a CUSE device), answering a write
+// with an unknown command with EINVAL as ib_ucm_write did. Set the returned
+// *Node's Loopback to run the connecting cases.
 func OpenPath(path string) (DUT, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	if err := probeNode(path, "/sys"); err != nil {
+		return nil, err
 	}
-	unix.Close(fd)
 	return &Node{path: path, mem: &mmapMem{}}, nil
+}
+
+// ErrNotUCM is wrapped by OpenPath's error when the path is no ucm node.
+var ErrNotUCM = errors.New("not a ucm device")
+
+var ucmSysName = regexp.MustCompile(`(^|!)ucm[0-9]+$`)
+
+// probeNode checks that path is a ucm node without changing anything on one:
+// the sysfs entry of its device number is looked at first (so a write never
+// reaches a tty or a disk), then an unknown command must fail with EINVAL.
+func probeNode(path, sysfs string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return fmt.Errorf("%s: %w: not a character device (a ucm node is /dev/infiniband/ucmN)", path, ErrNotUCM)
+	}
+	major, minor := unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))
+	if target, err := os.Readlink(filepath.Join(sysfs, "dev/char", fmt.Sprintf("%d:%d", major, minor))); err == nil {
+		if name := filepath.Base(target); !ucmSysName.MatchString(name) {
+			return fmt.Errorf("%s: %w: character device %d:%d is %q in sysfs (%s), not ucmN", path, ErrNotUCM, major, minor, name, filepath.Base(filepath.Dir(target)))
+		}
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	hdr := make([]byte, 8) // cmd = NumCmds, in = out = 0
+	binary.NativeEndian.PutUint32(hdr, abi.NumCmds)
+	n, err := unix.Write(fd, hdr)
+	switch {
+	case errors.Is(err, unix.EINVAL):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w: a write with an unknown command failed with %v, a ucm node answers EINVAL", path, ErrNotUCM, err)
+	default:
+		return fmt.Errorf("%s: %w: a write with an unknown command returned %d, a ucm node answers EINVAL", path, ErrNotUCM, n)
+	}
 }
 
 // Open implements DUT.

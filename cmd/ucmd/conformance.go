@@ -32,6 +32,9 @@ the device's port to itself: the RDMA device is taken from --ibdev, else from
 the running ucmd, else from /sys/class/infiniband_cm.
 
 Prints one line per case and a summary; exits 0 only if no case failed.`,
+		Example: `  ucmd conformance /dev/infiniband/ucm0
+  ucmd conformance --run '^write/' /dev/infiniband/ucm0
+  ucmd conformance --ibdev mlx5_0 --timeout 2m /dev/infiniband/ucm1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var filter *regexp.Regexp

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -12,8 +16,9 @@ import (
 )
 
 func newExecCmd(g *globalFlags) *cobra.Command {
+	var userName string
 	cmd := &cobra.Command{
-		Use:   "exec -- PROGRAM [ARG...]",
+		Use:   "exec [--user NAME] -- PROGRAM [ARG...]",
 		Short: "run a libibcm program that can find ucmd's devices",
 		Long: `Run PROGRAM in a private mount namespace in which /sys/class/infiniband_cm
 exists, as it did before Linux removed ib_ucm: abi_version reads 5 and
@@ -21,9 +26,26 @@ ucmN/ibdev names the RDMA device that /dev/infiniband/ucmN serves. libibcm
 finds its device through exactly these files. The rest of /sys/class is the
 host's, and nothing changes outside the program's namespace.
 
-Needs CAP_SYS_ADMIN (run as root). The program keeps ucmd's credentials.`,
+Making the namespace needs root (CAP_SYS_ADMIN): run ucmd exec with sudo.
+PROGRAM then runs as --user NAME, without privileges (uid, gid and groups of
+NAME; HOME, USER and LOGNAME set to NAME's). The default is the user who ran
+sudo (SUDO_USER); without sudo, or with --user root, PROGRAM runs as root.`,
+		Example: `  sudo ucmd exec -- dapltest -T S -D ofa-v2-ib0     # runs as you (SUDO_USER)
+  sudo ucmd exec --user mpi -- ./my_libibcm_app --port 1
+  ucmd exec --runtime-dir /run/ucmd-test -- cat /sys/class/infiniband_cm/ucm0/ibdev   # as root`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !execPrivileged() {
+				return errors.New("exec needs root: it makes a private mount namespace (CAP_SYS_ADMIN); run `sudo ucmd exec -- PROGRAM`, and PROGRAM runs as you (--user)")
+			}
+			name := execUser(userName, cmd.Flags().Changed("user"), os.Getenv)
+			var target *execCred
+			if name != "" {
+				var err error
+				if target, err = lookupExecCred(name); err != nil {
+					return err
+				}
+			}
 			path, err := exec.LookPath(args[0])
 			if err != nil {
 				return err
@@ -31,12 +53,118 @@ Needs CAP_SYS_ADMIN (run as root). The program keeps ucmd's credentials.`,
 			if err := sysclass.Enter(g.runtimeDir); err != nil {
 				return err
 			}
+			env := os.Environ()
+			if target != nil {
+				if err := target.become(); err != nil {
+					return err
+				}
+				env = target.environ(env)
+			}
 			// Exec from the goroutine (and so the thread) that entered the
 			// namespace: the new program inherits it.
-			err = syscall.Exec(path, args, os.Environ())
+			err = syscall.Exec(path, args, env)
 			return fmt.Errorf("exec %s: %w", path, err)
 		},
 	}
+	cmd.Flags().StringVar(&userName, "user", "", "run PROGRAM as this user (name or uid; default: $SUDO_USER, else stay root)")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
+}
+
+// execPrivileged says whether exec can make a mount namespace (tests replace it).
+var execPrivileged = func() bool { return os.Geteuid() == 0 || hasCapSysAdmin() }
+
+func hasCapSysAdmin() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	return capEffHas(string(b), 21) // CAP_SYS_ADMIN
+}
+
+// execUser picks who PROGRAM runs as: --user if given, else the sudo user;
+// "" means root, unchanged.
+func execUser(flag string, changed bool, getenv func(string) string) string {
+	name := flag
+	if !changed {
+		name = getenv("SUDO_USER")
+	}
+	if name == "root" || name == "0" {
+		return ""
+	}
+	return name
+}
+
+type execCred struct {
+	u      *user.User
+	uid    int
+	gid    int
+	groups []int
+}
+
+func lookupExecCred(name string) (*execCred, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		var uerr error
+		if u, uerr = user.LookupId(name); uerr != nil {
+			return nil, fmt.Errorf("--user %s: %w", name, err)
+		}
+	}
+	c := &execCred{u: u}
+	if c.uid, err = strconv.Atoi(u.Uid); err != nil {
+		return nil, fmt.Errorf("--user %s: uid %q: %w", name, u.Uid, err)
+	}
+	if c.gid, err = strconv.Atoi(u.Gid); err != nil {
+		return nil, fmt.Errorf("--user %s: gid %q: %w", name, u.Gid, err)
+	}
+	c.groups = []int{c.gid}
+	if ids, err := u.GroupIds(); err == nil {
+		for _, s := range ids {
+			if g, err := strconv.Atoi(s); err == nil && g != c.gid {
+				c.groups = append(c.groups, g)
+			}
+		}
+	}
+	return c, nil
+}
+
+// become drops to the user's credentials on every thread (the Go runtime's
+// setuid family is process-wide); the capabilities go with uid 0.
+func (c *execCred) become() error {
+	if err := syscall.Setgroups(c.groups); err != nil {
+		return fmt.Errorf("--user %s: setgroups: %w", c.u.Username, err)
+	}
+	if err := syscall.Setgid(c.gid); err != nil {
+		return fmt.Errorf("--user %s: setgid: %w", c.u.Username, err)
+	}
+	if err := syscall.Setuid(c.uid); err != nil {
+		return fmt.Errorf("--user %s: setuid: %w", c.u.Username, err)
+	}
+	return nil
+}
+
+func (c *execCred) environ(env []string) []string {
+	set := map[string]string{"HOME": c.u.HomeDir, "USER": c.u.Username, "LOGNAME": c.u.Username}
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range []string{"HOME", "USER", "LOGNAME"} {
+		out = append(out, k+"="+set[k])
+	}
+	return out
+}
+
+// capEffHas reads bit from the CapEff line of a /proc/PID/status text.
+func capEffHas(status string, bit uint) bool {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<bit) != 0
+		}
+	}
+	return false
 }

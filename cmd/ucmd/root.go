@@ -20,11 +20,23 @@ type globalFlags struct {
 func newRootCmd() *cobra.Command {
 	g := &globalFlags{}
 	root := &cobra.Command{
-		Use:           "ucmd",
-		Short:         "userspace /dev/infiniband/ucmN (the deleted ib_ucm driver) over CUSE",
+		Use:   "ucmd",
+		Short: "userspace /dev/infiniband/ucmN (the deleted ib_ucm driver) over CUSE",
+		Long: `ucmd registers /dev/infiniband/ucm0, ucm1, ... through CUSE and answers the
+legacy ib_ucm write() ABI (version 5) on them, running the IB connection
+manager itself over the kernel's umad interface. Without a command it serves
+(ucmd serve); the other commands inspect and test a running ucmd.`,
+		Example: `  sudo modprobe -r rdma_ucm rdma_cm ib_cm; sudo modprobe cuse ib_umad
+  sudo ucmd                                  # serve every RDMA device with umad ports
+  sudo ucmd --fabric sim                     # a simulated fabric, no HCA needed
+  sudo ucmd exec -- ./my_libibcm_app         # run a libibcm program that finds its device
+  ucmd status                                # what the running ucmd serves
+  ucmd --version`,
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("ucmd {{.Version}} (ucm ABI 5)\n")
 	sf := &serveFlags{}
 	sf.register(root.Flags())
 	root.RunE = func(cmd *cobra.Command, args []string) error {
@@ -37,9 +49,10 @@ func newRootCmd() *cobra.Command {
 		"directory for the control socket and the infiniband_cm class tree")
 	root.AddCommand(
 		&cobra.Command{
-			Use:   "version",
-			Short: "print the version",
-			Args:  cobra.NoArgs,
+			Use:     "version",
+			Short:   "print the version",
+			Example: "  ucmd version          # same as ucmd --version",
+			Args:    cobra.NoArgs,
 			Run: func(cmd *cobra.Command, _ []string) {
 				fmt.Fprintf(cmd.OutOrStdout(), "ucmd %s (ucm ABI 5)\n", buildVersion())
 			},
@@ -49,8 +62,31 @@ func newRootCmd() *cobra.Command {
 		newStatusCmd(g),
 		newConformanceCmd(g),
 	)
+	for _, add := range extraCommands {
+		root.AddCommand(add())
+	}
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Example = `  ucmd completion bash > /etc/bash_completion.d/ucmd
+  ucmd completion zsh > "${fpath[1]}/_ucmd"
+  ucmd completion fish > ~/.config/fish/completions/ucmd.fish`
+		for _, sh := range c.Commands() {
+			sh.Example = "  source <(ucmd completion " + sh.Name() + ")   # this shell only; see above for every session"
+			if sh.Name() == "powershell" {
+				sh.Example = "  ucmd completion powershell | Out-String | Invoke-Expression"
+			} else if sh.Name() == "fish" {
+				sh.Example = "  ucmd completion fish | source"
+			}
+		}
+	}
 	return root
 }
+
+// extraCommands are added by files built with tags (the man page generator).
+var extraCommands []func() *cobra.Command
 
 func buildVersion() string {
 	if version != "dev" {

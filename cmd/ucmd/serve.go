@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -61,7 +62,35 @@ func (f *serveFlags) logger() (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 }
 
+// validate checks the flags by themselves, before anything looks at the
+// machine: a wrong flag is reported as that, not as a missing /dev/cuse.
+func (f *serveFlags) validate() error {
+	switch f.fabric {
+	case daemon.FabricUMAD, daemon.FabricSim:
+	default:
+		return fmt.Errorf("--fabric %q: want %s (real HCAs, InfiniBand or RoCE) or %s (the built-in simulated fabric)", f.fabric, daemon.FabricUMAD, daemon.FabricSim)
+	}
+	if f.simDevices < 1 {
+		return fmt.Errorf("--sim-devices %d: want at least 1", f.simDevices)
+	}
+	if f.fixedNumbers && f.simDevices > daemon.MaxFixed && f.fabric == daemon.FabricSim {
+		return fmt.Errorf("--sim-devices %d with --fixed-numbers: only %d minors (231:224-255) exist", f.simDevices, daemon.MaxFixed)
+	}
+	if len(f.devices) > 0 && f.fabric == daemon.FabricSim {
+		return fmt.Errorf("--device selects RDMA devices of --fabric %s; with --fabric %s use --sim-devices", daemon.FabricUMAD, daemon.FabricSim)
+	}
+	for _, d := range f.devices {
+		if d == "" || strings.ContainsAny(d, "/ \t") || d == "." || d == ".." {
+			return fmt.Errorf("--device %q: not an RDMA device name (such as mlx5_0 or rxe0; see /sys/class/infiniband)", d)
+		}
+	}
+	return nil
+}
+
 func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
+	if err := f.validate(); err != nil {
+		return daemon.Config{}, err
+	}
 	log, err := f.logger()
 	if err != nil {
 		return daemon.Config{}, err
@@ -125,6 +154,10 @@ interface (or a simulated fabric with --fabric sim).
 Needs /dev/cuse (modprobe cuse), root (CAP_SYS_ADMIN, CAP_SYS_PTRACE), and the
 CM management class free on every port: the kernel's ib_cm (pulled in by
 rdma_cm, rdma_ucm, ib_ipoib, ib_srpt, ...) must not be loaded.`,
+		Example: `  sudo ucmd serve                            # every RDMA device with umad ports
+  sudo ucmd serve --device mlx5_0 --fixed-numbers   # one device, as 231:224
+  sudo ucmd serve --fabric sim --sim-devices 2      # no hardware: two simulated devices
+  sudo ucmd serve --user-ids 1024 --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, g, f) },
 	}

@@ -15,7 +15,12 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "show devices, open files, ids and MAD counters of the running daemon",
-		Args:  cobra.NoArgs,
+		Long: `Show what the running ucmd serves, read from its control socket
+(<runtime-dir>/ucmd.sock, root only): per device its ports and MAD counters,
+per open file the opener's pid and each id's state, service id and comm ids.`,
+		Example: `  sudo ucmd status
+  sudo ucmd status --json | jq '.devices[].counters'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()

@@ -33,7 +33,7 @@ import (
 const (
 	UCMMajor     = 231
 	UCMBaseMinor = 224
-	maxFixed     = 32 // minors 224..255
+	MaxFixed     = 32 // minors 224..255
 )
 
 // Fabric names.
@@ -96,15 +96,17 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.NodeMode = 0o666
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1)}
-	if err := preflight(); err != nil {
-		return nil, err
-	}
+	// What the flags name is checked first (a bad --device is a bad flag,
+	// whatever else is missing), then the environment.
 	devs, err := d.devices()
 	if err != nil {
 		return nil, err
 	}
-	if cfg.FixedNumbers && len(devs) > maxFixed {
-		return nil, fmt.Errorf("--fixed-numbers: %d devices, but only %d minors (231:224-255) exist", len(devs), maxFixed)
+	if err := preflight(); err != nil {
+		return nil, err
+	}
+	if cfg.FixedNumbers && len(devs) > MaxFixed {
+		return nil, fmt.Errorf("--fixed-numbers: %d devices, but only %d minors (231:224-255) exist", len(devs), MaxFixed)
 	}
 	// One id space and one budget for every device, as the kernel had one
 	// ctx_id_table: a user's limits and the memory budget span them all.
@@ -149,6 +151,26 @@ func preflight() error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing privileges: %s; run ucmd as root or grant these capabilities", strings.Join(missing, ", "))
+	}
+	return checkYama(yamaPtraceScope)
+}
+
+// yamaPtraceScope is Yama's setting (tests point it elsewhere).
+var yamaPtraceScope = "/proc/sys/kernel/yama/ptrace_scope"
+
+// checkYama refuses ptrace_scope 3: no process may then attach to another,
+// not even with CAP_SYS_PTRACE, so process_vm_readv/writev fail and every
+// command that passes a pointer (all but a few) would fail with EFAULT.
+// Scopes 1 and 2 let CAP_SYS_PTRACE through, which preflight checked.
+func checkYama(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil // no Yama
+	}
+	if strings.TrimSpace(string(b)) == "3" {
+		return fmt.Errorf("kernel.yama.ptrace_scope is 3 (%s): no process may read or write another's memory, "+
+			"not even with CAP_SYS_PTRACE, so every ucm command that passes a pointer would fail with EFAULT in the client; "+
+			"scope 3 cannot be lowered until reboot: boot with kernel.yama.ptrace_scope at 2 or less (sysctl.d)", path)
 	}
 	return nil
 }
@@ -199,7 +221,14 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 		}
 		for _, want := range d.cfg.Devices {
 			if !slices.ContainsFunc(out, func(h hw.Device) bool { return h.Name() == want }) {
-				return nil, fmt.Errorf("RDMA device %q not found or has no umad ports (is ib_umad loaded? see /sys/class/infiniband_mad)", want)
+				var have []string
+				for _, dev := range found {
+					have = append(have, dev.Name())
+				}
+				if len(have) == 0 {
+					have = append(have, "none")
+				}
+				return nil, fmt.Errorf("--device: RDMA device %q not found or has no umad ports (devices with umad ports: %s; is ib_umad loaded? see /sys/class/infiniband_mad)", want, strings.Join(have, ", "))
 			}
 		}
 		if len(out) == 0 {

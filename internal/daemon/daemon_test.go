@@ -73,3 +73,39 @@ func TestMADCountersKeepSendFailuresApart(t *testing.T) {
 		t.Errorf("counters %+v, want %+v", got, want)
 	}
 }
+
+// Yama's ptrace_scope 3 stops every pointer copy: preflight says so.
+func TestPreflightYama(t *testing.T) {
+	dir := t.TempDir()
+	for scope, refused := range map[string]bool{"0\n": false, "1\n": false, "2\n": false, "3\n": true} {
+		p := filepath.Join(dir, "ptrace_scope")
+		if err := os.WriteFile(p, []byte(scope), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := checkYama(p)
+		if refused != (err != nil) {
+			t.Errorf("ptrace_scope %q: %v", scope, err)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "ptrace_scope is 3") || !strings.Contains(err.Error(), "EFAULT")) {
+			t.Errorf("ptrace_scope 3: error does not say what it breaks: %v", err)
+		}
+	}
+	if err := checkYama(filepath.Join(dir, "none")); err != nil {
+		t.Errorf("no Yama: %v", err)
+	}
+}
+
+// A --device that does not exist is reported as such before the
+// environment (/dev/cuse, privileges) is looked at.
+func TestStartChecksDeviceFlagFirst(t *testing.T) {
+	empty := t.TempDir()
+	for _, d := range []string{"class/infiniband", "class/infiniband_mad"} {
+		if err := os.MkdirAll(filepath.Join(empty, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Start(t.Context(), Config{Fabric: FabricUMAD, Devices: []string{"nope"}, UMAD: umad.Options{SysfsRoot: empty}, RuntimeDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), `--device: RDMA device "nope" not found`) {
+		t.Fatalf("Start with --device nope: %v", err)
+	}
+}
