@@ -79,6 +79,10 @@ type wireEnv struct {
 type wtarget struct {
 	local, remote uint32 // a's and b's comm IDs (for SIDR: a's request id)
 	sid           uint64
+	// REQ: b's port to a's as the primary path (LIDs, GIDs), which a
+	// checks against its own port before its listener sees the REQ.
+	bLID, aLID uint16
+	bGID, aGID hw.GID
 }
 
 // wfile is one open file of a and what the test knows of it.
@@ -112,7 +116,8 @@ func newWireEnv(t *testing.T) *wireEnv {
 
 	lid := w.create(L, 0x11)
 	must(t, w.l.Listen(lid, wsidListen, 0))
-	w.targets[4] = wtarget{sid: wsidListen}
+	ba := s.cmPath(s.b, s.a)
+	w.targets[4] = wtarget{sid: wsidListen, bLID: ba.SLID, aLID: ba.DLID, bGID: ba.SGID, aGID: ba.DGID}
 
 	ab := s.path(s.a, s.b)
 	// c1: active, established.
@@ -160,7 +165,8 @@ func newWireEnv(t *testing.T) *wireEnv {
 			}
 		}
 	}
-	w.targets[5] = wtarget{local: w.targets[0].local, remote: w.targets[0].remote, sid: wsidListen}
+	w.targets[5] = w.targets[4]
+	w.targets[5].local, w.targets[5].remote = w.targets[0].local, w.targets[0].remote
 	return w
 }
 
@@ -238,8 +244,8 @@ func (w *wireEnv) settle() {
 // inject sends mad (zero-padded) as control byte ctl says:
 //
 //	bits 0-2  target: 0 none; 1..4 c1, c2, n1, c3 (comm IDs, or c3's SIDR
-//	          request id); 5 a's listener (REQ/SIDR_REQ service ID);
-//	          6 c1 and the listener
+//	          request id); 5 a's listener (REQ/SIDR_REQ service ID, and
+//	          the REQ's primary path from b to a); 6 c1 and the listener
 //	bit 3     send it twice
 //	bits 4-5  then advance the clock by 0, 10 ms, 1 s or 1 min
 //	bit 6     leave the MAD header as it is (else: CM class, version 2,
@@ -275,6 +281,12 @@ func patch(mad *hw.MAD, x wtarget) {
 	case wire.AttrREQ:
 		if x.sid != 0 {
 			binary.BigEndian.PutUint64(d[8:], x.sid)
+		}
+		if x.aLID != 0 { // the primary path (IBTA table 106, offset 52)
+			binary.BigEndian.PutUint16(d[52:], x.bLID)
+			binary.BigEndian.PutUint16(d[54:], x.aLID)
+			copy(d[56:72], x.bGID[:])
+			copy(d[72:88], x.aGID[:])
 		}
 	case wire.AttrSIDRReq:
 		if x.sid != 0 {
