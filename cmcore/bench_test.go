@@ -31,29 +31,29 @@ func BenchmarkHandshake(b *testing.B) {
 	const window = 32
 	done := make(chan *ID, window)
 	children := make(chan *ID, 4*window)
-	passive := func(ev *Event) error {
+	passive := func(ev *Event) Outcome {
 		switch ev.Type {
 		case EventReqReceived:
-			return ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN, StartingPSN: 1})
+			return destroyIf(ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN, StartingPSN: 1}))
 		case EventDReqReceived:
 			// Destroyed by the benchmark loop, as ucm would (from a
 			// command, not from the handler).
 			children <- ev.ID
-			return ev.ID.SendDREP(nil)
+			return destroyIf(ev.ID.SendDREP(nil))
 		}
-		return nil
+		return Keep
 	}
-	active := func(ev *Event) error {
+	active := func(ev *Event) Outcome {
 		switch ev.Type {
 		case EventRepReceived:
 			if err := ev.ID.SendRTU(nil); err != nil {
-				return err
+				return Destroy
 			}
-			return ev.ID.SendDREQ(nil)
+			return destroyIf(ev.ID.SendDREQ(nil))
 		case EventDRepReceived:
 			done <- ev.ID
 		}
-		return nil
+		return Keep
 	}
 	l := cb.CreateID(passive)
 	if err := l.Listen(0x1234, 0); err != nil {

@@ -24,7 +24,7 @@ func TestConcurrentUse(t *testing.T) {
 
 	var mu sync.Mutex
 	var children []*ID
-	passive := func(ev *Event) error {
+	passive := func(ev *Event) Outcome {
 		switch ev.Type {
 		case EventReqReceived:
 			mu.Lock()
@@ -33,13 +33,13 @@ func TestConcurrentUse(t *testing.T) {
 			mu.Unlock()
 			if n%7 == 0 {
 				ev.ID.Destroy() // reject from inside the handler
-				return nil
+				return Keep
 			}
-			return ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN})
+			return destroyIf(ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN}))
 		case EventDReqReceived:
-			return ev.ID.SendDREP(nil)
+			return destroyIf(ev.ID.SendDREP(nil))
 		}
-		return nil
+		return Keep
 	}
 	l := cb.CreateID(passive)
 	must(t, l.Listen(0x1234, 0))
@@ -52,17 +52,17 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			for i := range rounds {
 				done := make(chan struct{}, 4)
-				id := ca.CreateID(func(ev *Event) error {
+				id := ca.CreateID(func(ev *Event) Outcome {
 					switch ev.Type {
 					case EventRepReceived:
 						if err := ev.ID.SendRTU(nil); err != nil {
-							return err
+							return Destroy
 						}
-						return ev.ID.SendDREQ(nil)
+						return destroyIf(ev.ID.SendDREQ(nil))
 					case EventDRepReceived, EventDReqError, EventRejReceived, EventReqError:
 						done <- struct{}{}
 					}
-					return nil
+					return Keep
 				})
 				r := &ReqParams{
 					Primary: simPath(da, db), ServiceID: 0x1234, QPType: QPTypeRC,

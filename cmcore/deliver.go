@@ -2,12 +2,9 @@ package cmcore
 
 import (
 	"bytes"
-	"errors"
 	"runtime"
 	"strconv"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 var eventPool = sync.Pool{New: func() any { return new(Event) }}
@@ -69,15 +66,15 @@ func (cm *CM) deliver(gid int64) {
 		cm.running = q.owner
 		h := q.owner.handler
 		cm.mu.Unlock()
-		var err error
+		out := Keep
 		if h != nil {
-			err = h(q.ev)
+			out = h(q.ev)
 		}
 		cm.mu.Lock()
 		cm.running = nil
 		cm.cond.Broadcast()
-		if err != nil && !q.ev.ID.destroyed {
-			silent := q.ev.Type == EventReqReceived && errors.Is(err, unix.ENOMEM)
+		if out != Keep && !q.ev.ID.destroyed {
+			silent := out == DestroySilently && q.ev.Type == EventReqReceived
 			cm.destroyUnlocked(q.ev.ID, silent)
 		}
 		freeEvent(q.ev)

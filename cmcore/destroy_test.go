@@ -130,7 +130,7 @@ func TestDestroyKeepsCommIDUntilTimewaitEnds(t *testing.T) {
 func TestDestroyFromHandler(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("ESTABLISHED")
-	h.onEvent = func(ev *Event) error { ev.ID.Destroy(); return nil }
+	h.onEvent = func(ev *Event) Outcome { ev.ID.Destroy(); return Keep }
 	h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
 	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDReqReceived {
 		t.Fatalf("events %v", evs)
@@ -150,13 +150,13 @@ func TestDestroyWaitsForRunningHandler(t *testing.T) {
 	inHandler, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	handlerDone := false
-	h.onEvent = func(ev *Event) error {
+	h.onEvent = func(ev *Event) Outcome {
 		close(inHandler)
 		<-release
 		mu.Lock()
 		handlerDone = true
 		mu.Unlock()
-		return nil
+		return Keep
 	}
 	go h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
 	<-inHandler
@@ -186,7 +186,7 @@ func TestDestroyListenerRejectsUndeliveredRequests(t *testing.T) {
 	other := h.reach("ESTABLISHED")
 	// While the DREQ event of another id is being handled, a REQ arrives
 	// for l and l is destroyed before its event is delivered.
-	h.onEvent = func(ev *Event) error {
+	h.onEvent = func(ev *Event) Outcome {
 		if ev.Type == EventDReqReceived {
 			h.onEvent = nil
 			req := peerReq(0x1234)
@@ -194,7 +194,7 @@ func TestDestroyListenerRejectsUndeliveredRequests(t *testing.T) {
 			h.inject(0x77, req)
 			l.Destroy()
 		}
-		return nil
+		return Keep
 	}
 	h.sent()
 	h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: other.localID, RemoteQPN: localQPN})

@@ -55,10 +55,12 @@
 //     while calling a handler; a handler may call any method, including
 //     Destroy of its own or another id, and must not block.
 //   - An Event and its slices are valid only during the call.
-//   - A handler returning an error destroys the id (like a kernel handler
-//     returning non-zero); for REQ_RECEIVED an error wrapping ENOMEM drops
-//     the request silently so the peer's retry can succeed, anything else
-//     rejects it with REJ 28.
+//   - A handler returns an Outcome for ev.ID, the kernel handler's return
+//     value: Keep; Destroy (the id is destroyed once the handler returns,
+//     so a new connection is rejected with REJ 28 or SIDR_REP REJECT); or
+//     DestroySilently (a new connection goes without REJ, as on a kernel
+//     handler's -ENOMEM, so the peer's retry can succeed). No error value
+//     decides what goes on the wire.
 //   - Destroy sends what ib_destroy_cm_id sent in that state (the destroy
 //     table of §3.2: REJ 4 with our node GUID from REQ_SENT, REJ 28 from
 //     the other connecting states, one unretransmitted DREQ from

@@ -1,16 +1,44 @@
 package cmcore
 
+import "strconv"
+
 // Handler receives the events of an id. It runs with no cmcore lock held,
 // one event at a time per CM, in the order the CM generated them, and must
 // not block. It may call any ID method, Destroy included, even on the id
-// the event is for.
-//
-// Returning a non-nil error destroys ev.ID as if Destroy had been called,
-// like a kernel cm handler returning non-zero. For a REQ_RECEIVED event an
-// error wrapping unix.ENOMEM drops the new connection silently (no REJ), so
-// that the peer's retransmitted REQ can succeed later; any other error
-// rejects it with REJ 28 (consumer defined).
-type Handler func(ev *Event) error
+// the event is for. What it returns decides the fate of ev.ID.
+type Handler func(ev *Event) Outcome
+
+// Outcome is a Handler's verdict on ev.ID: the kernel cm_handler's return
+// value, with its one errno-dependent case (-ENOMEM on a REQ) named instead
+// of encoded in an error.
+type Outcome uint8
+
+const (
+	// Keep leaves the id as the handler left it (a kernel handler's 0).
+	Keep Outcome = iota
+	// Destroy destroys ev.ID once the handler has returned, exactly as
+	// ID.Destroy would (a kernel handler's non-zero return). For
+	// REQ_RECEIVED that rejects the new connection with REJ 28 (consumer
+	// defined), for SIDR_REQ_RECEIVED with a SIDR_REP REJECT.
+	Destroy
+	// DestroySilently is Destroy, except that a REQ_RECEIVED's new
+	// connection, still in REQ_RCVD, goes without a REJ (a kernel handler
+	// returning -ENOMEM), so that the peer's retransmitted REQ is a new
+	// request that may succeed later. For any other event it is Destroy.
+	DestroySilently
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Keep:
+		return "Keep"
+	case Destroy:
+		return "Destroy"
+	case DestroySilently:
+		return "DestroySilently"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
 
 // Event is one CM event. It and the slices it holds are valid only during
 // the Handler call; copy what must outlive it.

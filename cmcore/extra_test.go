@@ -90,7 +90,7 @@ func TestDestroyChildFromListenerHandler(t *testing.T) {
 	h := newHarness(t)
 	l := h.newID()
 	must(t, l.Listen(0x1234, 0))
-	h.onEvent = func(ev *Event) error { ev.ID.Destroy(); return nil }
+	h.onEvent = func(ev *Event) Outcome { ev.ID.Destroy(); return Keep }
 	h.inject(0x77, peerReq(0x1234))
 	rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
 	if ids, _ := h.cm.Count(); ids != 1 {
@@ -110,24 +110,24 @@ func TestSimRoCEConnect(t *testing.T) {
 	t.Cleanup(n.close)
 	ra, rb := newRecorder(), newRecorder()
 	var child *ID
-	rb.react = func(ev *Event) error {
+	rb.react = func(ev *Event) Outcome {
 		switch ev.Type {
 		case EventReqReceived:
 			child = ev.ID
 			if ev.Req.Primary.HopLimit == 0 || ev.Req.Primary.DLID != 0 {
 				t.Errorf("RoCE path %+v", ev.Req.Primary)
 			}
-			return ev.ID.SendREP(&RepParams{QPN: 0x200})
+			return destroyIf(ev.ID.SendREP(&RepParams{QPN: 0x200}))
 		case EventDReqReceived:
-			return ev.ID.SendDREP(nil)
+			return destroyIf(ev.ID.SendDREP(nil))
 		}
-		return nil
+		return Keep
 	}
-	ra.react = func(ev *Event) error {
+	ra.react = func(ev *Event) Outcome {
 		if ev.Type == EventRepReceived {
-			return ev.ID.SendRTU(nil)
+			return destroyIf(ev.ID.SendRTU(nil))
 		}
-		return nil
+		return Keep
 	}
 	l := cb.CreateID(rb.handle)
 	must(t, l.Listen(0x1234, 0))

@@ -102,7 +102,7 @@ type harness struct {
 	port   *fakePort
 	events []*Event
 	// onEvent, if set, runs inside the handler (e.g. to answer a REQ).
-	onEvent func(*Event) error
+	onEvent func(*Event) Outcome
 }
 
 func newHarness(t *testing.T) *harness {
@@ -124,13 +124,13 @@ func newHarness(t *testing.T) *harness {
 }
 
 // handler records events; tests read h.events.
-func (h *harness) handler(ev *Event) error {
+func (h *harness) handler(ev *Event) Outcome {
 	cp := *ev
 	h.events = append(h.events, &cp)
 	if h.onEvent != nil {
 		return h.onEvent(ev)
 	}
-	return nil
+	return Keep
 }
 
 func (h *harness) newID() *ID { return h.cm.CreateID(h.handler) }
@@ -209,4 +209,13 @@ func (h *harness) peerRep(id *ID) *wire.Rep {
 		LocalCommID: peerComm, RemoteCommID: id.localID, LocalQPN: peerQPN, StartingPSN: 0x3000,
 		ResponderResources: 1, InitiatorDepth: 2, TargetACKDelay: 15, RNRRetryCount: 5, LocalCAGUID: peerGUID,
 	}
+}
+
+// destroyIf is the outcome of a test handler whose last step returned
+// err: Destroy if that call failed (a kernel handler returning its error).
+func destroyIf(err error) Outcome {
+	if err != nil {
+		return Destroy
+	}
+	return Keep
 }

@@ -2,12 +2,10 @@ package cmcore
 
 import (
 	"bytes"
-	"errors"
 	"testing"
 
 	"github.com/ucmd/ucmd/cmcore/wire"
 	"github.com/ucmd/ucmd/hw"
-	"golang.org/x/sys/unix"
 )
 
 func TestReqReceivedEvent(t *testing.T) {
@@ -223,12 +221,30 @@ func TestReqBadPath(t *testing.T) {
 	}
 }
 
-func TestReqHandlerError(t *testing.T) {
-	t.Run("ENOMEM drops silently", func(t *testing.T) {
+// TestReqOutcome: a REQ_RECEIVED handler's outcome alone decides what the
+// peer gets: Keep nothing yet (the id waits in REQ_RCVD), Destroy a REJ 28,
+// DestroySilently nothing at all, so that its retry is a new REQ.
+func TestReqOutcome(t *testing.T) {
+	t.Run("Keep", func(t *testing.T) {
 		h := newHarness(t)
 		l := h.newID()
 		must(t, l.Listen(0x1234, 0))
-		h.onEvent = func(*Event) error { return unix.ENOMEM }
+		h.onEvent = func(*Event) Outcome { return Keep }
+		h.inject(0x77, peerReq(0x1234))
+		none(t, h.sent())
+		evs := h.takeEvents()
+		if len(evs) != 1 {
+			t.Fatalf("events %v", evs)
+		}
+		if st, _ := evs[0].ID.State(); st != StateReqRcvd {
+			t.Errorf("kept id in %v, want REQ_RCVD", st)
+		}
+	})
+	t.Run("DestroySilently drops silently", func(t *testing.T) {
+		h := newHarness(t)
+		l := h.newID()
+		must(t, l.Listen(0x1234, 0))
+		h.onEvent = func(*Event) Outcome { return DestroySilently }
 		h.inject(0x77, peerReq(0x1234))
 		none(t, h.sent())
 		// The peer's retransmission is a new REQ, not a duplicate.
@@ -239,11 +255,11 @@ func TestReqHandlerError(t *testing.T) {
 			t.Fatalf("retried REQ gave %v", evs)
 		}
 	})
-	t.Run("other error rejects", func(t *testing.T) {
+	t.Run("Destroy rejects", func(t *testing.T) {
 		h := newHarness(t)
 		l := h.newID()
 		must(t, l.Listen(0x1234, 0))
-		h.onEvent = func(*Event) error { return errors.New("no") }
+		h.onEvent = func(*Event) Outcome { return Destroy }
 		h.inject(0x77, peerReq(0x1234))
 		rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
 	})

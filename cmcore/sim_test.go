@@ -18,7 +18,7 @@ type pair struct {
 	ra, rb       *recorder
 	listener     *ID
 	bChildren    []*ID
-	passiveReact func(ev *Event) error
+	passiveReact func(ev *Event) Outcome
 }
 
 func newPair(t *testing.T, seed uint64, knobs sim.Knobs) *pair {
@@ -26,14 +26,14 @@ func newPair(t *testing.T, seed uint64, knobs sim.Knobs) *pair {
 	p.a, p.da = p.n.addCM("a")
 	p.b, p.db = p.n.addCM("b")
 	t.Cleanup(p.n.close)
-	p.rb.react = func(ev *Event) error {
+	p.rb.react = func(ev *Event) Outcome {
 		if ev.Type == EventReqReceived {
 			p.bChildren = append(p.bChildren, ev.ID)
 		}
 		if p.passiveReact != nil {
 			return p.passiveReact(ev)
 		}
-		return nil
+		return Keep
 	}
 	p.listener = p.b.CreateID(p.rb.handle)
 	must(t, p.listener.Listen(0x1234, 0))
@@ -50,23 +50,23 @@ func (p *pair) req(qpn uint32) *ReqParams {
 // acceptAll makes b answer REQ with REP and DREQ with DREP, and a answer
 // REP with RTU.
 func (p *pair) acceptAll() {
-	p.passiveReact = func(ev *Event) error {
+	p.passiveReact = func(ev *Event) Outcome {
 		switch ev.Type {
 		case EventReqReceived:
-			return ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN + 0x10000, StartingPSN: 7})
+			return destroyIf(ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN + 0x10000, StartingPSN: 7}))
 		case EventDReqReceived:
-			return ev.ID.SendDREP(nil)
+			return destroyIf(ev.ID.SendDREP(nil))
 		}
-		return nil
+		return Keep
 	}
-	p.ra.react = func(ev *Event) error {
+	p.ra.react = func(ev *Event) Outcome {
 		switch ev.Type {
 		case EventRepReceived:
-			return ev.ID.SendRTU(nil)
+			return destroyIf(ev.ID.SendRTU(nil))
 		case EventDReqReceived:
-			return ev.ID.SendDREP(nil)
+			return destroyIf(ev.ID.SendDREP(nil))
 		}
-		return nil
+		return Keep
 	}
 }
 
@@ -119,8 +119,8 @@ func TestSimConnectDisconnect(t *testing.T) {
 
 func TestSimRejectByPassive(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
-	p.passiveReact = func(ev *Event) error {
-		return ev.ID.SendREJ(wire.RejConsumerDefined, nil, []byte("no"))
+	p.passiveReact = func(ev *Event) Outcome {
+		return destroyIf(ev.ID.SendREJ(wire.RejConsumerDefined, nil, []byte("no")))
 	}
 	a := p.a.CreateID(p.ra.handle)
 	must(t, a.SendREQ(p.req(0x100)))
@@ -135,7 +135,7 @@ func TestSimRejectByPassive(t *testing.T) {
 func TestSimRejectByActive(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
 	p.acceptAll()
-	p.ra.react = func(ev *Event) error { return ev.ID.SendREJ(wire.RejConsumerDefined, nil, nil) }
+	p.ra.react = func(ev *Event) Outcome { return destroyIf(ev.ID.SendREJ(wire.RejConsumerDefined, nil, nil)) }
 	a := p.a.CreateID(p.ra.handle)
 	must(t, a.SendREQ(p.req(0x100)))
 	p.n.run(time.Minute)
@@ -152,11 +152,11 @@ func TestSimRejectByActive(t *testing.T) {
 func TestSimMRAExtendsSlowAccept(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
 	p.acceptAll()
-	p.passiveReact = func(ev *Event) error {
+	p.passiveReact = func(ev *Event) Outcome {
 		if ev.Type == EventReqReceived {
-			return ev.ID.SendMRA(22, nil) // ≈16.8 s
+			return destroyIf(ev.ID.SendMRA(22, nil)) // ≈16.8 s
 		}
-		return nil
+		return Keep
 	}
 	a := p.a.CreateID(p.ra.handle)
 	must(t, a.SendREQ(p.req(0x100))) // unextended: REQ_ERROR after 4 × 384 ms
@@ -175,11 +175,11 @@ func TestSimLapApr(t *testing.T) {
 	must(t, a.SendREQ(p.req(0x100)))
 	p.n.run(time.Second)
 	b := p.bChildren[0]
-	p.passiveReact = func(ev *Event) error {
+	p.passiveReact = func(ev *Event) Outcome {
 		if ev.Type == EventLapReceived {
-			return ev.ID.SendAPR(wire.APRSuccess, []byte{1}, nil)
+			return destroyIf(ev.ID.SendAPR(wire.APRSuccess, []byte{1}, nil))
 		}
-		return nil
+		return Keep
 	}
 	must(t, a.SendLAP(simPath(p.da, p.db), nil))
 	p.n.run(time.Second)
@@ -192,14 +192,14 @@ func TestSimLapApr(t *testing.T) {
 
 func TestSimSIDR(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
-	p.passiveReact = func(ev *Event) error {
+	p.passiveReact = func(ev *Event) Outcome {
 		if ev.Type == EventSIDRReqReceived {
-			return ev.ID.SendSIDRRep(&SIDRRepParams{QPN: 0x77, QKey: 0x1111})
+			return destroyIf(ev.ID.SendSIDRRep(&SIDRRepParams{QPN: 0x77, QKey: 0x1111}))
 		}
-		return nil
+		return Keep
 	}
 	var got *Event
-	ra := func(ev *Event) error { cp := *ev; got = &cp; return nil }
+	ra := func(ev *Event) Outcome { cp := *ev; got = &cp; return Keep }
 	a := p.a.CreateID(ra)
 	must(t, a.SendSIDRReq(&SIDRReqParams{Path: simPath(p.da, p.db), ServiceID: 0x1234, TimeoutMs: 100, MaxCMRetries: 3}))
 	p.n.run(time.Second)
@@ -289,12 +289,12 @@ func TestSimTimeouts(t *testing.T) {
 	})
 	t.Run("REP", func(t *testing.T) {
 		p := newPair(t, 1, sim.Knobs{})
-		p.passiveReact = func(ev *Event) error {
+		p.passiveReact = func(ev *Event) Outcome {
 			if ev.Type == EventReqReceived {
 				p.n.f.Partition(p.da.Port(1), p.db.Port(1))
-				return ev.ID.SendREP(&RepParams{QPN: 0x200})
+				return destroyIf(ev.ID.SendREP(&RepParams{QPN: 0x200}))
 			}
-			return nil
+			return Keep
 		}
 		a := p.a.CreateID(p.ra.handle)
 		must(t, a.SendREQ(p.req(0x100)))

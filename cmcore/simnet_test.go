@@ -172,17 +172,17 @@ func (e *pumpEP) Close() error {
 // recorder is a handler that logs events per id and can react.
 type recorder struct {
 	log   map[*ID][]EventType
-	react func(ev *Event) error
+	react func(ev *Event) Outcome
 }
 
 func newRecorder() *recorder { return &recorder{log: make(map[*ID][]EventType)} }
 
-func (r *recorder) handle(ev *Event) error {
+func (r *recorder) handle(ev *Event) Outcome {
 	r.log[ev.ID] = append(r.log[ev.ID], ev.Type)
 	if r.react != nil {
 		return r.react(ev)
 	}
-	return nil
+	return Keep
 }
 
 // simPath is the path from a's port 1 to b's port 1.

@@ -135,7 +135,7 @@ func (s *fuzzStack) peerID() *cmcore.ID {
 
 // peer is the handler of b's ids: it accepts REQs for wsidAccept and
 // answers a REP with an RTU; the rest it only records.
-func (s *fuzzStack) peer(ev *cmcore.Event) error {
+func (s *fuzzStack) peer(ev *cmcore.Event) cmcore.Outcome {
 	if ev.Type == cmcore.EventReqReceived || ev.Type == cmcore.EventSIDRReqReceived {
 		s.peerMu.Lock()
 		s.peerIDs = append(s.peerIDs, ev.ID)
@@ -144,12 +144,20 @@ func (s *fuzzStack) peer(ev *cmcore.Event) error {
 	switch ev.Type {
 	case cmcore.EventReqReceived:
 		if ev.Listener.Attr().ServiceID == wsidAccept {
-			return ev.ID.SendREP(&cmcore.RepParams{QPN: 0xb01, StartingPSN: 1, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7})
+			return destroyIf(ev.ID.SendREP(&cmcore.RepParams{QPN: 0xb01, StartingPSN: 1, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}))
 		}
 	case cmcore.EventRepReceived:
-		return ev.ID.SendRTU(nil)
+		return destroyIf(ev.ID.SendRTU(nil))
 	}
-	return nil
+	return cmcore.Keep
+}
+
+// destroyIf: a peer handler whose answer failed destroys its id.
+func destroyIf(err error) cmcore.Outcome {
+	if err != nil {
+		return cmcore.Destroy
+	}
+	return cmcore.Keep
 }
 
 // peers returns b's ids so far.

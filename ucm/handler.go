@@ -9,23 +9,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errRejectChild makes cmcore destroy a new connection the file could not
-// take, which answers the peer with REJ "consumer defined" (28), as the
-// kernel's ib_ucm_event_handler did by returning non-zero. (ENOMEM would
-// make cmcore drop the REQ silently instead.)
-var errRejectChild = errors.New("ucm: new connection not queued")
-
 // handle is every CM id's event handler (ib_ucm_event_handler). cmcore
 // calls it with no CM lock held; it takes the file's mutex only briefly
-// and never blocks, never destroys an id (design.md rule 3).
-func (d *Device) handle(ev *cmcore.Event) error {
+// and never blocks, never destroys an id itself (design.md rule 3).
+//
+// Its outcome is Keep, except for a new connection the file could not take
+// (no id or no room in the queue, whatever the reason): cmcore.Destroy,
+// which answers the peer with REJ "consumer defined" (28), as the kernel's
+// handler did by returning non-zero.
+func (d *Device) handle(ev *cmcore.Event) cmcore.Outcome {
 	owner := ctxOf(ev.ID)
 	newConn := ev.Type == cmcore.EventReqReceived || ev.Type == cmcore.EventSIDRReqReceived
 	if newConn {
 		owner = ctxOf(ev.Listener)
 	}
 	if owner == nil {
-		return nil
+		return cmcore.Keep
 	}
 	f := owner.file
 	e := makeEvent(ev)
@@ -47,15 +46,16 @@ func (d *Device) handle(ev *cmcore.Event) error {
 			f.warn("ucm: dropping event", "id", owner.id, "event", abi.CMEvent(ev.Type), "err", err)
 		}
 	}
-	return nil
+	return cmcore.Keep
 }
 
-// reject answers a new connection for listener that cannot be taken.
-func (f *file) reject(listener *ucmCtx, why error) error {
+// reject answers a new connection for listener that cannot be taken, why
+// being only logged: the answer is always REJ 28 (cmcore.Destroy).
+func (f *file) reject(listener *ucmCtx, why error) cmcore.Outcome {
 	if !errors.Is(why, errGone) {
 		f.warn("ucm: rejecting new connection", "listener", listener.id, "err", why)
 	}
-	return fmt.Errorf("%w: %v", errRejectChild, why) // not %w: ENOMEM would drop silently
+	return cmcore.Destroy
 }
 
 // errGone is why events for a closed file or a destroyed id are dropped.

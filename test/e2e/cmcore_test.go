@@ -39,7 +39,8 @@ type cmSide struct {
 	react func(ev *cmcore.Event) error
 }
 
-func (s *cmSide) handle(ev *cmcore.Event) error {
+// handle runs react; an error from it destroys the id (cmcore.Destroy).
+func (s *cmSide) handle(ev *cmcore.Event) cmcore.Outcome {
 	var err error
 	if s.react != nil {
 		err = s.react(ev)
@@ -53,7 +54,10 @@ func (s *cmSide) handle(ev *cmcore.Event) error {
 	case s.ch <- e:
 	default: // the log keeps it; nobody waits that far behind
 	}
-	return err
+	if err != nil {
+		return cmcore.Destroy
+	}
+	return cmcore.Keep
 }
 
 // wait returns the next event, failing the test after timeout.

@@ -307,7 +307,8 @@ type side struct {
 	react func(ev *cmcore.Event) error
 }
 
-func (s *side) handle(ev *cmcore.Event) error {
+// handle runs react; an error from it destroys the id (cmcore.Destroy).
+func (s *side) handle(ev *cmcore.Event) cmcore.Outcome {
 	var err error
 	if s.react != nil {
 		err = s.react(ev)
@@ -322,7 +323,10 @@ func (s *side) handle(ev *cmcore.Event) error {
 	case s.ch <- e:
 	default:
 	}
-	return err
+	if err != nil {
+		return cmcore.Destroy
+	}
+	return cmcore.Keep
 }
 
 func (s *side) events() []cmcore.EventType {
