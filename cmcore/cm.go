@@ -40,7 +40,6 @@ type CM struct {
 	wg     sync.WaitGroup
 
 	mu         sync.Mutex
-	cond       sync.Cond // signals running changes, for Destroy
 	started    bool
 	closed     bool
 	ids        commIDs
@@ -50,9 +49,7 @@ type CM struct {
 	sidr       map[sidrKey]*ID
 	events     []queuedEvent // undelivered from evHead on
 	evHead     int
-	delivering bool  // some goroutine is draining events
-	running    *ID   // owner whose handler is running
-	deliverGo  int64 // goroutine id of the drainer while delivering
+	delivering bool // some goroutine is draining events
 
 	stats counters
 }
@@ -99,7 +96,6 @@ func New(dev hw.Device, opts Options) *CM {
 		op = binary.LittleEndian.Uint32(b[:])
 	}
 	cm.ids = newCommIDs(op)
-	cm.cond.L = &cm.mu
 	for _, p := range dev.Ports() {
 		cm.ports = append(cm.ports, &port{num: p.Num(), hw: p})
 	}
@@ -186,7 +182,6 @@ func (cm *CM) Count() (ids, events int) {
 
 func (cm *CM) recvLoop(ctx context.Context, p *port) {
 	defer cm.wg.Done()
-	gid := goid()
 	for {
 		r, err := p.ep.Recv(ctx)
 		if err != nil {
@@ -195,7 +190,7 @@ func (cm *CM) recvLoop(ctx context.Context, p *port) {
 			}
 			return
 		}
-		cm.handleMAD(p, &r, gid)
+		cm.handleMAD(p, &r)
 	}
 }
 
@@ -262,10 +257,7 @@ func (cm *CM) transmit1(o *outMAD) {
 }
 
 // unlock releases cm.mu, then sends and delivers what t collected.
-func (cm *CM) unlock(t *txn) { cm.unlockGo(t, 0) }
-
-// unlockGo is unlock for a caller that knows its goroutine id.
-func (cm *CM) unlockGo(t *txn, gid int64) {
+func (cm *CM) unlock(t *txn) {
 	deliver := cm.evHead < len(cm.events) && !cm.delivering
 	closed := cm.closed
 	cm.mu.Unlock()
@@ -273,7 +265,7 @@ func (cm *CM) unlockGo(t *txn, gid int64) {
 		cm.transmit(t)
 	}
 	if deliver {
-		cm.deliver(gid)
+		cm.deliver()
 	}
 }
 

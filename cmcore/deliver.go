@@ -1,11 +1,6 @@
 package cmcore
 
-import (
-	"bytes"
-	"runtime"
-	"strconv"
-	"sync"
-)
+import "sync"
 
 var eventPool = sync.Pool{New: func() any { return new(Event) }}
 
@@ -36,20 +31,19 @@ func (cm *CM) queue(ev *Event, owner *ID) {
 // goroutine already is. One drainer at a time gives the per-id (indeed
 // per-CM) ordering; handlers run without cm.mu.
 //
-// gid is the calling goroutine's id if known (receive loops compute theirs
-// once), else 0 and it is computed here: Destroy needs it to tell a call
-// from inside a handler from one that must wait for the handler.
-func (cm *CM) deliver(gid int64) {
+// The drainer is the only one that knows which id a handler call is for
+// (q.ev.ID), and it alone acts on the call's Outcome, once the handler has
+// returned. Nothing in cmcore ever waits for a handler, so no caller can
+// tell a call from inside a handler from any other, and none needs to:
+// Destroy behaves the same from everywhere (see ID.Destroy and the
+// deadlock-freedom argument in doc.go).
+func (cm *CM) deliver() {
 	cm.mu.Lock()
 	if cm.delivering {
 		cm.mu.Unlock()
 		return
 	}
 	cm.delivering = true
-	if gid == 0 {
-		gid = goid()
-	}
-	cm.deliverGo = gid
 	for cm.evHead < len(cm.events) && !cm.closed {
 		q := cm.events[cm.evHead]
 		cm.events[cm.evHead] = queuedEvent{}
@@ -63,7 +57,6 @@ func (cm *CM) deliver(gid int64) {
 			freeEvent(q.ev)
 			continue
 		}
-		cm.running = q.owner
 		h := q.owner.handler
 		cm.mu.Unlock()
 		out := Keep
@@ -71,8 +64,8 @@ func (cm *CM) deliver(gid int64) {
 			out = h(q.ev)
 		}
 		cm.mu.Lock()
-		cm.running = nil
-		cm.cond.Broadcast()
+		// The handler may have destroyed ev.ID itself (then the outcome
+		// has nothing left to do), or another goroutine may have.
 		if out != Keep && !q.ev.ID.destroyed {
 			silent := out == DestroySilently && q.ev.Type == EventReqReceived
 			cm.destroyUnlocked(q.ev.ID, silent)
@@ -83,7 +76,6 @@ func (cm *CM) deliver(gid int64) {
 	clear(cm.events[:cm.evHead])
 	cm.events, cm.evHead = cm.events[:0], 0
 	cm.delivering = false
-	cm.deliverGo = 0
 	cm.mu.Unlock()
 }
 
@@ -98,29 +90,4 @@ func (cm *CM) destroyUnlocked(id *ID, silent bool) {
 		cm.transmit(&t)
 	}
 	cm.mu.Lock()
-}
-
-// waitHandler blocks until id's handler is not running, unless the caller
-// is that handler (Destroy from inside an event). Called with cm.mu held.
-func (cm *CM) waitHandler(id *ID) {
-	for cm.running == id {
-		if cm.deliverGo == goid() {
-			return
-		}
-		cm.cond.Wait()
-	}
-}
-
-// goid returns the current goroutine's id. It is read only where a handler
-// could be calling into the CM, to tell "Destroy from inside the handler"
-// (must not wait) from "Destroy from another goroutine" (must wait).
-func goid() int64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		b = b[:i]
-	}
-	n, _ := strconv.ParseInt(string(b), 10, 64)
-	return n
 }

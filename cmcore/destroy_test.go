@@ -3,11 +3,12 @@ package cmcore
 import (
 	"bytes"
 	"encoding/binary"
-	"sync"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/ucmd/ucmd/cmcore/wire"
+	"golang.org/x/sys/unix"
 )
 
 // TestDestroyTable is the ib_destroy_cm_id table of ib-cm.md §3.2: what
@@ -142,37 +143,51 @@ func TestDestroyFromHandler(t *testing.T) {
 	}
 }
 
-// TestDestroyWaitsForRunningHandler: Destroy from another goroutine
-// returns only after the id's running handler has returned.
-func TestDestroyWaitsForRunningHandler(t *testing.T) {
+// TestDestroyDuringRunningHandler: Destroy from another goroutine while
+// the id's handler runs does its work at once and returns without waiting
+// for the handler (this test asserted the kernel's wait before issue 16.2:
+// no Destroy can both wait for a running handler and be callable from that
+// handler without knowing which goroutine calls it, and waiting is what
+// made handlers of two CMs deadlock; see TestCrossCMDestroyFromHandlers).
+// The handler, still running, finds the id gone; no later event comes.
+func TestDestroyDuringRunningHandler(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("ESTABLISHED")
 	inHandler, release := make(chan struct{}), make(chan struct{})
-	var mu sync.Mutex
-	handlerDone := false
+	var late error
 	h.onEvent = func(ev *Event) Outcome {
 		close(inHandler)
 		<-release
-		mu.Lock()
-		handlerDone = true
-		mu.Unlock()
-		return Keep
+		late = ev.ID.SendDREP(nil)
+		return Destroy // already destroyed: nothing more happens
 	}
-	go h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
+	injected := make(chan struct{})
+	go func() {
+		h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
+		close(injected)
+	}()
 	<-inHandler
 	destroyed := make(chan struct{})
 	go func() { id.Destroy(); close(destroyed) }()
 	select {
 	case <-destroyed:
-		t.Fatal("Destroy returned while the handler was running")
-	case <-time.After(20 * time.Millisecond):
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("Destroy waits for the running handler")
 	}
+	one[*wire.DRep](t, h.sent()) // destroy in DREQ_RCVD answered at once
 	close(release)
-	<-destroyed
-	mu.Lock()
-	defer mu.Unlock()
-	if !handlerDone {
-		t.Fatal("Destroy returned before the handler finished")
+	<-injected
+	if !errors.Is(late, unix.EINVAL) {
+		t.Errorf("SendDREP from the handler after Destroy: %v, want EINVAL", late)
+	}
+	none(t, h.sent())
+	h.clk.Advance(time.Hour)
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDReqReceived {
+		t.Fatalf("events %v, want the DREQ only", evs)
+	}
+	if ids, _ := h.cm.Count(); ids != 0 {
+		t.Errorf("%d ids left", ids)
 	}
 }
 

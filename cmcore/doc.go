@@ -66,11 +66,17 @@
 //     the other connecting states, one unretransmitted DREQ from
 //     ESTABLISHED, DREP from DREQ_RCVD, SIDR_REP REJECT from
 //     SIDR_REQ_RCVD), stops its timers and discards its undelivered events.
-//     It returns only when no event for the id is running or will be
-//     delivered — except that a handler destroying its own id finishes its
-//     own call. A listener's undelivered new connections are rejected
-//     (REJ 28 / SIDR_REP REJECT), as ucm's purge did. Destroy never fails
-//     and may be called twice.
+//     When it returns no event of the id will be delivered any more. It
+//     never waits for a handler, so it is the same call from everywhere (a
+//     handler on its own id, on another, on another CM's; any goroutine):
+//     a handler call for the id that had already begun may still be
+//     running when it returns. ib_destroy_cm_id waited for that call
+//     instead; a wait cannot be skipped for the handler itself without
+//     knowing which goroutine calls, and is what let handlers of two CMs
+//     deadlock. Consumers keep their handler off state they free (ucm: the
+//     file's mutex and the id's dead mark). A listener's undelivered new
+//     connections are rejected (REJ 28 / SIDR_REP REJECT), as ucm's purge
+//     did. Destroy never fails and may be called twice.
 //
 // # Receive side
 //
@@ -112,7 +118,17 @@
 // One mutex per CM guards all ids and tables; MADs are sent and events
 // delivered after it is released. Each port has one receive goroutine;
 // Close stops them and waits for them, so it must not be called from a
-// handler. Deadlock caveat: handlers of two CMs that destroy each
-// other's ids while both run can wait on each other; handlers must not
-// block.
+// handler.
+//
+// No call from a handler but Close can deadlock inside cmcore, whatever
+// ids or CMs it touches (TestCrossCMDestroyFromHandlers): a call blocks
+// only on a CM's mutex, which no goroutine holds while it runs a handler,
+// sends a MAD or waits for anything, and in an endpoint's Send (umad on
+// RoCE may wait for address resolution, never for a CM). Nothing waits
+// for a handler to return, and delivery never waits either: a goroutine
+// that finds another draining a CM's events leaves them to it, so a
+// handler calling into a second CM runs that CM's handlers nested in its
+// own or leaves them to that CM's drainer. What remains is the handlers'
+// own business: one that blocks (on a lock, a channel) stalls its CM's
+// delivery, so handlers must not block.
 package cmcore

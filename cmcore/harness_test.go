@@ -145,7 +145,7 @@ func (h *harness) inject(tid uint64, m wire.Message) {
 		return
 	}
 	r.Src = peerAddr
-	h.cm.handleMAD(h.cm.ports[0], &r, 0)
+	h.cm.handleMAD(h.cm.ports[0], &r)
 }
 
 // sent returns and forgets the messages the CM sent.

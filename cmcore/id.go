@@ -129,9 +129,16 @@ func (id *ID) Listen(sid, mask uint64) error {
 
 // Destroy tears the id down as ib_destroy_cm_id did (per-state REJ, DREQ,
 // DREP or SIDR_REP; see doc.go) and releases its comm ID once its timewait
-// is over. When it returns, no event for the id is being or will be
-// delivered, except that a handler calling Destroy on its own id finishes
-// its own call. Destroying twice is harmless.
+// is over. Destroying twice is harmless.
+//
+// Destroy never waits for a handler, so it may be called from anywhere: a
+// handler on its own id, on another id, on an id of another CM. When it
+// returns, no event of the id will be delivered; only a handler call for
+// the id that had already begun may still be running (the caller's own
+// when a handler destroys its id). Where the kernel blocked until no
+// callback ran, a consumer whose handler touches what Destroy's caller
+// then frees keeps its handler off it itself, as ucm does (the file's
+// mutex and the id's dead mark).
 func (id *ID) Destroy() {
 	cm := id.cm
 	var t txn
@@ -139,7 +146,6 @@ func (id *ID) Destroy() {
 	if !id.destroyed {
 		cm.destroyLocked(&t, id, false)
 	}
-	cm.waitHandler(id)
 	cm.unlock(&t)
 }
 

@@ -177,7 +177,7 @@ func TestRoCE(t *testing.T) {
 	var r hw.Received
 	must(t, wire.Encode(&r.MAD, 9, req))
 	r.Src = peerRoCE
-	h.cm.handleMAD(h.cm.ports[0], &r, 0)
+	h.cm.handleMAD(h.cm.ports[0], &r)
 	evs := h.takeEvents()
 	if len(evs) != 1 {
 		t.Fatalf("events %v, sent %v", evs, h.sent())

@@ -14,7 +14,7 @@ type rx struct {
 
 // handleMAD decodes one received MAD and runs the §3.4 row for it. Bad
 // MADs are dropped: nothing from the wire can panic or block the CM.
-func (cm *CM) handleMAD(p *port, r *hw.Received, gid int64) {
+func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	cm.stats.received.Add(1)
 	h, m, err := wire.Decode(&r.MAD)
 	if err != nil {
@@ -51,7 +51,7 @@ func (cm *CM) handleMAD(p *port, r *hw.Received, gid int64) {
 			cm.recvSIDRRep(&t, &in, m)
 		}
 	}
-	cm.unlockGo(&t, gid)
+	cm.unlock(&t)
 }
 
 // issueRej is cm_issue_rej: a REJ built from a received message without an

@@ -163,8 +163,10 @@ var errReleased = fmt.Errorf("ucm: file released: %w", unix.EBADF)
 // finally its number. It returns c's events_reported. Its only wait (for a
 // copy of one of c's events) ends with ctx or the release.
 func (f *file) teardown(ctx context.Context, c *ucmCtx) uint32 {
-	// Never under f.mu: Destroy waits for a running handler, which may be
-	// waiting for f.mu.
+	// Never under f.mu: Destroy may deliver queued events on this
+	// goroutine, and the handler takes f.mu. Destroy does not wait for a
+	// handler call already running for c: that call finds c dead (purge,
+	// under f.mu) and queues nothing.
 	c.cmID.Destroy()
 	reported, orphans := f.purge(ctx, c)
 	for _, o := range orphans {
