@@ -34,7 +34,7 @@ func withID(b func(c *Client, id uint32) abi.Struct) func(*env, *Client, uint32)
 // cmCases are the CM's refusals that ucm passes through (§3.2).
 func cmCases() []Case {
 	inval := unix.EINVAL
-	idle := "§3.2: the CM refuses this on an IDLE id → EINVAL"
+	idle := "ucm-abi.md §3.2: the CM refuses this on an IDLE id → EINVAL"
 	listen := func(sid, mask uint64) func(c *Client, id uint32) abi.Struct {
 		return func(c *Client, id uint32) abi.Struct { return &abi.Listen{ServiceID: sid, ServiceMask: mask, ID: id} }
 	}
@@ -46,15 +46,15 @@ func cmCases() []Case {
 		}
 	}
 	cs := []Case{
-		onFreshID("listen/einval-rdma-cm-range", "§3.2 ucm_validate_listen: sid&mask in 0x0000000001xxxxxx → EINVAL", inval,
+		onFreshID("listen/einval-rdma-cm-range", "ucm-abi.md §3.2 ucm_validate_listen: sid&mask in 0x0000000001xxxxxx → EINVAL", inval,
 			abi.CmdListen, withID(listen(0x0000000001000123, ^uint64(0)))),
-		onFreshID("listen/einval-sdp-range", "§3.2 ucm_validate_listen: sid&mask in 0x000000000001xxxx → EINVAL", inval,
+		onFreshID("listen/einval-sdp-range", "ucm-abi.md §3.2 ucm_validate_listen: sid&mask in 0x000000000001xxxx → EINVAL", inval,
 			abi.CmdListen, withID(listen(0x0000000000010123, ^uint64(0)))),
-		onFreshID("listen/mask-zero-skips-range-check", "§3.2: the range check applies the raw mask, so mask 0 passes", 0,
+		onFreshID("listen/mask-zero-skips-range-check", "ucm-abi.md §3.2: the range check applies the raw mask, so mask 0 passes", 0,
 			abi.CmdListen, withID(listen(0x0000000001000777, 0))),
-		onFreshID("listen/einval-assign-range", "§3.2: a sid with top byte 0x02 other than IB_CM_ASSIGN_SERVICE_ID → EINVAL", inval,
+		onFreshID("listen/einval-assign-range", "ucm-abi.md §3.2: a sid with top byte 0x02 other than IB_CM_ASSIGN_SERVICE_ID → EINVAL", inval,
 			abi.CmdListen, withID(listen(0x0200000000000001, ^uint64(0)))),
-		{Name: "listen/einval-not-idle", Spec: "§3.2: LISTEN on a listening id → EINVAL", run: func(e *env) error {
+		{Name: "listen/einval-not-idle", Spec: "ucm-abi.md §3.2: LISTEN on a listening id → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -68,7 +68,7 @@ func cmCases() []Case {
 			}
 			return expect(c.Listen(id, SID(), 0), unix.EINVAL)
 		}},
-		{Name: "listen/ebusy-overlap", Spec: "§3.2: a listen overlapping another on the device → EBUSY", run: func(e *env) error {
+		{Name: "listen/ebusy-overlap", Spec: "ucm-abi.md §3.2: a listen overlapping another on the device → EBUSY", run: func(e *env) error {
 			a, err := e.Client()
 			if err != nil {
 				return err
@@ -94,19 +94,19 @@ func cmCases() []Case {
 		onFreshID("notify/einval-idle", idle, inval, abi.CmdNotify, withID(func(c *Client, id uint32) abi.Struct {
 			return &abi.Notify{ID: id, Event: abi.IBEventCommEst}
 		})),
-		onFreshID("notify/einval-event", "§3.2: NOTIFY with an event other than COMM_EST/PATH_MIG → EINVAL", inval, abi.CmdNotify,
+		onFreshID("notify/einval-event", "ucm-abi.md §3.2: NOTIFY with an event other than COMM_EST/PATH_MIG → EINVAL", inval, abi.CmdNotify,
 			withID(func(c *Client, id uint32) abi.Struct { return &abi.Notify{ID: id, Event: 99} })),
-		onFreshID("init_qp_attr/einval-idle", "§3.2: no QP attributes for an IDLE id → EINVAL", inval, abi.CmdInitQPAttr,
+		onFreshID("init_qp_attr/einval-idle", "ucm-abi.md §3.2: no QP attributes for an IDLE id → EINVAL", inval, abi.CmdInitQPAttr,
 			withID(func(c *Client, id uint32) abi.Struct {
 				return &abi.InitQPAttr{Response: c.Mem.Alloc(abi.QPAttrSize), ID: id, QPState: abi.QPStateRTR}
 			})),
-		onFreshID("send_req/einval-no-path", "§3.2: SEND_REQ without a primary path → EINVAL", inval, abi.CmdSendReq,
+		onFreshID("send_req/einval-no-path", "ucm-abi.md §3.2: SEND_REQ without a primary path → EINVAL", inval, abi.CmdSendReq,
 			req(func(r *abi.Req) { r.PrimaryPath = 0 })),
-		onFreshID("send_req/einval-qp-type", "§3.2: SEND_REQ for a QP type other than RC/UC/XRC_INI → EINVAL", inval, abi.CmdSendReq,
+		onFreshID("send_req/einval-qp-type", "ucm-abi.md §3.2: SEND_REQ for a QP type other than RC/UC/XRC_INI → EINVAL", inval, abi.CmdSendReq,
 			req(func(r *abi.Req) { r.QPType = abi.QPTypeUD })),
-		onFreshID("send_req/einval-peer-to-peer", "§3.2: peer_to_peer is unsupported → EINVAL", inval, abi.CmdSendReq,
+		onFreshID("send_req/einval-peer-to-peer", "ucm-abi.md §3.2: peer_to_peer is unsupported → EINVAL", inval, abi.CmdSendReq,
 			req(func(r *abi.Req) { r.PeerToPeer = 1 })),
-		{Name: "send_req/einval-private-data", Spec: "§2.6: more than 92 bytes of REQ private data → EINVAL", run: func(e *env) error {
+		{Name: "send_req/einval-private-data", Spec: "ucm-abi.md §2.6: more than 92 bytes of REQ private data → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -119,7 +119,7 @@ func cmCases() []Case {
 			r.Data, r.Len = c.Data(make([]byte, abi.MaxReqPrivateData+1))
 			return expect(c.SendREQ(r), unix.EINVAL)
 		}},
-		onFreshID("send_sidr_req/einval-no-path", "§3.2: SEND_SIDR_REQ without a path → EINVAL", inval, abi.CmdSendSIDRReq,
+		onFreshID("send_sidr_req/einval-no-path", "ucm-abi.md §3.2: SEND_SIDR_REQ without a path → EINVAL", inval, abi.CmdSendSIDRReq,
 			withID(func(c *Client, id uint32) abi.Struct {
 				return &abi.SIDRReq{ID: id, SID: SID(), Timeout: 100}
 			})),

@@ -85,7 +85,7 @@ func efaultCases() []Case {
 	for _, ec := range efaults {
 		cs = append(cs, Case{
 			Name: ec.name,
-			Spec: "§3.2: side buffers are copied before the id lookup: EFAULT beats ENOENT",
+			Spec: "ucm-abi.md §3.2: side buffers are copied before the id lookup: EFAULT beats ENOENT",
 			run: func(e *env) error {
 				c, err := e.Client()
 				if err != nil {
@@ -97,7 +97,7 @@ func efaultCases() []Case {
 	}
 	cs = append(cs, Case{
 		Name: "send_rtu/zero-len-ignores-pointer",
-		Spec: "§3.2: len 0 reads nothing whatever the pointer (then ENOENT for the unknown id)",
+		Spec: "ucm-abi.md §3.2: len 0 reads nothing whatever the pointer (then ENOENT for the unknown id)",
 		run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {

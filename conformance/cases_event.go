@@ -12,7 +12,7 @@ import (
 // eventCases are GET_EVENT and poll (§3.2 EVENT, poll()).
 func eventCases() []Case {
 	return []Case{
-		{Name: "get_event/eagain-nonblock", Spec: "§3.2: no event and O_NONBLOCK → EAGAIN", run: func(e *env) error {
+		{Name: "get_event/eagain-nonblock", Spec: "ucm-abi.md §3.2: no event and O_NONBLOCK → EAGAIN", run: func(e *env) error {
 			c, err := e.NonblockClient()
 			if err != nil {
 				return err
@@ -20,7 +20,7 @@ func eventCases() []Case {
 			_, err = c.GetEvent()
 			return expect(err, unix.EAGAIN)
 		}},
-		{Name: "get_event/eagain-after-fcntl", Spec: "§3.2: O_NONBLOCK set later with fcntl counts too", run: func(e *env) error {
+		{Name: "get_event/eagain-after-fcntl", Spec: "ucm-abi.md §3.2: O_NONBLOCK set later with fcntl counts too", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -31,7 +31,7 @@ func eventCases() []Case {
 			_, err = c.GetEvent()
 			return expect(err, unix.EAGAIN)
 		}},
-		{Name: "poll/empty", Spec: "§3.2 poll: not readable without events", run: func(e *env) error {
+		{Name: "poll/empty", Spec: "ucm-abi.md §3.2 poll: not readable without events", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -45,7 +45,7 @@ func eventCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "get_event/req", Spec: "§3.3: REQ is queued on the listener (its uid) and names a new id; poll readable", run: func(e *env) error {
+		{Name: "get_event/req", Spec: "ucm-abi.md §3.3: REQ is queued on the listener (its uid) and names a new id; poll readable", run: func(e *env) error {
 			p, err := pairWithREQ(e)
 			if err != nil {
 				return err
@@ -76,7 +76,7 @@ func eventCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "get_event/blocks-until-event", Spec: "§3.2: a blocking GET_EVENT sleeps until an event is queued", run: func(e *env) error {
+		{Name: "get_event/blocks-until-event", Spec: "ucm-abi.md §3.2: a blocking GET_EVENT sleeps until an event is queued", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -112,7 +112,7 @@ func eventCases() []Case {
 				return fmt.Errorf("blocked GET_EVENT not woken within %v", Wait)
 			}
 		}},
-		{Name: "get_event/enomem-data-stays-queued", Spec: "§3.2: data_len below the event's data → ENOMEM, event kept", run: func(e *env) error {
+		{Name: "get_event/enomem-data-stays-queued", Spec: "ucm-abi.md §3.2: data_len below the event's data → ENOMEM, event kept", run: func(e *env) error {
 			p, err := pairWithREQ(e)
 			if err != nil {
 				return err
@@ -124,13 +124,13 @@ func eventCases() []Case {
 			_, err = p.Passive.GetEvent()
 			return check("GET_EVENT retry", err)
 		}},
-		{Name: "get_event/efault-response-stays-queued", Spec: "§3.2: response unwritable → EFAULT, event kept", run: func(e *env) error {
+		{Name: "get_event/efault-response-stays-queued", Spec: "ucm-abi.md §3.2: response unwritable → EFAULT, event kept", run: func(e *env) error {
 			return faultThenRetry(e, func(c *Client, g *abi.EventGet) { g.Response = c.Mem.Bad() })
 		}},
-		{Name: "get_event/efault-data-stays-queued", Spec: "§3.2: data unwritable → EFAULT, event kept", run: func(e *env) error {
+		{Name: "get_event/efault-data-stays-queued", Spec: "ucm-abi.md §3.2: data unwritable → EFAULT, event kept", run: func(e *env) error {
 			return faultThenRetry(e, func(c *Client, g *abi.EventGet) { g.Data = c.Mem.Bad() })
 		}},
-		{Name: "get_event/rej-info-enomem-efault", Spec: "§3.2: REJ's ARI goes to info: info_len short → ENOMEM, info unwritable → EFAULT, then delivered", run: func(e *env) error {
+		{Name: "get_event/rej-info-enomem-efault", Spec: "ucm-abi.md §3.2: REJ's ARI goes to info: info_len short → ENOMEM, info unwritable → EFAULT, then delivered", run: func(e *env) error {
 			p, err := pairWithREQ(e)
 			if err != nil {
 				return err

@@ -12,8 +12,8 @@ import (
 // flowCases connect through the DUT's loopback path.
 func flowCases() []Case {
 	return []Case{
-		{Name: "connect/rc-end-to-end", Spec: "LISTEN, REQ, REP, RTU, DREQ, DREP, TIMEWAIT_EXIT on two files; INIT_QP_ATTR per ib-cm.md §7; events_reported exact (§3.4)", run: connectEndToEnd},
-		{Name: "notify/comm-est", Spec: "§3.2: NOTIFY COMM_EST in REP_SENT → USER_ESTABLISHED; again → EISCONN", run: func(e *env) error {
+		{Name: "connect/rc-end-to-end", Spec: "LISTEN, REQ, REP, RTU, DREQ, DREP, TIMEWAIT_EXIT on two files; INIT_QP_ATTR per docs/ib-cm.md §7; events_reported exact (ucm-abi.md §3.4)", run: connectEndToEnd},
+		{Name: "notify/comm-est", Spec: "ucm-abi.md §3.2: NOTIFY COMM_EST in REP_SENT → USER_ESTABLISHED; again → EISCONN", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -37,7 +37,7 @@ func flowCases() []Case {
 			}
 			return check("second NOTIFY", expect(p.Passive.Notify(child, abi.IBEventCommEst), unix.EISCONN))
 		}},
-		{Name: "send_mra/received", Spec: "§3.2: SEND_MRA on a received REQ → MRA_RECEIVED with the timeout", run: func(e *env) error {
+		{Name: "send_mra/received", Spec: "ucm-abi.md §3.2: SEND_MRA on a received REQ → MRA_RECEIVED with the timeout", run: func(e *env) error {
 			p, err := pairWithREQ(e)
 			if err != nil {
 				return err
@@ -59,7 +59,7 @@ func flowCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "send_lap/apr", Spec: "§3.2: SEND_LAP → LAP_RECEIVED (ALTERNATE), SEND_APR → APR_RECEIVED with info; on RoCE the receiver drops LAP (cm_lap_handler)", run: func(e *env) error {
+		{Name: "send_lap/apr", Spec: "ucm-abi.md §3.2: SEND_LAP → LAP_RECEIVED (ALTERNATE), SEND_APR → APR_RECEIVED with info; on RoCE the receiver drops LAP (cm_lap_handler)", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -99,7 +99,7 @@ func flowCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "sidr/round-trip", Spec: "§3.2/§3.3: SIDR_REQ → SIDR_REQ_RECEIVED with a new id; SIDR_REP → SIDR_REP_RECEIVED", run: func(e *env) error {
+		{Name: "sidr/round-trip", Spec: "ucm-abi.md §3.2/§3.3: SIDR_REQ → SIDR_REQ_RECEIVED with a new id; SIDR_REP → SIDR_REP_RECEIVED", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -132,7 +132,7 @@ func flowCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "close/undelivered-req-rejected", Spec: "§3.2 close: an undelivered REQ's connection is destroyed → REJ consumer defined (28)", run: func(e *env) error {
+		{Name: "close/undelivered-req-rejected", Spec: "ucm-abi.md §3.2 close: an undelivered REQ's connection is destroyed → REJ consumer defined (28)", run: func(e *env) error {
 			p, err := pairWithREQ(e)
 			if err != nil {
 				return err
@@ -142,7 +142,7 @@ func flowCases() []Case {
 			}
 			return expectRej28(p)
 		}},
-		{Name: "destroy_id/listener-undelivered-req-rejected", Spec: "§3.2 DESTROY_ID: purged REQ → REJ 28 to the peer; events_reported 0", run: func(e *env) error {
+		{Name: "destroy_id/listener-undelivered-req-rejected", Spec: "ucm-abi.md §3.2 DESTROY_ID: purged REQ → REJ 28 to the peer; events_reported 0", run: func(e *env) error {
 			p, err := pairWithREQ(e)
 			if err != nil {
 				return err
@@ -159,7 +159,7 @@ func flowCases() []Case {
 			}
 			return expectRej28(p)
 		}},
-		{Name: "destroy_id/purges-events", Spec: "§3.2, rule 6: no event of an id is delivered after DESTROY_ID answered", run: func(e *env) error {
+		{Name: "destroy_id/purges-events", Spec: "ucm-abi.md §3.2, design.md rule 6: no event of an id is delivered after DESTROY_ID answered", run: func(e *env) error {
 			p, err := pairWithREQ(e)
 			if err != nil {
 				return err
@@ -186,7 +186,7 @@ func flowCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "init_qp_attr/efault-response", Spec: "§3.2: response unwritable → EFAULT", run: func(e *env) error {
+		{Name: "init_qp_attr/efault-response", Spec: "ucm-abi.md §3.2: response unwritable → EFAULT", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err

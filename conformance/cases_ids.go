@@ -13,7 +13,7 @@ const noSuchID = 0x7ffffff0
 // idCases are CREATE_ID, DESTROY_ID and ATTR_ID (§3.1, §3.2).
 func idCases() []Case {
 	return []Case{
-		{Name: "create_id/success", Spec: "§3.2: writes {id}; ids are lowest-free, reused after DESTROY_ID", run: func(e *env) error {
+		{Name: "create_id/success", Spec: "ucm-abi.md §3.2: writes {id}; ids are lowest-free, reused after DESTROY_ID", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -56,7 +56,7 @@ func idCases() []Case {
 		enospc("get_event", abi.CmdEvent, func(c *Client) abi.Struct {
 			return &abi.EventGet{Response: c.Mem.Alloc(abi.EventRespSize)}
 		}),
-		{Name: "create_id/efault-response", Spec: "§3.2: response unwritable → EFAULT and the new id is destroyed", run: func(e *env) error {
+		{Name: "create_id/efault-response", Spec: "ucm-abi.md §3.2: response unwritable → EFAULT and the new id is destroyed", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -82,7 +82,7 @@ func idCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "destroy_id/success", Spec: "§3.2: writes {events_reported}, 0 for an id without events; the id is gone", run: func(e *env) error {
+		{Name: "destroy_id/success", Spec: "ucm-abi.md §3.2: writes {events_reported}, 0 for an id without events; the id is gone", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -101,7 +101,7 @@ func idCases() []Case {
 			_, err = c.AttrID(id)
 			return check("ATTR_ID after destroy", expect(err, unix.ENOENT))
 		}},
-		{Name: "destroy_id/efault-response", Spec: "§3.2: response unwritable → EFAULT, but the id is destroyed", run: func(e *env) error {
+		{Name: "destroy_id/efault-response", Spec: "ucm-abi.md §3.2: response unwritable → EFAULT, but the id is destroyed", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -117,7 +117,7 @@ func idCases() []Case {
 			_, err = c.AttrID(id)
 			return check("ATTR_ID after destroy", expect(err, unix.ENOENT))
 		}},
-		{Name: "attr_id/fresh", Spec: "§3.2: a new id has service id, mask and remote id 0", run: func(e *env) error {
+		{Name: "attr_id/fresh", Spec: "ucm-abi.md §3.2: a new id has service id, mask and remote id 0", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -135,7 +135,7 @@ func idCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "attr_id/after-listen", Spec: "§3.2: after LISTEN, the listen's service id and mask", run: func(e *env) error {
+		{Name: "attr_id/after-listen", Spec: "ucm-abi.md §3.2: after LISTEN, the listen's service id and mask", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -157,7 +157,7 @@ func idCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "attr_id/efault-response", Spec: "§3.2: response unwritable → EFAULT", run: func(e *env) error {
+		{Name: "attr_id/efault-response", Spec: "ucm-abi.md §3.2: response unwritable → EFAULT", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -176,7 +176,7 @@ func idCases() []Case {
 func enospc(area string, cmd abi.Cmd, build func(*Client) abi.Struct) Case {
 	return Case{
 		Name: area + "/enospc",
-		Spec: fmt.Sprintf("§3.2: out < %d → ENOSPC, before the command is looked at", cmd.OutLen()),
+		Spec: fmt.Sprintf("ucm-abi.md §3.2: out < %d → ENOSPC, before the command is looked at", cmd.OutLen()),
 		run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {

@@ -81,7 +81,7 @@ func lookupCases() []Case {
 	for _, ic := range idCommands {
 		cs = append(cs, Case{
 			Name: ic.name + "/enoent",
-			Spec: "§3.1: an id that does not exist → ENOENT",
+			Spec: "ucm-abi.md §3.1: an id that does not exist → ENOENT",
 			run: func(e *env) error {
 				c, err := e.Client()
 				if err != nil {
@@ -91,7 +91,7 @@ func lookupCases() []Case {
 			},
 		}, Case{
 			Name: ic.name + "/einval-other-file",
-			Spec: "§3.1, rule 1: an id of another open file → EINVAL, and it is left alone",
+			Spec: "ucm-abi.md §3.1, design.md rule 1: an id of another open file → EINVAL, and it is left alone",
 			run: func(e *env) error {
 				owner, err := e.Client()
 				if err != nil {

@@ -12,23 +12,23 @@ import (
 // and INIT_QP_ATTR.
 func moreCases() []Case {
 	return []Case{
-		onREQ("send_rep/einval-private-data", "§2.6: more than 196 bytes of REP private data → EINVAL", func(p *pair, child uint32) error {
+		onREQ("send_rep/einval-private-data", "ucm-abi.md §2.6: more than 196 bytes of REP private data → EINVAL", func(p *pair, child uint32) error {
 			r := rep(child)
 			r.Data, r.Len = p.Passive.Data(make([]byte, abi.MaxRepPrivateData+1))
 			return expect(p.Passive.SendREP(r), unix.EINVAL)
 		}),
-		onREQ("send_rej/einval-ari", "§2.6: more than 72 bytes of ARI → EINVAL", func(p *pair, child uint32) error {
+		onREQ("send_rej/einval-ari", "ucm-abi.md §2.6: more than 72 bytes of ARI → EINVAL", func(p *pair, child uint32) error {
 			return expect(p.Passive.SendInfo(abi.CmdSendRej, child, 28, make([]byte, abi.MaxRejARI+1), nil), unix.EINVAL)
 		}),
-		onREQ("send_mra/einval-private-data", "§2.6: more than 222 bytes of MRA private data → EINVAL", func(p *pair, child uint32) error {
+		onREQ("send_mra/einval-private-data", "ucm-abi.md §2.6: more than 222 bytes of MRA private data → EINVAL", func(p *pair, child uint32) error {
 			a, n := p.Passive.Data(make([]byte, abi.MaxMRAPrivateData+1))
 			return expect(p.Passive.Cmd(abi.CmdSendMRA, 0, &abi.MRA{ID: child, Data: a, Len: n, Timeout: 10}), unix.EINVAL)
 		}),
-		onREQ("init_qp_attr/einval-qp-state", "§3.2: INIT_QP_ATTR for a state other than INIT/RTR/RTS → EINVAL", func(p *pair, child uint32) error {
+		onREQ("init_qp_attr/einval-qp-state", "ucm-abi.md §3.2: INIT_QP_ATTR for a state other than INIT/RTR/RTS → EINVAL", func(p *pair, child uint32) error {
 			_, err := p.Passive.InitQPAttr(child, abi.QPStateSQD)
 			return expect(err, unix.EINVAL)
 		}),
-		{Name: "send_req/einval-not-idle", Spec: "§3.2: SEND_REQ on an id that already sent one → EINVAL", run: func(e *env) error {
+		{Name: "send_req/einval-not-idle", Spec: "ucm-abi.md §3.2: SEND_REQ on an id that already sent one → EINVAL", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -38,7 +38,7 @@ func moreCases() []Case {
 			}
 			return expect(p.Active.SendREQ(p.Active.Req(p.ID, p.SID, p.Path, activeQPN)), unix.EINVAL)
 		}},
-		{Name: "send_dreq/einval-private-data", Spec: "§2.6: more than 220 bytes of DREQ private data → EINVAL", run: func(e *env) error {
+		{Name: "send_dreq/einval-private-data", Spec: "ucm-abi.md §2.6: more than 220 bytes of DREQ private data → EINVAL", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -48,7 +48,7 @@ func moreCases() []Case {
 			}
 			return expect(p.Active.SendPrivateData(abi.CmdSendDReq, p.ID, make([]byte, abi.MaxDReqPrivateData+1)), unix.EINVAL)
 		}},
-		{Name: "notify/path-mig", Spec: "§3.2: NOTIFY PATH_MIG on an established id → success", run: func(e *env) error {
+		{Name: "notify/path-mig", Spec: "ucm-abi.md §3.2: NOTIFY PATH_MIG on an established id → success", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -58,7 +58,7 @@ func moreCases() []Case {
 			}
 			return check("NOTIFY PATH_MIG", p.Active.Notify(p.ID, abi.IBEventPathMig))
 		}},
-		{Name: "send_sidr_req/einval-private-data", Spec: "§2.6: more than 216 bytes of SIDR_REQ private data → EINVAL", run: func(e *env) error {
+		{Name: "send_sidr_req/einval-private-data", Spec: "ucm-abi.md §2.6: more than 216 bytes of SIDR_REQ private data → EINVAL", run: func(e *env) error {
 			p, err := newPair(e)
 			if err != nil {
 				return err
@@ -67,7 +67,7 @@ func moreCases() []Case {
 			return expect(p.Active.Cmd(abi.CmdSendSIDRReq, 0, &abi.SIDRReq{ID: p.ID, SID: p.SID, Path: p.Active.Path(p.Path),
 				Timeout: 100, Data: a, Len: n}), unix.EINVAL)
 		}},
-		{Name: "listen/assign-service-id", Spec: "§3.2: LISTEN on IB_CM_ASSIGN_SERVICE_ID → the CM picks a distinct 0x02… sid, mask ~0 (ATTR_ID shows it)", run: func(e *env) error {
+		{Name: "listen/assign-service-id", Spec: "ucm-abi.md §3.2: LISTEN on IB_CM_ASSIGN_SERVICE_ID → the CM picks a distinct 0x02… sid, mask ~0 (ATTR_ID shows it)", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err

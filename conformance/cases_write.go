@@ -12,7 +12,7 @@ import (
 // writeCases are ib_ucm_write's own checks (§2.3).
 func writeCases() []Case {
 	return []Case{
-		{Name: "write/short-header", Spec: "§2.3: len < 8 → EINVAL", run: func(e *env) error {
+		{Name: "write/short-header", Spec: "ucm-abi.md §2.3: len < 8 → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -20,7 +20,7 @@ func writeCases() []Case {
 			_, err = c.Raw(make([]byte, 7))
 			return expect(err, unix.EINVAL)
 		}},
-		{Name: "write/bad-command", Spec: "§2.3: hdr.cmd >= 18 → EINVAL", run: func(e *env) error {
+		{Name: "write/bad-command", Spec: "ucm-abi.md §2.3: hdr.cmd >= 18 → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -30,7 +30,7 @@ func writeCases() []Case {
 			_, err = c.Raw(b)
 			return expect(err, unix.EINVAL)
 		}},
-		{Name: "write/in-beyond-len", Spec: "§2.3: hdr.in + 8 > len → EINVAL", run: func(e *env) error {
+		{Name: "write/in-beyond-len", Spec: "ucm-abi.md §2.3: hdr.in + 8 > len → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -39,7 +39,7 @@ func writeCases() []Case {
 			_, err = c.Raw(b[:len(b)-1])
 			return expect(err, unix.EINVAL)
 		}},
-		{Name: "write/returns-full-length", Spec: "§2.3: success returns len, trailing bytes beyond 8+in ignored", run: func(e *env) error {
+		{Name: "write/returns-full-length", Spec: "ucm-abi.md §2.3: success returns len, trailing bytes beyond 8+in ignored", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -55,7 +55,7 @@ func writeCases() []Case {
 			}
 			return nil
 		}},
-		{Name: "write/short-in-accepted", Spec: "§2.3: handlers read sizeof(cmd) whatever hdr.in says; in=0 with the struct present succeeds", run: func(e *env) error {
+		{Name: "write/short-in-accepted", Spec: "ucm-abi.md §2.3: handlers read sizeof(cmd) whatever hdr.in says; in=0 with the struct present succeeds", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -75,7 +75,7 @@ func writeCases() []Case {
 			_, err = c.AttrID(r.ID)
 			return check("ATTR_ID of the new id", err)
 		}},
-		{Name: "write/eacces-other-credentials", Spec: "§2.3: a writer whose credentials differ from the opener's → EACCES (ib_safe_file_access)", run: func(e *env) error {
+		{Name: "write/eacces-other-credentials", Spec: "ucm-abi.md §2.3: a writer whose credentials differ from the opener's → EACCES (ib_safe_file_access)", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -94,7 +94,7 @@ func writeCases() []Case {
 			_, err = c.CreateID(0)
 			return check("CREATE_ID as the opener", err)
 		}},
-		{Name: "read/einval", Spec: "§2.1: the device has no read → EINVAL", run: func(e *env) error {
+		{Name: "read/einval", Spec: "ucm-abi.md §2.1: the device has no read → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
 				return err

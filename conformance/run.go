@@ -18,7 +18,9 @@ var ErrSkip = errors.New("skipped")
 type Case struct {
 	// Name is "area/what", e.g. "create_id/efault-response".
 	Name string
-	// Spec says what the kernel did, with the docs/ucm-abi.md section.
+	// Spec says what the kernel did, citing the section it comes from by
+	// document ("ucm-abi.md §3.2", "docs/ib-cm.md §7", "design.md rule 6":
+	// files in docs/), since `ucmd conformance` prints it to users.
 	Spec string
 	run  func(e *env) error
 }

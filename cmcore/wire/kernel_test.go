@@ -10,7 +10,7 @@ import (
 )
 
 // Golden vectors from a Linux 6.1 kernel CM (testdata/*.hex, captured in
-// the project's two-guest qemu setup, shared/docs/vm2.md section 5).
+// the project's two-guest qemu setup, docs/ib-cm.md §12).
 
 func mustDecode[T Message](t *testing.T, mad *hw.MAD) (Header, T) {
 	t.Helper()
@@ -122,7 +122,7 @@ func TestKernelREQ(t *testing.T) {
 		t.Errorf("header TID %#x attr %#x", h.TID, h.AttrID)
 	}
 	// cm_form_tid on a little-endian host: the low half is the comm ID
-	// byte-swapped (ib-cm.md 8.4 correction).
+	// byte-swapped (docs/ib-cm.md §8.4).
 	if got := bits.ReverseBytes32(uint32(h.TID)); got != req.LocalCommID {
 		t.Errorf("TID low half byte-swapped = %#x, local comm ID %#x", got, req.LocalCommID)
 	}

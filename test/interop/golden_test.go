@@ -91,7 +91,7 @@ const goldenGUIDA = 0x505400fffe770001
 // The kernel's REQ (rdma_connect to 192.168.77.2:7481 with "kernel-req").
 func TestGoldenKernelREQ(t *testing.T) {
 	_, h, m := decodeGolden[*wire.Req](t, "kernel-6.1-interop-req-pd.hex")
-	// cm_form_tid: hi_tid 2, comm ID byte-swapped (vm2.md §7)
+	// cm_form_tid: hi_tid 2, comm ID byte-swapped (docs/ib-cm.md §8.4)
 	if h.TID != 0x0000000257005999 || m.LocalCommID != 0x99590057 {
 		t.Errorf("TID %#x comm ID %#x", h.TID, m.LocalCommID)
 	}
