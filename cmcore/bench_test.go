@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ucmd/ucmd/hw/clock"
 	"github.com/ucmd/ucmd/hw/sim"
-	"github.com/ucmd/ucmd/internal/clock"
 )
 
 // BenchmarkHandshake measures full connection lifecycles between two CMs

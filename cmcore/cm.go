@@ -11,7 +11,7 @@ import (
 
 	"github.com/ucmd/ucmd/cmcore/wire"
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/internal/clock"
+	"github.com/ucmd/ucmd/hw/clock"
 )
 
 // Options configure a CM. The zero value is valid.

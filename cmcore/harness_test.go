@@ -8,7 +8,7 @@ import (
 
 	"github.com/ucmd/ucmd/cmcore/wire"
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/internal/clock"
+	"github.com/ucmd/ucmd/hw/clock"
 )
 
 // The single-CM harness: a fake device whose endpoint records what the CM

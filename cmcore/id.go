@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/internal/clock"
+	"github.com/ucmd/ucmd/hw/clock"
 	"golang.org/x/sys/unix"
 )
 

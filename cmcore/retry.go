@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/internal/clock"
+	"github.com/ucmd/ucmd/hw/clock"
 )
 
 // outMsg is a request-like message (REQ, REP, DREQ, LAP, SIDR_REQ) that the

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/clock"
 	"github.com/ucmd/ucmd/hw/sim"
-	"github.com/ucmd/ucmd/internal/clock"
 )
 
 // simNet runs CMs on an hw/sim fabric, deterministically: the fabric has

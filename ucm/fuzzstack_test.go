@@ -14,8 +14,8 @@ import (
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/callermem"
 	"github.com/ucmd/ucmd/cuse/cusetest"
+	"github.com/ucmd/ucmd/hw/clock"
 	"github.com/ucmd/ucmd/hw/sim"
-	"github.com/ucmd/ucmd/internal/clock"
 	"github.com/ucmd/ucmd/ucm"
 	"go.uber.org/goleak"
 )

@@ -1,6 +1,18 @@
 // Package clock lets the CM's timers and the simulated fabric run on either
 // the real clock or a fake one that tests advance by hand, so timeouts and
 // retransmissions are deterministic and fast to test.
+//
+// It belongs to the hw layer, below cmcore: hw/sim times its delays with it
+// and cmcore's timers run on the same Clock (cmcore.Options.Clock), so one
+// Fake drives a whole simulated fabric and the CMs on it. It is public
+// because cmcore's exported Options name it; it depends on nothing.
+//
+// Why not testing/synctest: in a bubble, timers that fall due at the same
+// instant run their functions in goroutines the scheduler orders, and every
+// random decision of the sim fabric (loss, duplication, jitter) is drawn in
+// the order MADs reach it, so a seed would no longer replay exactly. Fake
+// runs due timers one at a time on the goroutine that calls Advance, in
+// deadline order and creation order for ties: the same seed, the same run.
 package clock
 
 import (

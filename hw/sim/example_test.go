@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/clock"
 	"github.com/ucmd/ucmd/hw/sim"
-	"github.com/ucmd/ucmd/internal/clock"
 )
 
 // Two InfiniBand hosts, a lossy slow fabric, and a reply to the received

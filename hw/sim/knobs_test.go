@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/internal/clock"
+	"github.com/ucmd/ucmd/hw/clock"
 )
 
 const streamLen = 10000

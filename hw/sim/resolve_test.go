@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/internal/clock"
+	"github.com/ucmd/ucmd/hw/clock"
 )
 
 // sendAsync runs Send on its own goroutine: with Resolve set it blocks

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/internal/clock"
+	"github.com/ucmd/ucmd/hw/clock"
 )
 
 const gsiQKey = 0x80010000
