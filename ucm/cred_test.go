@@ -43,8 +43,10 @@ func (p *procs) count(tid int) int {
 // sameMem maps every pid to the opener's address space.
 type sameMem struct{ callermem.Memory }
 
-func (m sameMem) Read(_ int, addr uint64, b []byte) error  { return m.Memory.Read(fakedut.Pid, addr, b) }
-func (m sameMem) Write(_ int, addr uint64, b []byte) error { return m.Memory.Write(fakedut.Pid, addr, b) }
+func (m sameMem) Read(_ int, addr uint64, b []byte) error { return m.Memory.Read(fakedut.Pid, addr, b) }
+func (m sameMem) Write(_ int, addr uint64, b []byte) error {
+	return m.Memory.Write(fakedut.Pid, addr, b)
+}
 
 const (
 	otherThread = fakedut.Pid + 1 // a second thread of the opener
