@@ -14,7 +14,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
-	"github.com/ucmd/ucmd/hw/umad"
+	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/status"
 )
 
@@ -123,24 +123,9 @@ func ibdevOf(ctx context.Context, runtimeDir, node string) string {
 
 // loopback builds a path record from port 1 of ibdev to itself.
 func loopback(ibdev string) (abi.PathRec, error) {
-	devs, err := umad.Discover(umad.Options{})
+	p, err := daemon.FirstPort(ibdev)
 	if err != nil {
 		return abi.PathRec{}, err
 	}
-	for _, d := range devs {
-		if d.Name() != ibdev || len(d.Ports()) == 0 {
-			continue
-		}
-		a, err := d.Ports()[0].Attr()
-		if err != nil {
-			return abi.PathRec{}, err
-		}
-		for _, g := range a.GIDs {
-			if g.Index == 0 {
-				return conformance.LoopbackPath(g.GID, a.LID), nil
-			}
-		}
-		return abi.PathRec{}, errors.New("port 1 has no GID at index 0")
-	}
-	return abi.PathRec{}, fmt.Errorf("no RDMA device %q with umad ports", ibdev)
+	return conformance.LoopbackPath(p.GID, p.LID), nil
 }
