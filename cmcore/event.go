@@ -10,7 +10,8 @@ type Handler func(ev *Event) Outcome
 
 // Outcome is a Handler's verdict on ev.ID: the kernel cm_handler's return
 // value, with its one errno-dependent case (-ENOMEM on a REQ) named instead
-// of encoded in an error.
+// of encoded in an error. A value other than the three below is Destroy,
+// as any non-zero return was.
 type Outcome uint8
 
 const (
