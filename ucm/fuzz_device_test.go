@@ -84,6 +84,23 @@ type dpending struct {
 	p    *cusetest.Pending
 	resp uint64 // GET_EVENT's response buffer
 	get  abi.EventGet
+	intr *cusetest.Pending // the INTERRUPT sent for it, if any
+}
+
+// signal sends INTERRUPT for dp as the kernel does for a signalled caller:
+// once, and again only after the daemon answered EAGAIN (it did not know
+// the request yet, or any more). A second signal while one is outstanding
+// sends nothing.
+func (d *devEnv) signal(dp *dpending) {
+	if dp.intr != nil {
+		if r, ok := dp.intr.WaitFor(0); !ok || r.Errno != unix.EAGAIN {
+			if ok {
+				d.t.Fatalf("INTERRUPT answered %v; only EAGAIN is allowed", r.Errno)
+			}
+			return
+		}
+	}
+	dp.intr = d.s.k.Interrupt(dp.p.Unique)
 }
 
 // arg takes the next input byte (0 when the input is used up).
@@ -354,7 +371,7 @@ func (d *devEnv) step() {
 		}
 	case opInterrupt:
 		if len(f.pending) > 0 {
-			d.s.k.Interrupt(f.pending[int(a)%len(f.pending)].p.Unique)
+			d.signal(f.pending[int(a)%len(f.pending)])
 		}
 	case opRelease:
 		d.release(f)
@@ -420,7 +437,7 @@ func (d *devEnv) reapFile(f *dfile, wait bool) {
 	for _, dp := range f.pending {
 		var r cusetest.Reply
 		if wait {
-			r = d.interrupt(dp.p)
+			r = d.interrupt(dp)
 		} else if dp.p.Answered() {
 			r, _ = dp.p.WaitFor(0)
 		} else {
@@ -462,28 +479,22 @@ func (d *devEnv) event(f *dfile, dp *dpending, r cusetest.Reply) {
 	}
 }
 
-// interrupt interrupts p until it is answered, as the kernel does for a
-// caller that got a signal: it sends INTERRUPT again while the daemon
-// answers EAGAIN (the interrupt overtook the request).
-func (d *devEnv) interrupt(p *cusetest.Pending) cusetest.Reply {
+// interrupt interrupts dp until it is answered (see signal).
+func (d *devEnv) interrupt(dp *dpending) cusetest.Reply {
 	end := time.Now().Add(fuzzWait)
 	for {
-		if r, ok := p.WaitFor(0); ok {
+		if r, ok := dp.p.WaitFor(0); ok {
 			return r
 		}
-		ip := d.s.k.Interrupt(p.Unique)
-		if r, ok := p.WaitFor(20 * time.Millisecond); ok {
+		d.signal(dp)
+		if r, ok := dp.p.WaitFor(20 * time.Millisecond); ok {
 			return r
-		}
-		ir, ok := ip.WaitFor(0)
-		if ok && ir.Errno != unix.EAGAIN {
-			d.t.Fatalf("INTERRUPT answered %v", ir.Errno)
 		}
 		if fuzzDebug {
-			d.t.Logf("INTERRUPT of unique %d not taken yet (answered: %v %v); again", p.Unique, ok, ir.Errno)
+			d.t.Logf("GET_EVENT unique %d still waiting after its INTERRUPT", dp.p.Unique)
 		}
 		if time.Now().After(end) {
-			d.t.Fatalf("GET_EVENT (unique %d) not answered within %v of its INTERRUPT: hung", p.Unique, fuzzWait)
+			d.t.Fatalf("GET_EVENT (unique %d) not answered within %v of its INTERRUPT: hung", dp.p.Unique, fuzzWait)
 		}
 	}
 }

@@ -65,6 +65,7 @@ func newFuzzStack(t *testing.T) *fuzzStack {
 		if t.Failed() {
 			return // the stack may be wedged; the failure says enough
 		}
+		s.destroyPeers()
 		if n := s.ids.Len(); n != 0 {
 			t.Errorf("%d ids left in the id table after every file closed", n)
 		}
