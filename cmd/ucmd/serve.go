@@ -8,11 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/internal/sdnotify"
 	"github.com/ucmd/ucmd/ucm"
 )
 
@@ -31,6 +34,7 @@ type serveFlags struct {
 	userEvents   int
 	userFiles    int
 	memoryBudget int64
+	waitDevices  time.Duration
 }
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
@@ -38,6 +42,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.devices, "device", nil, "serve only these RDMA devices (repeatable; default: every device with umad ports)")
 	fs.IntVar(&f.simDevices, "sim-devices", 2, "with --fabric sim: number of simulated devices")
 	fs.BoolVar(&f.simIB, "sim-ib", false, "with --fabric sim: InfiniBand ports (LIDs) instead of RoCE (GIDs)")
+	fs.DurationVar(&f.waitDevices, "wait-devices", 0, "with --fabric umad: wait up to this long for the RDMA devices (every --device, else at least one) to appear with umad ports, as at boot (0: do not wait)")
 	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucmN as 231:224+N, the kernel driver's numbers")
 	fs.StringVar(&f.mode, "mode", "0666", "permissions of the device nodes (the kernel driver used 0666)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -76,6 +81,9 @@ func (f *serveFlags) validate() error {
 	if f.fixedNumbers && f.simDevices > daemon.MaxFixed && f.fabric == daemon.FabricSim {
 		return fmt.Errorf("--sim-devices %d with --fixed-numbers: only %d minors (231:224-255) exist", f.simDevices, daemon.MaxFixed)
 	}
+	if f.waitDevices < 0 {
+		return fmt.Errorf("--wait-devices %v: cannot be negative", f.waitDevices)
+	}
 	if len(f.devices) > 0 && f.fabric == daemon.FabricSim {
 		return fmt.Errorf("--device selects RDMA devices of --fabric %s; with --fabric %s use --sim-devices", daemon.FabricUMAD, daemon.FabricSim)
 	}
@@ -107,6 +115,7 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 		Devices:      f.devices,
 		SimDevices:   f.simDevices,
 		SimIB:        f.simIB,
+		WaitDevices:  f.waitDevices,
 		FixedNumbers: f.fixedNumbers,
 		NodeMode:     os.FileMode(mode),
 		RuntimeDir:   g.runtimeDir,
@@ -126,6 +135,14 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// ucmd loads no module itself (the unit's ExecStartPre lines do, with
+	// their own privileges): whatever it was started with, it gives up
+	// CAP_SYS_MODULE before it serves anyone.
+	if held, err := dropCapability(unix.CAP_SYS_MODULE); err != nil {
+		cfg.Logger.Warn("could not drop CAP_SYS_MODULE", "err", err)
+	} else if held {
+		cfg.Logger.Debug("dropped CAP_SYS_MODULE")
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	d, err := daemon.Start(ctx, cfg)
@@ -133,11 +150,18 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	cfg.Logger.Info("ucmd ready", "version", cfg.Version, "fabric", cfg.Fabric, "nodes", d.Nodes(), "runtime_dir", cfg.RuntimeDir)
+	// Type=notify: READY=1 only now, with every node in place (Start waits
+	// for each), so units ordered after ucmd find them.
+	if _, err := sdnotify.Notify(fmt.Sprintf("%s\nSTATUS=serving %s", sdnotify.Ready, strings.Join(d.Nodes(), " "))); err != nil {
+		cfg.Logger.Warn("sd_notify READY=1", "err", err)
+	}
 	select {
 	case <-ctx.Done():
 		cfg.Logger.Info("shutting down")
+		sdnotify.Notify(sdnotify.Stopping)
 		return d.Close()
 	case err := <-d.Failed():
+		sdnotify.Notify(sdnotify.Stopping)
 		d.Close()
 		return err
 	}

@@ -48,6 +48,10 @@ type Config struct {
 	Devices    []string // umad: serve only these RDMA devices; empty means all
 	SimDevices int      // sim: how many devices
 	SimIB      bool     // sim: InfiniBand ports instead of RoCE
+	// WaitDevices (umad) is how long Start waits for the devices to appear
+	// (every one of Devices, else at least one): at boot, ucmd may start
+	// before the HCA driver or ib_umad has registered them.
+	WaitDevices time.Duration
 	// FixedNumbers registers ucmN as 231:224+N like the kernel did, so a
 	// static udev rule or mknod keeps working. Otherwise the kernel picks.
 	FixedNumbers bool
@@ -98,7 +102,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1)}
 	// What the flags name is checked first (a bad --device is a bad flag,
 	// whatever else is missing), then the environment.
-	devs, err := d.devices()
+	devs, err := d.waitDevices(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +188,65 @@ func hasCap(bit uint) bool {
 	return data[bit/32].Effective&(1<<(bit%32)) != 0
 }
 
+// waitDevices is devices, retried for up to WaitDevices while what was
+// asked for has not appeared yet.
+//
+// Without Devices, a set found while waiting is taken once it has not grown
+// for settleTime: HCAs registered one after the other at boot are all served.
+func (d *Daemon) waitDevices(ctx context.Context) ([]hw.Device, error) {
+	devs, err := d.devices()
+	if d.cfg.WaitDevices <= 0 || (d.cfg.Fabric != FabricUMAD && d.cfg.Fabric != "") {
+		return devs, err
+	}
+	if err != nil && !errors.Is(err, errNoDevice) {
+		return devs, err
+	}
+	if err != nil {
+		d.log.Info("waiting for RDMA devices with umad ports", "devices", d.cfg.Devices, "for", d.cfg.WaitDevices)
+	}
+	deadline := time.NewTimer(d.cfg.WaitDevices)
+	defer deadline.Stop()
+	tick := time.NewTicker(settleTime / 5)
+	defer tick.Stop()
+	stableSince := time.Now()
+	for {
+		if err == nil && (len(d.cfg.Devices) > 0 || time.Since(stableSince) >= settleTime) {
+			return devs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			if err == nil {
+				return devs, nil
+			}
+			return nil, fmt.Errorf("after waiting %v: %w", d.cfg.WaitDevices, err)
+		case <-tick.C:
+		}
+		n := len(devs)
+		devs, err = d.devices()
+		if err != nil && !errors.Is(err, errNoDevice) {
+			return devs, err
+		}
+		if err != nil || len(devs) != n {
+			stableSince = time.Now()
+		}
+	}
+}
+
+// settleTime is how long a set of devices found by waitDevices must stay
+// the same before it is served.
+var settleTime = time.Second
+
+// quiet wraps an error for errors.Is without adding to the message.
+type quiet struct{ err error }
+
+func (q quiet) Error() string { return "" }
+func (q quiet) Unwrap() error { return q.err }
+
+// errNoDevice is wrapped when a wanted umad device is not (yet) there.
+var errNoDevice = errors.New("no such device")
+
 func (d *Daemon) devices() ([]hw.Device, error) {
 	switch d.cfg.Fabric {
 	case FabricSim:
@@ -228,11 +291,11 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 				if len(have) == 0 {
 					have = append(have, "none")
 				}
-				return nil, fmt.Errorf("--device: RDMA device %q not found or has no umad ports (devices with umad ports: %s; is ib_umad loaded? see /sys/class/infiniband_mad)", want, strings.Join(have, ", "))
+				return nil, fmt.Errorf("--device: RDMA device %q not found or has no umad ports (devices with umad ports: %s; is ib_umad loaded? see /sys/class/infiniband_mad)%w", want, strings.Join(have, ", "), quiet{errNoDevice})
 			}
 		}
 		if len(out) == 0 {
-			return nil, errors.New("no RDMA device with umad ports found: load ib_umad (modprobe ib_umad), or use --fabric sim")
+			return nil, fmt.Errorf("no RDMA device with umad ports found: load ib_umad (modprobe ib_umad), or use --fabric sim%w", quiet{errNoDevice})
 		}
 		return out, nil
 	}

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/hw/umad"
@@ -107,5 +109,25 @@ func TestStartChecksDeviceFlagFirst(t *testing.T) {
 	_, err := Start(t.Context(), Config{Fabric: FabricUMAD, Devices: []string{"nope"}, UMAD: umad.Options{SysfsRoot: empty}, RuntimeDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), `--device: RDMA device "nope" not found`) {
 		t.Fatalf("Start with --device nope: %v", err)
+	}
+}
+
+// --wait-devices waits, then says what it waited for.
+func TestWaitDevicesTimesOut(t *testing.T) {
+	empty := t.TempDir()
+	for _, d := range []string{"class/infiniband", "class/infiniband_mad"} {
+		if err := os.MkdirAll(filepath.Join(empty, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &Daemon{log: slog.New(slog.DiscardHandler), cfg: Config{Fabric: FabricUMAD, WaitDevices: 300 * time.Millisecond, UMAD: umad.Options{SysfsRoot: empty}}}
+	start := time.Now()
+	_, err := d.waitDevices(t.Context())
+	if el := time.Since(start); err == nil || !strings.Contains(err.Error(), "after waiting 300ms: no RDMA device") || el < 300*time.Millisecond {
+		t.Fatalf("after %v: %v", el, err)
+	}
+	d.cfg.Fabric = "bogus" // not a device that is missing: no waiting
+	if _, err := d.waitDevices(t.Context()); err == nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("bogus fabric: %v", err)
 	}
 }
