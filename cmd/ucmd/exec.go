@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,9 @@ sudo (SUDO_USER); without sudo, or with --user root, PROGRAM runs as root.`,
 				var err error
 				if target, err = lookupExecCred(name); err != nil {
 					return err
+				}
+				if err := searchableByAll(g.runtimeDir); err != nil {
+					return fmt.Errorf("--user %s: %w", name, err)
 				}
 			}
 			path, err := exec.LookPath(args[0])
@@ -167,4 +171,25 @@ func capEffHas(status string, bit uint) bool {
 		}
 	}
 	return false
+}
+
+// searchableByAll checks that another user can reach dir: the namespace's
+// /sys/class entries are symlinks into dir/exec-root.
+func searchableByAll(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("the program could not follow /sys/class into %s: %s (mode %04o) is not searchable by other users; use a runtime directory such as /run/ucmd (0755)", abs, d, st.Mode().Perm())
+		}
+		if d == "/" {
+			return nil
+		}
+	}
 }

@@ -194,4 +194,17 @@ func TestExecAsUser(t *testing.T) {
 			t.Errorf("ucmd %v (%v): capabilities %q", args, tc.env, out)
 		}
 	}
+	// A runtime dir other users cannot reach is reported, not a confusing
+	// "Permission denied" from the program.
+	private := filepath.Join(t.TempDir(), "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := sysclass.WriteTree(private, []sysclass.Device{{Index: 0, IBDev: "rxe0"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "exec", "--runtime-dir", private, "--user", "nobody", "--", "true").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not searchable by other users") {
+		t.Errorf("exec --user with a 0700 runtime dir: %v\n%s", err, out)
+	}
 }
