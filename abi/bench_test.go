@@ -4,40 +4,40 @@ import "testing"
 
 // A SEND_REQ write as libibcm sends it (72 bytes).
 func reqWrite() []byte {
-	req := Req{
+	req := REQ{
 		ID: 3, QPN: 0x1234, QPType: QPTypeRC, PSN: 0x1234, SID: 0x1000,
 		PrimaryPath: 0x7ffd0000a000, Data: 0x7ffd0000b000, Len: 92,
 		ResponderResources: 4, InitiatorDepth: 4, RemoteCMResponseTimeout: 20,
 		LocalCMResponseTimeout: 20, RetryCount: 5, RNRRetryCount: 5, MaxCMRetries: 5,
 	}
 	body, _ := req.MarshalBinary()
-	return writeOf(CmdSendReq, ReqSize, 0, body)
+	return writeOf(CmdSendREQ, REQSize, 0, body)
 }
 
 // ParseCommand: header checks plus the typed command (one small allocation
 // for the struct behind the interface).
-func BenchmarkParseCommandReq(b *testing.B) {
+func BenchmarkParseCommandREQ(b *testing.B) {
 	w := reqWrite()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(w)))
 	for b.Loop() {
-		if _, c, err := ParseCommand(w); err != nil || c.(*Req).ID != 3 {
+		if _, c, err := ParseCommand(w); err != nil || c.(*REQ).ID != 3 {
 			b.Fatal(c, err)
 		}
 	}
 }
 
-// ParseHeader plus Decode into a caller-owned Req: the allocation-free path.
-func BenchmarkDecodeReq(b *testing.B) {
+// ParseHeader plus Decode into a caller-owned REQ: the allocation-free path.
+func BenchmarkDecodeREQ(b *testing.B) {
 	w := reqWrite()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(w)))
 	for b.Loop() {
 		h, err := ParseHeader(w)
-		if err != nil || h.Cmd != CmdSendReq {
+		if err != nil || h.Cmd != CmdSendREQ {
 			b.Fatal(h, err)
 		}
-		var req Req
+		var req REQ
 		req.Decode(w[HeaderSize:])
 		if req.ID != 3 {
 			b.Fatal(req)
@@ -47,14 +47,14 @@ func BenchmarkDecodeReq(b *testing.B) {
 
 // Filling and encoding a REQ_RECEIVED event response, the largest union
 // member, into a reused buffer.
-func BenchmarkEncodeEventRespReq(b *testing.B) {
+func BenchmarkEncodeEventRespREQ(b *testing.B) {
 	path := PathRec{DLID: 1, SLID: 2, MTU: 5, PKey: 0xffff, HopLimit: 1, PacketLifeTime: 18, NumbPath: 1}
 	buf := make([]byte, 0, EventRespSize)
 	b.ReportAllocs()
 	b.SetBytes(EventRespSize)
 	for b.Loop() {
-		r := EventResp{UID: 0x7f0000001000, ID: 4, Event: CMReqReceived, Present: PresData | PresPrimary}
-		r.U.SetReq(ReqEventResp{
+		r := EventResp{UID: 0x7f0000001000, ID: 4, Event: CMREQReceived, Present: PresData | PresPrimary}
+		r.U.SetREQ(REQEventResp{
 			PrimaryPath: path, RemoteCAGUID: 0x0002c90300a1b2c3, RemoteQPN: 0x48,
 			QPType: QPTypeRC, StartingPSN: 0x48, ResponderResources: 4, InitiatorDepth: 4,
 			RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20, RetryCount: 5, RNRRetryCount: 5, Port: 1,

@@ -17,17 +17,17 @@ const (
 	CmdAttrID      Cmd = 2  // IB_USER_CM_CMD_ATTR_ID
 	CmdListen      Cmd = 3  // IB_USER_CM_CMD_LISTEN
 	CmdNotify      Cmd = 4  // IB_USER_CM_CMD_NOTIFY (ESTABLISH before ABI 5)
-	CmdSendReq     Cmd = 5  // IB_USER_CM_CMD_SEND_REQ
-	CmdSendRep     Cmd = 6  // IB_USER_CM_CMD_SEND_REP
+	CmdSendREQ     Cmd = 5  // IB_USER_CM_CMD_SEND_REQ
+	CmdSendREP     Cmd = 6  // IB_USER_CM_CMD_SEND_REP
 	CmdSendRTU     Cmd = 7  // IB_USER_CM_CMD_SEND_RTU
-	CmdSendDReq    Cmd = 8  // IB_USER_CM_CMD_SEND_DREQ
-	CmdSendDRep    Cmd = 9  // IB_USER_CM_CMD_SEND_DREP
-	CmdSendRej     Cmd = 10 // IB_USER_CM_CMD_SEND_REJ
+	CmdSendDREQ    Cmd = 8  // IB_USER_CM_CMD_SEND_DREQ
+	CmdSendDREP    Cmd = 9  // IB_USER_CM_CMD_SEND_DREP
+	CmdSendREJ     Cmd = 10 // IB_USER_CM_CMD_SEND_REJ
 	CmdSendMRA     Cmd = 11 // IB_USER_CM_CMD_SEND_MRA
 	CmdSendLAP     Cmd = 12 // IB_USER_CM_CMD_SEND_LAP
 	CmdSendAPR     Cmd = 13 // IB_USER_CM_CMD_SEND_APR
-	CmdSendSIDRReq Cmd = 14 // IB_USER_CM_CMD_SEND_SIDR_REQ
-	CmdSendSIDRRep Cmd = 15 // IB_USER_CM_CMD_SEND_SIDR_REP
+	CmdSendSIDRREQ Cmd = 14 // IB_USER_CM_CMD_SEND_SIDR_REQ
+	CmdSendSIDRREP Cmd = 15 // IB_USER_CM_CMD_SEND_SIDR_REP
 	CmdEvent       Cmd = 16 // IB_USER_CM_CMD_EVENT (GET_EVENT)
 	CmdInitQPAttr  Cmd = 17 // IB_USER_CM_CMD_INIT_QP_ATTR
 
@@ -47,17 +47,17 @@ var cmdInfo = [NumCmds]struct {
 	CmdAttrID:      {"ATTR_ID", AttrIDSize, AttrIDRespSize},
 	CmdListen:      {"LISTEN", ListenSize, 0},
 	CmdNotify:      {"NOTIFY", NotifySize, 0},
-	CmdSendReq:     {"SEND_REQ", ReqSize, 0},
-	CmdSendRep:     {"SEND_REP", RepSize, 0},
+	CmdSendREQ:     {"SEND_REQ", REQSize, 0},
+	CmdSendREP:     {"SEND_REP", REPSize, 0},
 	CmdSendRTU:     {"SEND_RTU", PrivateDataSize, 0},
-	CmdSendDReq:    {"SEND_DREQ", PrivateDataSize, 0},
-	CmdSendDRep:    {"SEND_DREP", PrivateDataSize, 0},
-	CmdSendRej:     {"SEND_REJ", InfoSize, 0},
+	CmdSendDREQ:    {"SEND_DREQ", PrivateDataSize, 0},
+	CmdSendDREP:    {"SEND_DREP", PrivateDataSize, 0},
+	CmdSendREJ:     {"SEND_REJ", InfoSize, 0},
 	CmdSendMRA:     {"SEND_MRA", MRASize, 0},
 	CmdSendLAP:     {"SEND_LAP", LAPSize, 0},
 	CmdSendAPR:     {"SEND_APR", InfoSize, 0},
-	CmdSendSIDRReq: {"SEND_SIDR_REQ", SIDRReqSize, 0},
-	CmdSendSIDRRep: {"SEND_SIDR_REP", SIDRRepSize, 0},
+	CmdSendSIDRREQ: {"SEND_SIDR_REQ", SIDRREQSize, 0},
+	CmdSendSIDRREP: {"SEND_SIDR_REP", SIDRREPSize, 0},
 	CmdEvent:       {"EVENT", EventGetSize, EventRespSize},
 	CmdInitQPAttr:  {"INIT_QP_ATTR", InitQPAttrSize, QPAttrSize},
 }

@@ -10,13 +10,13 @@ const (
 	NotifySize      = 8
 	EstablishSize   = 4 // ABI 4's struct ib_ucm_establish {u32 id}
 	PrivateDataSize = 16
-	ReqSize         = 64
-	RepSize         = 40
+	REQSize         = 64
+	REPSize         = 40
 	InfoSize        = 32
 	MRASize         = 16
 	LAPSize         = 24
-	SIDRReqSize     = 40
-	SIDRRepSize     = 40
+	SIDRREQSize     = 40
+	SIDRREPSize     = 40
 	EventGetSize    = 32
 )
 
@@ -181,8 +181,8 @@ func (c *PrivateData) Decode(b []byte) {
 	c.Len = w[12]
 }
 
-// Req is struct ib_ucm_req (SEND_REQ).
-type Req struct {
+// REQ is struct ib_ucm_req (SEND_REQ).
+type REQ struct {
 	ID                      uint32 // @0
 	QPN                     uint32 // @4
 	QPType                  QPType // @8
@@ -204,10 +204,10 @@ type Req struct {
 	SRQ                     uint8  // @58
 }
 
-func (*Req) Size() int { return ReqSize }
+func (*REQ) Size() int { return REQSize }
 
-func (c *Req) Encode(b []byte) {
-	b = fit(b, ReqSize)
+func (c *REQ) Encode(b []byte) {
+	b = fit(b, REQSize)
 	clear(b)
 	ne.PutUint32(b[0:], c.ID)
 	ne.PutUint32(b[4:], c.QPN)
@@ -230,8 +230,8 @@ func (c *Req) Encode(b []byte) {
 	b[58] = c.SRQ
 }
 
-func (c *Req) Decode(b []byte) {
-	var w [ReqSize]byte
+func (c *REQ) Decode(b []byte) {
+	var w [REQSize]byte
 	copy(w[:], b)
 	c.ID = ne.Uint32(w[0:])
 	c.QPN = ne.Uint32(w[4:])
@@ -254,8 +254,8 @@ func (c *Req) Decode(b []byte) {
 	c.SRQ = w[58]
 }
 
-// Rep is struct ib_ucm_rep (SEND_REP).
-type Rep struct {
+// REP is struct ib_ucm_rep (SEND_REP).
+type REP struct {
 	UID                uint64 // @0 becomes the id's cookie (how a REQ child gets one)
 	Data               uint64 // @8 -> Len bytes of private data
 	ID                 uint32 // @16
@@ -271,10 +271,10 @@ type Rep struct {
 	SRQ                uint8  // @35
 }
 
-func (*Rep) Size() int { return RepSize }
+func (*REP) Size() int { return REPSize }
 
-func (c *Rep) Encode(b []byte) {
-	b = fit(b, RepSize)
+func (c *REP) Encode(b []byte) {
+	b = fit(b, REPSize)
 	clear(b)
 	ne.PutUint64(b[0:], c.UID)
 	ne.PutUint64(b[8:], c.Data)
@@ -291,8 +291,8 @@ func (c *Rep) Encode(b []byte) {
 	b[35] = c.SRQ
 }
 
-func (c *Rep) Decode(b []byte) {
-	var w [RepSize]byte
+func (c *REP) Decode(b []byte) {
+	var w [REPSize]byte
 	copy(w[:], b)
 	c.UID = ne.Uint64(w[0:])
 	c.Data = ne.Uint64(w[8:])
@@ -399,8 +399,8 @@ func (c *LAP) Decode(b []byte) {
 	c.Len = w[20]
 }
 
-// SIDRReq is struct ib_ucm_sidr_req (SEND_SIDR_REQ).
-type SIDRReq struct {
+// SIDRREQ is struct ib_ucm_sidr_req (SEND_SIDR_REQ).
+type SIDRREQ struct {
 	ID           uint32 // @0
 	Timeout      uint32 // @4 milliseconds
 	SID          uint64 // @8 __be64 service id
@@ -411,10 +411,10 @@ type SIDRReq struct {
 	MaxCMRetries uint8  // @35
 }
 
-func (*SIDRReq) Size() int { return SIDRReqSize }
+func (*SIDRREQ) Size() int { return SIDRREQSize }
 
-func (c *SIDRReq) Encode(b []byte) {
-	b = fit(b, SIDRReqSize)
+func (c *SIDRREQ) Encode(b []byte) {
+	b = fit(b, SIDRREQSize)
 	clear(b)
 	ne.PutUint32(b[0:], c.ID)
 	ne.PutUint32(b[4:], c.Timeout)
@@ -426,8 +426,8 @@ func (c *SIDRReq) Encode(b []byte) {
 	b[35] = c.MaxCMRetries
 }
 
-func (c *SIDRReq) Decode(b []byte) {
-	var w [SIDRReqSize]byte
+func (c *SIDRREQ) Decode(b []byte) {
+	var w [SIDRREQSize]byte
 	copy(w[:], b)
 	c.ID = ne.Uint32(w[0:])
 	c.Timeout = ne.Uint32(w[4:])
@@ -439,8 +439,8 @@ func (c *SIDRReq) Decode(b []byte) {
 	c.MaxCMRetries = w[35]
 }
 
-// SIDRRep is struct ib_ucm_sidr_rep (SEND_SIDR_REP).
-type SIDRRep struct {
+// SIDRREP is struct ib_ucm_sidr_rep (SEND_SIDR_REP).
+type SIDRREP struct {
 	ID      uint32 // @0
 	QPN     uint32 // @4
 	QKey    uint32 // @8
@@ -451,10 +451,10 @@ type SIDRRep struct {
 	DataLen uint8  // @33
 }
 
-func (*SIDRRep) Size() int { return SIDRRepSize }
+func (*SIDRREP) Size() int { return SIDRREPSize }
 
-func (c *SIDRRep) Encode(b []byte) {
-	b = fit(b, SIDRRepSize)
+func (c *SIDRREP) Encode(b []byte) {
+	b = fit(b, SIDRREPSize)
 	clear(b)
 	ne.PutUint32(b[0:], c.ID)
 	ne.PutUint32(b[4:], c.QPN)
@@ -466,8 +466,8 @@ func (c *SIDRRep) Encode(b []byte) {
 	b[33] = c.DataLen
 }
 
-func (c *SIDRRep) Decode(b []byte) {
-	var w [SIDRRepSize]byte
+func (c *SIDRREP) Decode(b []byte) {
+	var w [SIDRREPSize]byte
 	copy(w[:], b)
 	c.ID = ne.Uint32(w[0:])
 	c.QPN = ne.Uint32(w[4:])

@@ -13,7 +13,7 @@
 // their numeric value in Go. User-space pointers (response, data, info, path…)
 // are plain uint64 values; the caller's memory is not this package's business.
 // Reserved padding is not represented: Decode ignores it, Encode writes zeroes.
-// (ib_ucm_sidr_req's named reserved_pkey is kept as SIDRReq.ReservedPKey.)
+// (ib_ucm_sidr_req's named reserved_pkey is kept as SIDRREQ.ReservedPKey.)
 //
 // # Parsing a write()
 //
@@ -42,6 +42,6 @@
 // CreateIDResp, DestroyIDResp, AttrIDResp, QPAttr and EventResp are what the
 // device writes to the client's response pointer. EventResp carries the
 // 168-byte union of ib_ucm_event_resp as an EventUnion, filled and read
-// through typed member accessors (SetReq, Rep, SendStatus…), which zero the
+// through typed member accessors (SetREQ, REP, SendStatus…), which zero the
 // rest of the union as the kernel's zeroed allocation did.
 package abi

@@ -10,14 +10,14 @@ const (
 	EventRespSize        = 192
 	EventUnionOffset     = 24 // offsetof(struct ib_ucm_event_resp, u)
 	EventUnionSize       = 168
-	ReqEventRespSize     = 168
-	RepEventRespSize     = 32
-	RejEventRespSize     = 4
+	REQEventRespSize     = 168
+	REPEventRespSize     = 32
+	REJEventRespSize     = 4
 	MRAEventRespSize     = 4
 	LAPEventRespSize     = 64
 	APREventRespSize     = 4
-	SIDRReqEventRespSize = 4
-	SIDRRepEventRespSize = 12
+	SIDRREQEventRespSize = 4
+	SIDRREPEventRespSize = 12
 )
 
 // CMEvent is enum ib_cm_event_type, the event field of an EventResp.
@@ -25,24 +25,24 @@ const (
 type CMEvent uint32
 
 const (
-	CMReqError        CMEvent = 0  // IB_CM_REQ_ERROR
-	CMReqReceived     CMEvent = 1  // IB_CM_REQ_RECEIVED
-	CMRepError        CMEvent = 2  // IB_CM_REP_ERROR
-	CMRepReceived     CMEvent = 3  // IB_CM_REP_RECEIVED
+	CMREQError        CMEvent = 0  // IB_CM_REQ_ERROR
+	CMREQReceived     CMEvent = 1  // IB_CM_REQ_RECEIVED
+	CMREPError        CMEvent = 2  // IB_CM_REP_ERROR
+	CMREPReceived     CMEvent = 3  // IB_CM_REP_RECEIVED
 	CMRTUReceived     CMEvent = 4  // IB_CM_RTU_RECEIVED
 	CMUserEstablished CMEvent = 5  // IB_CM_USER_ESTABLISHED
-	CMDReqError       CMEvent = 6  // IB_CM_DREQ_ERROR
-	CMDReqReceived    CMEvent = 7  // IB_CM_DREQ_RECEIVED
-	CMDRepReceived    CMEvent = 8  // IB_CM_DREP_RECEIVED
+	CMDREQError       CMEvent = 6  // IB_CM_DREQ_ERROR
+	CMDREQReceived    CMEvent = 7  // IB_CM_DREQ_RECEIVED
+	CMDREPReceived    CMEvent = 8  // IB_CM_DREP_RECEIVED
 	CMTimewaitExit    CMEvent = 9  // IB_CM_TIMEWAIT_EXIT
 	CMMRAReceived     CMEvent = 10 // IB_CM_MRA_RECEIVED
-	CMRejReceived     CMEvent = 11 // IB_CM_REJ_RECEIVED
+	CMREJReceived     CMEvent = 11 // IB_CM_REJ_RECEIVED
 	CMLAPError        CMEvent = 12 // IB_CM_LAP_ERROR
 	CMLAPReceived     CMEvent = 13 // IB_CM_LAP_RECEIVED
 	CMAPRReceived     CMEvent = 14 // IB_CM_APR_RECEIVED
-	CMSIDRReqError    CMEvent = 15 // IB_CM_SIDR_REQ_ERROR
-	CMSIDRReqReceived CMEvent = 16 // IB_CM_SIDR_REQ_RECEIVED
-	CMSIDRRepReceived CMEvent = 17 // IB_CM_SIDR_REP_RECEIVED
+	CMSIDRREQError    CMEvent = 15 // IB_CM_SIDR_REQ_ERROR
+	CMSIDRREQReceived CMEvent = 16 // IB_CM_SIDR_REQ_RECEIVED
+	CMSIDRREPReceived CMEvent = 17 // IB_CM_SIDR_REP_RECEIVED
 
 	// NumCMEvents is the number of event types.
 	NumCMEvents = 18
@@ -53,24 +53,24 @@ var cmEventInfo = [NumCMEvents]struct {
 	data int // private data bytes delivered (the CM message's whole area)
 	info int // maximum info bytes delivered
 }{
-	CMReqError:        {"REQ_ERROR", 0, 0},
-	CMReqReceived:     {"REQ_RECEIVED", MaxReqPrivateData, 0},
-	CMRepError:        {"REP_ERROR", 0, 0},
-	CMRepReceived:     {"REP_RECEIVED", MaxRepPrivateData, 0},
+	CMREQError:        {"REQ_ERROR", 0, 0},
+	CMREQReceived:     {"REQ_RECEIVED", MaxREQPrivateData, 0},
+	CMREPError:        {"REP_ERROR", 0, 0},
+	CMREPReceived:     {"REP_RECEIVED", MaxREPPrivateData, 0},
 	CMRTUReceived:     {"RTU_RECEIVED", MaxRTUPrivateData, 0},
 	CMUserEstablished: {"USER_ESTABLISHED", 0, 0},
-	CMDReqError:       {"DREQ_ERROR", 0, 0},
-	CMDReqReceived:    {"DREQ_RECEIVED", MaxDReqPrivateData, 0},
-	CMDRepReceived:    {"DREP_RECEIVED", MaxDRepPrivateData, 0},
+	CMDREQError:       {"DREQ_ERROR", 0, 0},
+	CMDREQReceived:    {"DREQ_RECEIVED", MaxDREQPrivateData, 0},
+	CMDREPReceived:    {"DREP_RECEIVED", MaxDREPPrivateData, 0},
 	CMTimewaitExit:    {"TIMEWAIT_EXIT", 0, 0},
 	CMMRAReceived:     {"MRA_RECEIVED", MaxMRAPrivateData, 0},
-	CMRejReceived:     {"REJ_RECEIVED", MaxRejPrivateData, MaxRejARI},
+	CMREJReceived:     {"REJ_RECEIVED", MaxREJPrivateData, MaxREJARI},
 	CMLAPError:        {"LAP_ERROR", 0, 0},
 	CMLAPReceived:     {"LAP_RECEIVED", MaxLAPPrivateData, 0},
 	CMAPRReceived:     {"APR_RECEIVED", MaxAPRPrivateData, MaxAPRInfo},
-	CMSIDRReqError:    {"SIDR_REQ_ERROR", 0, 0},
-	CMSIDRReqReceived: {"SIDR_REQ_RECEIVED", MaxSIDRReqPrivateData, 0},
-	CMSIDRRepReceived: {"SIDR_REP_RECEIVED", MaxSIDRRepPrivateData, MaxSIDRRepInfo},
+	CMSIDRREQError:    {"SIDR_REQ_ERROR", 0, 0},
+	CMSIDRREQReceived: {"SIDR_REQ_RECEIVED", MaxSIDRREQPrivateData, 0},
+	CMSIDRREPReceived: {"SIDR_REP_RECEIVED", MaxSIDRREPPrivateData, MaxSIDRREPInfo},
 }
 
 // String returns the kernel's name without the IB_CM_ prefix.
@@ -185,23 +185,23 @@ func (r *EventResp) Decode(b []byte) {
 // event allocation did, so no bytes of an earlier member leak out.
 type EventUnion [EventUnionSize]byte
 
-// Req reads req_resp (REQ_RECEIVED).
-func (u *EventUnion) Req() (m ReqEventResp) { m.Decode(u[:]); return m }
+// REQ reads req_resp (REQ_RECEIVED).
+func (u *EventUnion) REQ() (m REQEventResp) { m.Decode(u[:]); return m }
 
-// SetReq writes req_resp.
-func (u *EventUnion) SetReq(m ReqEventResp) { clear(u[:]); m.Encode(u[:]) }
+// SetREQ writes req_resp.
+func (u *EventUnion) SetREQ(m REQEventResp) { clear(u[:]); m.Encode(u[:]) }
 
-// Rep reads rep_resp (REP_RECEIVED).
-func (u *EventUnion) Rep() (m RepEventResp) { m.Decode(u[:]); return m }
+// REP reads rep_resp (REP_RECEIVED).
+func (u *EventUnion) REP() (m REPEventResp) { m.Decode(u[:]); return m }
 
-// SetRep writes rep_resp.
-func (u *EventUnion) SetRep(m RepEventResp) { clear(u[:]); m.Encode(u[:]) }
+// SetREP writes rep_resp.
+func (u *EventUnion) SetREP(m REPEventResp) { clear(u[:]); m.Encode(u[:]) }
 
-// Rej reads rej_resp (REJ_RECEIVED).
-func (u *EventUnion) Rej() (m RejEventResp) { m.Decode(u[:]); return m }
+// REJ reads rej_resp (REJ_RECEIVED).
+func (u *EventUnion) REJ() (m REJEventResp) { m.Decode(u[:]); return m }
 
-// SetRej writes rej_resp.
-func (u *EventUnion) SetRej(m RejEventResp) { clear(u[:]); m.Encode(u[:]) }
+// SetREJ writes rej_resp.
+func (u *EventUnion) SetREJ(m REJEventResp) { clear(u[:]); m.Encode(u[:]) }
 
 // MRA reads mra_resp (MRA_RECEIVED).
 func (u *EventUnion) MRA() (m MRAEventResp) { m.Decode(u[:]); return m }
@@ -221,17 +221,17 @@ func (u *EventUnion) APR() (m APREventResp) { m.Decode(u[:]); return m }
 // SetAPR writes apr_resp.
 func (u *EventUnion) SetAPR(m APREventResp) { clear(u[:]); m.Encode(u[:]) }
 
-// SIDRReq reads sidr_req_resp (SIDR_REQ_RECEIVED).
-func (u *EventUnion) SIDRReq() (m SIDRReqEventResp) { m.Decode(u[:]); return m }
+// SIDRREQ reads sidr_req_resp (SIDR_REQ_RECEIVED).
+func (u *EventUnion) SIDRREQ() (m SIDRREQEventResp) { m.Decode(u[:]); return m }
 
-// SetSIDRReq writes sidr_req_resp.
-func (u *EventUnion) SetSIDRReq(m SIDRReqEventResp) { clear(u[:]); m.Encode(u[:]) }
+// SetSIDRREQ writes sidr_req_resp.
+func (u *EventUnion) SetSIDRREQ(m SIDRREQEventResp) { clear(u[:]); m.Encode(u[:]) }
 
-// SIDRRep reads sidr_rep_resp (SIDR_REP_RECEIVED).
-func (u *EventUnion) SIDRRep() (m SIDRRepEventResp) { m.Decode(u[:]); return m }
+// SIDRREP reads sidr_rep_resp (SIDR_REP_RECEIVED).
+func (u *EventUnion) SIDRREP() (m SIDRREPEventResp) { m.Decode(u[:]); return m }
 
-// SetSIDRRep writes sidr_rep_resp.
-func (u *EventUnion) SetSIDRRep(m SIDRRepEventResp) { clear(u[:]); m.Encode(u[:]) }
+// SetSIDRREP writes sidr_rep_resp.
+func (u *EventUnion) SetSIDRREP(m SIDRREPEventResp) { clear(u[:]); m.Encode(u[:]) }
 
 // SendStatus reads send_status (enum ib_wc_status), the member of every
 // event without a payload of its own (the *_ERROR events, RTU, DREQ, …).
@@ -240,9 +240,9 @@ func (u *EventUnion) SendStatus() uint32 { return ne.Uint32(u[0:]) }
 // SetSendStatus writes send_status.
 func (u *EventUnion) SetSendStatus(s uint32) { clear(u[:]); ne.PutUint32(u[0:], s) }
 
-// ReqEventResp is struct ib_ucm_req_event_resp. The kernel has already
+// REQEventResp is struct ib_ucm_req_event_resp. The kernel has already
 // turned ResponderResources and InitiatorDepth to the local point of view.
-type ReqEventResp struct {
+type REQEventResp struct {
 	PrimaryPath             PathRec // @0
 	AlternatePath           PathRec // @64, valid with PresAlternate
 	RemoteCAGUID            uint64  // @128 __be64
@@ -261,10 +261,10 @@ type ReqEventResp struct {
 	Port                    uint8   // @160
 }
 
-func (*ReqEventResp) Size() int { return ReqEventRespSize }
+func (*REQEventResp) Size() int { return REQEventRespSize }
 
-func (m *ReqEventResp) Encode(b []byte) {
-	b = fit(b, ReqEventRespSize)
+func (m *REQEventResp) Encode(b []byte) {
+	b = fit(b, REQEventRespSize)
 	m.PrimaryPath.Encode(b[0:64])
 	m.AlternatePath.Encode(b[64:128])
 	be.PutUint64(b[128:], m.RemoteCAGUID)
@@ -281,11 +281,11 @@ func (m *ReqEventResp) Encode(b []byte) {
 	b[158] = m.RNRRetryCount
 	b[159] = m.SRQ
 	b[160] = m.Port
-	clear(b[161:ReqEventRespSize])
+	clear(b[161:REQEventRespSize])
 }
 
-func (m *ReqEventResp) Decode(b []byte) {
-	var w [ReqEventRespSize]byte
+func (m *REQEventResp) Decode(b []byte) {
+	var w [REQEventRespSize]byte
 	copy(w[:], b)
 	m.PrimaryPath.Decode(w[0:64])
 	m.AlternatePath.Decode(w[64:128])
@@ -305,8 +305,8 @@ func (m *ReqEventResp) Decode(b []byte) {
 	m.Port = w[160]
 }
 
-// RepEventResp is struct ib_ucm_rep_event_resp.
-type RepEventResp struct {
+// REPEventResp is struct ib_ucm_rep_event_resp.
+type REPEventResp struct {
 	RemoteCAGUID       uint64 // @0 __be64
 	RemoteQKey         uint32 // @8
 	RemoteQPN          uint32 // @12
@@ -320,10 +320,10 @@ type RepEventResp struct {
 	SRQ                uint8  // @26
 }
 
-func (*RepEventResp) Size() int { return RepEventRespSize }
+func (*REPEventResp) Size() int { return REPEventRespSize }
 
-func (m *RepEventResp) Encode(b []byte) {
-	b = fit(b, RepEventRespSize)
+func (m *REPEventResp) Encode(b []byte) {
+	b = fit(b, REPEventRespSize)
 	be.PutUint64(b[0:], m.RemoteCAGUID)
 	ne.PutUint32(b[8:], m.RemoteQKey)
 	ne.PutUint32(b[12:], m.RemoteQPN)
@@ -335,11 +335,11 @@ func (m *RepEventResp) Encode(b []byte) {
 	b[24] = m.FlowControl
 	b[25] = m.RNRRetryCount
 	b[26] = m.SRQ
-	clear(b[27:RepEventRespSize])
+	clear(b[27:REPEventRespSize])
 }
 
-func (m *RepEventResp) Decode(b []byte) {
-	var w [RepEventRespSize]byte
+func (m *REPEventResp) Decode(b []byte) {
+	var w [REPEventRespSize]byte
 	copy(w[:], b)
 	m.RemoteCAGUID = be.Uint64(w[0:])
 	m.RemoteQKey = ne.Uint32(w[8:])
@@ -354,19 +354,19 @@ func (m *RepEventResp) Decode(b []byte) {
 	m.SRQ = w[26]
 }
 
-// RejEventResp is struct ib_ucm_rej_event_resp; the ARI goes to the info buffer.
-type RejEventResp struct {
+// REJEventResp is struct ib_ucm_rej_event_resp; the ARI goes to the info buffer.
+type REJEventResp struct {
 	Reason uint32 // @0 REJ reason code
 }
 
-func (*RejEventResp) Size() int { return RejEventRespSize }
+func (*REJEventResp) Size() int { return REJEventRespSize }
 
-func (m *RejEventResp) Encode(b []byte) {
-	ne.PutUint32(fit(b, RejEventRespSize), m.Reason)
+func (m *REJEventResp) Encode(b []byte) {
+	ne.PutUint32(fit(b, REJEventRespSize), m.Reason)
 }
 
-func (m *RejEventResp) Decode(b []byte) {
-	var w [RejEventRespSize]byte
+func (m *REJEventResp) Decode(b []byte) {
+	var w [REJEventRespSize]byte
 	copy(w[:], b)
 	m.Reason = ne.Uint32(w[:])
 }
@@ -418,47 +418,47 @@ func (m *APREventResp) Decode(b []byte) {
 	m.Status = ne.Uint32(w[:])
 }
 
-// SIDRReqEventResp is struct ib_ucm_sidr_req_event_resp.
-type SIDRReqEventResp struct {
+// SIDRREQEventResp is struct ib_ucm_sidr_req_event_resp.
+type SIDRREQEventResp struct {
 	PKey uint16 // @0 host order, unlike PathRec.PKey
 	Port uint8  // @2
 }
 
-func (*SIDRReqEventResp) Size() int { return SIDRReqEventRespSize }
+func (*SIDRREQEventResp) Size() int { return SIDRREQEventRespSize }
 
-func (m *SIDRReqEventResp) Encode(b []byte) {
-	b = fit(b, SIDRReqEventRespSize)
+func (m *SIDRREQEventResp) Encode(b []byte) {
+	b = fit(b, SIDRREQEventRespSize)
 	ne.PutUint16(b[0:], m.PKey)
 	b[2] = m.Port
 	b[3] = 0
 }
 
-func (m *SIDRReqEventResp) Decode(b []byte) {
-	var w [SIDRReqEventRespSize]byte
+func (m *SIDRREQEventResp) Decode(b []byte) {
+	var w [SIDRREQEventRespSize]byte
 	copy(w[:], b)
 	m.PKey = ne.Uint16(w[0:])
 	m.Port = w[2]
 }
 
-// SIDRRepEventResp is struct ib_ucm_sidr_rep_event_resp; the additional
+// SIDRREPEventResp is struct ib_ucm_sidr_rep_event_resp; the additional
 // info goes to the info buffer.
-type SIDRRepEventResp struct {
+type SIDRREPEventResp struct {
 	Status uint32 // @0 enum ib_cm_sidr_status
 	QKey   uint32 // @4
 	QPN    uint32 // @8
 }
 
-func (*SIDRRepEventResp) Size() int { return SIDRRepEventRespSize }
+func (*SIDRREPEventResp) Size() int { return SIDRREPEventRespSize }
 
-func (m *SIDRRepEventResp) Encode(b []byte) {
-	b = fit(b, SIDRRepEventRespSize)
+func (m *SIDRREPEventResp) Encode(b []byte) {
+	b = fit(b, SIDRREPEventRespSize)
 	ne.PutUint32(b[0:], m.Status)
 	ne.PutUint32(b[4:], m.QKey)
 	ne.PutUint32(b[8:], m.QPN)
 }
 
-func (m *SIDRRepEventResp) Decode(b []byte) {
-	var w [SIDRRepEventRespSize]byte
+func (m *SIDRREPEventResp) Decode(b []byte) {
+	var w [SIDRREPEventRespSize]byte
 	copy(w[:], b)
 	m.Status = ne.Uint32(w[0:])
 	m.QKey = ne.Uint32(w[4:])

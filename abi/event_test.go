@@ -38,14 +38,14 @@ func TestEventRespUnionMembers(t *testing.T) {
 	}
 	for _, m := range []member{
 		{"ib_ucm_req_event_resp",
-			func(u *EventUnion, v Struct) { u.SetReq(*v.(*ReqEventResp)) },
-			func(u *EventUnion) Struct { m := u.Req(); return &m }},
+			func(u *EventUnion, v Struct) { u.SetREQ(*v.(*REQEventResp)) },
+			func(u *EventUnion) Struct { m := u.REQ(); return &m }},
 		{"ib_ucm_rep_event_resp",
-			func(u *EventUnion, v Struct) { u.SetRep(*v.(*RepEventResp)) },
-			func(u *EventUnion) Struct { m := u.Rep(); return &m }},
+			func(u *EventUnion, v Struct) { u.SetREP(*v.(*REPEventResp)) },
+			func(u *EventUnion) Struct { m := u.REP(); return &m }},
 		{"ib_ucm_rej_event_resp",
-			func(u *EventUnion, v Struct) { u.SetRej(*v.(*RejEventResp)) },
-			func(u *EventUnion) Struct { m := u.Rej(); return &m }},
+			func(u *EventUnion, v Struct) { u.SetREJ(*v.(*REJEventResp)) },
+			func(u *EventUnion) Struct { m := u.REJ(); return &m }},
 		{"ib_ucm_mra_event_resp",
 			func(u *EventUnion, v Struct) { u.SetMRA(*v.(*MRAEventResp)) },
 			func(u *EventUnion) Struct { m := u.MRA(); return &m }},
@@ -56,11 +56,11 @@ func TestEventRespUnionMembers(t *testing.T) {
 			func(u *EventUnion, v Struct) { u.SetAPR(*v.(*APREventResp)) },
 			func(u *EventUnion) Struct { m := u.APR(); return &m }},
 		{"ib_ucm_sidr_req_event_resp",
-			func(u *EventUnion, v Struct) { u.SetSIDRReq(*v.(*SIDRReqEventResp)) },
-			func(u *EventUnion) Struct { m := u.SIDRReq(); return &m }},
+			func(u *EventUnion, v Struct) { u.SetSIDRREQ(*v.(*SIDRREQEventResp)) },
+			func(u *EventUnion) Struct { m := u.SIDRREQ(); return &m }},
 		{"ib_ucm_sidr_rep_event_resp",
-			func(u *EventUnion, v Struct) { u.SetSIDRRep(*v.(*SIDRRepEventResp)) },
-			func(u *EventUnion) Struct { m := u.SIDRRep(); return &m }},
+			func(u *EventUnion, v Struct) { u.SetSIDRREP(*v.(*SIDRREPEventResp)) },
+			func(u *EventUnion) Struct { m := u.SIDRREP(); return &m }},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			val, member := goldenOf(t, m.name)
@@ -183,7 +183,7 @@ func TestBitStrings(t *testing.T) {
 		{IBEventCommEst.String(), "COMM_EST"},
 		{IBEventPathMig.String(), "PATH_MIG"},
 		{IBEvent(5).String(), "IBEvent(5)"},
-		{Header{Cmd: CmdSendReq, In: 64}.String(), "SEND_REQ in=64 out=0"},
+		{Header{Cmd: CmdSendREQ, In: 64}.String(), "SEND_REQ in=64 out=0"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -204,20 +204,20 @@ func TestLimits(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"REQ", MaxReqPrivateData, 92},
+		{"REQ", MaxREQPrivateData, 92},
 		{"MRA", MaxMRAPrivateData, 222},
-		{"REJ", MaxRejPrivateData, 148},
-		{"REJ ARI", MaxRejARI, 72},
-		{"REP", MaxRepPrivateData, 196},
+		{"REJ", MaxREJPrivateData, 148},
+		{"REJ ARI", MaxREJARI, 72},
+		{"REP", MaxREPPrivateData, 196},
 		{"RTU", MaxRTUPrivateData, 224},
-		{"DREQ", MaxDReqPrivateData, 220},
-		{"DREP", MaxDRepPrivateData, 224},
+		{"DREQ", MaxDREQPrivateData, 220},
+		{"DREP", MaxDREPPrivateData, 224},
 		{"LAP", MaxLAPPrivateData, 168},
 		{"APR", MaxAPRPrivateData, 148},
 		{"APR info", MaxAPRInfo, 72},
-		{"SIDR_REQ", MaxSIDRReqPrivateData, 216},
-		{"SIDR_REP", MaxSIDRRepPrivateData, 136},
-		{"SIDR_REP info", MaxSIDRRepInfo, 72},
+		{"SIDR_REQ", MaxSIDRREQPrivateData, 216},
+		{"SIDR_REP", MaxSIDRREPPrivateData, 136},
+		{"SIDR_REP info", MaxSIDRREPInfo, 72},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s limit = %d, want %d", tc.name, tc.got, tc.want)

@@ -36,10 +36,10 @@ func ExampleParseCommand() {
 // GET_EVENT copies a 192-byte ib_ucm_event_resp to the caller's response
 // pointer; the union member follows the event type.
 func ExampleEventResp() {
-	r := abi.EventResp{UID: 0x1000, ID: 3, Event: abi.CMRejReceived, Present: abi.PresData}
-	r.U.SetRej(abi.RejEventResp{Reason: 28})
+	r := abi.EventResp{UID: 0x1000, ID: 3, Event: abi.CMREJReceived, Present: abi.PresData}
+	r.U.SetREJ(abi.REJEventResp{Reason: 28})
 	var buf [abi.EventRespSize]byte
 	out, _ := r.AppendBinary(buf[:0])
-	fmt.Println(len(out), r.Event, r.Present, r.U.Rej().Reason)
+	fmt.Println(len(out), r.Event, r.Present, r.U.REJ().Reason)
 	// Output: 192 REJ_RECEIVED DATA 28
 }

@@ -87,7 +87,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_req", size: 64,
-		val: &Req{
+		val: &REQ{
 			ID:                      0x04030201,
 			QPN:                     0x08070605,
 			QPType:                  QPType(0x0c0b0a09),
@@ -118,7 +118,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_rep", size: 40,
-		val: &Rep{
+		val: &REP{
 			UID:                0x0807060504030201,
 			Data:               0x100f0e0d0c0b0a09,
 			ID:                 0x14131211,
@@ -185,7 +185,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_sidr_req", size: 40,
-		val: &SIDRReq{
+		val: &SIDRREQ{
 			ID:           0x04030201,
 			Timeout:      0x08070605,
 			SID:          0x090a0b0c0d0e0f10,
@@ -204,7 +204,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_sidr_rep", size: 40,
-		val: &SIDRRep{
+		val: &SIDRREP{
 			ID:      0x04030201,
 			QPN:     0x08070605,
 			QKey:    0x0c0b0a09,
@@ -408,7 +408,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_req_event_resp", size: 168,
-		val: &ReqEventResp{
+		val: &REQEventResp{
 			PrimaryPath: PathRec{
 				DGID:                   [16]byte{0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10},
 				SGID:                   [16]byte{0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0x20},
@@ -483,7 +483,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_rep_event_resp", size: 32,
-		val: &RepEventResp{
+		val: &REPEventResp{
 			RemoteCAGUID:       0x0102030405060708,
 			RemoteQKey:         0x0c0b0a09,
 			RemoteQPN:          0x100f0e0d,
@@ -504,7 +504,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_rej_event_resp", size: 4,
-		val: &RejEventResp{Reason: 0x04030201},
+		val: &REJEventResp{Reason: 0x04030201},
 		golden: `
 			01 02 03 04
 		`,
@@ -558,7 +558,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_sidr_req_event_resp", size: 4,
-		val: &SIDRReqEventResp{PKey: 0x0201, Port: 0x03},
+		val: &SIDRREQEventResp{PKey: 0x0201, Port: 0x03},
 		golden: `
 			01 02 03 00
 		`,
@@ -566,7 +566,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "ib_ucm_sidr_rep_event_resp", size: 12,
-		val: &SIDRRepEventResp{Status: 0x04030201, QKey: 0x08070605, QPN: 0x0c0b0a09},
+		val: &SIDRREPEventResp{Status: 0x04030201, QKey: 0x08070605, QPN: 0x0c0b0a09},
 		golden: `
 			01 02 03 04 05 06 07 08 09 0a 0b 0c
 		`,
@@ -679,13 +679,13 @@ func TestSizes(t *testing.T) {
 		{"listen", &Listen{}, 24},
 		{"notify", &Notify{}, 8},
 		{"private_data", &PrivateData{}, 16},
-		{"req", &Req{}, 64},
-		{"rep", &Rep{}, 40},
+		{"req", &REQ{}, 64},
+		{"rep", &REP{}, 40},
 		{"info", &Info{}, 32},
 		{"mra", &MRA{}, 16},
 		{"lap", &LAP{}, 24},
-		{"sidr_req", &SIDRReq{}, 40},
-		{"sidr_rep", &SIDRRep{}, 40},
+		{"sidr_req", &SIDRREQ{}, 40},
+		{"sidr_rep", &SIDRREP{}, 40},
 		{"event_get", &EventGet{}, 32},
 		{"create_id_resp", &CreateIDResp{}, 4},
 		{"destroy_id_resp", &DestroyIDResp{}, 4},
@@ -695,14 +695,14 @@ func TestSizes(t *testing.T) {
 		{"ah_attr", &AHAttr{}, 32},
 		{"global_route", &GlobalRoute{}, 24},
 		{"event_resp", &EventResp{}, 192},
-		{"req_event_resp", &ReqEventResp{}, 168},
-		{"rep_event_resp", &RepEventResp{}, 32},
-		{"rej_event_resp", &RejEventResp{}, 4},
+		{"req_event_resp", &REQEventResp{}, 168},
+		{"rep_event_resp", &REPEventResp{}, 32},
+		{"rej_event_resp", &REJEventResp{}, 4},
 		{"mra_event_resp", &MRAEventResp{}, 4},
 		{"lap_event_resp", &LAPEventResp{}, 64},
 		{"apr_event_resp", &APREventResp{}, 4},
-		{"sidr_req_event_resp", &SIDRReqEventResp{}, 4},
-		{"sidr_rep_event_resp", &SIDRRepEventResp{}, 12},
+		{"sidr_req_event_resp", &SIDRREQEventResp{}, 4},
+		{"sidr_rep_event_resp", &SIDRREPEventResp{}, 12},
 	} {
 		if got := tc.s.Size(); got != tc.want {
 			t.Errorf("%s: Size() = %d, want %d", tc.name, got, tc.want)

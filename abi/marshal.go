@@ -132,32 +132,32 @@ func (c *PrivateData) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-func (c *Req) MarshalBinary() ([]byte, error) { return c.AppendBinary(nil) }
+func (c *REQ) MarshalBinary() ([]byte, error) { return c.AppendBinary(nil) }
 
-func (c *Req) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, ReqSize)
+func (c *REQ) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, REQSize)
 	c.Encode(w)
 	return b, nil
 }
 
-func (c *Req) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_req", ReqSize, b); err != nil {
+func (c *REQ) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_req", REQSize, b); err != nil {
 		return err
 	}
 	c.Decode(b)
 	return nil
 }
 
-func (c *Rep) MarshalBinary() ([]byte, error) { return c.AppendBinary(nil) }
+func (c *REP) MarshalBinary() ([]byte, error) { return c.AppendBinary(nil) }
 
-func (c *Rep) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, RepSize)
+func (c *REP) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, REPSize)
 	c.Encode(w)
 	return b, nil
 }
 
-func (c *Rep) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_rep", RepSize, b); err != nil {
+func (c *REP) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_rep", REPSize, b); err != nil {
 		return err
 	}
 	c.Decode(b)
@@ -212,32 +212,32 @@ func (c *LAP) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-func (c *SIDRReq) MarshalBinary() ([]byte, error) { return c.AppendBinary(nil) }
+func (c *SIDRREQ) MarshalBinary() ([]byte, error) { return c.AppendBinary(nil) }
 
-func (c *SIDRReq) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, SIDRReqSize)
+func (c *SIDRREQ) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, SIDRREQSize)
 	c.Encode(w)
 	return b, nil
 }
 
-func (c *SIDRReq) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_sidr_req", SIDRReqSize, b); err != nil {
+func (c *SIDRREQ) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_sidr_req", SIDRREQSize, b); err != nil {
 		return err
 	}
 	c.Decode(b)
 	return nil
 }
 
-func (c *SIDRRep) MarshalBinary() ([]byte, error) { return c.AppendBinary(nil) }
+func (c *SIDRREP) MarshalBinary() ([]byte, error) { return c.AppendBinary(nil) }
 
-func (c *SIDRRep) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, SIDRRepSize)
+func (c *SIDRREP) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, SIDRREPSize)
 	c.Encode(w)
 	return b, nil
 }
 
-func (c *SIDRRep) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_sidr_rep", SIDRRepSize, b); err != nil {
+func (c *SIDRREP) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_sidr_rep", SIDRREPSize, b); err != nil {
 		return err
 	}
 	c.Decode(b)
@@ -388,48 +388,48 @@ func (r *EventResp) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-func (m *ReqEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
+func (m *REQEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
 
-func (m *ReqEventResp) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, ReqEventRespSize)
+func (m *REQEventResp) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, REQEventRespSize)
 	m.Encode(w)
 	return b, nil
 }
 
-func (m *ReqEventResp) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_req_event_resp", ReqEventRespSize, b); err != nil {
+func (m *REQEventResp) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_req_event_resp", REQEventRespSize, b); err != nil {
 		return err
 	}
 	m.Decode(b)
 	return nil
 }
 
-func (m *RepEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
+func (m *REPEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
 
-func (m *RepEventResp) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, RepEventRespSize)
+func (m *REPEventResp) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, REPEventRespSize)
 	m.Encode(w)
 	return b, nil
 }
 
-func (m *RepEventResp) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_rep_event_resp", RepEventRespSize, b); err != nil {
+func (m *REPEventResp) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_rep_event_resp", REPEventRespSize, b); err != nil {
 		return err
 	}
 	m.Decode(b)
 	return nil
 }
 
-func (m *RejEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
+func (m *REJEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
 
-func (m *RejEventResp) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, RejEventRespSize)
+func (m *REJEventResp) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, REJEventRespSize)
 	m.Encode(w)
 	return b, nil
 }
 
-func (m *RejEventResp) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_rej_event_resp", RejEventRespSize, b); err != nil {
+func (m *REJEventResp) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_rej_event_resp", REJEventRespSize, b); err != nil {
 		return err
 	}
 	m.Decode(b)
@@ -484,32 +484,32 @@ func (m *APREventResp) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-func (m *SIDRReqEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
+func (m *SIDRREQEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
 
-func (m *SIDRReqEventResp) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, SIDRReqEventRespSize)
+func (m *SIDRREQEventResp) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, SIDRREQEventRespSize)
 	m.Encode(w)
 	return b, nil
 }
 
-func (m *SIDRReqEventResp) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_sidr_req_event_resp", SIDRReqEventRespSize, b); err != nil {
+func (m *SIDRREQEventResp) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_sidr_req_event_resp", SIDRREQEventRespSize, b); err != nil {
 		return err
 	}
 	m.Decode(b)
 	return nil
 }
 
-func (m *SIDRRepEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
+func (m *SIDRREPEventResp) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
 
-func (m *SIDRRepEventResp) AppendBinary(b []byte) ([]byte, error) {
-	b, w := grow(b, SIDRRepEventRespSize)
+func (m *SIDRREPEventResp) AppendBinary(b []byte) ([]byte, error) {
+	b, w := grow(b, SIDRREPEventRespSize)
 	m.Encode(w)
 	return b, nil
 }
 
-func (m *SIDRRepEventResp) UnmarshalBinary(b []byte) error {
-	if err := checkLen("ib_ucm_sidr_rep_event_resp", SIDRRepEventRespSize, b); err != nil {
+func (m *SIDRREPEventResp) UnmarshalBinary(b []byte) error {
+	if err := checkLen("ib_ucm_sidr_rep_event_resp", SIDRREPEventRespSize, b); err != nil {
 		return err
 	}
 	m.Decode(b)

@@ -7,8 +7,8 @@ import (
 )
 
 // Command is a decoded command struct: one of *CreateID, *DestroyID, *AttrID,
-// *Listen, *Notify, *Req, *Rep, *PrivateData (RTU, DREQ, DREP), *Info (REJ,
-// APR), *MRA, *LAP, *SIDRReq, *SIDRRep, *EventGet or *InitQPAttr. The
+// *Listen, *Notify, *REQ, *REP, *PrivateData (RTU, DREQ, DREP), *Info (REJ,
+// APR), *MRA, *LAP, *SIDRREQ, *SIDRREP, *EventGet or *InitQPAttr. The
 // header's Cmd tells the commands that share a struct apart.
 type Command interface {
 	Struct
@@ -22,13 +22,13 @@ func (*InitQPAttr) isCommand()  {}
 func (*Listen) isCommand()      {}
 func (*Notify) isCommand()      {}
 func (*PrivateData) isCommand() {}
-func (*Req) isCommand()         {}
-func (*Rep) isCommand()         {}
+func (*REQ) isCommand()         {}
+func (*REP) isCommand()         {}
 func (*Info) isCommand()        {}
 func (*MRA) isCommand()         {}
 func (*LAP) isCommand()         {}
-func (*SIDRReq) isCommand()     {}
-func (*SIDRRep) isCommand()     {}
+func (*SIDRREQ) isCommand()     {}
+func (*SIDRREP) isCommand()     {}
 func (*EventGet) isCommand()    {}
 
 // NewCommand returns a zero command struct for c, or nil if c is not a command.
@@ -44,22 +44,22 @@ func NewCommand(c Cmd) Command {
 		return new(Listen)
 	case CmdNotify:
 		return new(Notify)
-	case CmdSendReq:
-		return new(Req)
-	case CmdSendRep:
-		return new(Rep)
-	case CmdSendRTU, CmdSendDReq, CmdSendDRep:
+	case CmdSendREQ:
+		return new(REQ)
+	case CmdSendREP:
+		return new(REP)
+	case CmdSendRTU, CmdSendDREQ, CmdSendDREP:
 		return new(PrivateData)
-	case CmdSendRej, CmdSendAPR:
+	case CmdSendREJ, CmdSendAPR:
 		return new(Info)
 	case CmdSendMRA:
 		return new(MRA)
 	case CmdSendLAP:
 		return new(LAP)
-	case CmdSendSIDRReq:
-		return new(SIDRReq)
-	case CmdSendSIDRRep:
-		return new(SIDRRep)
+	case CmdSendSIDRREQ:
+		return new(SIDRREQ)
+	case CmdSendSIDRREP:
+		return new(SIDRREP)
 	case CmdEvent:
 		return new(EventGet)
 	case CmdInitQPAttr:

@@ -113,7 +113,7 @@ func TestParseErrno(t *testing.T) {
 		{"cmd 18, in too big", writeOf(18, 100, 0, nil), "out of range"},
 		{"in 16, 15 bytes follow", writeOf(CmdCreateID, 16, 4, make([]byte, 15)), "declares 16"},
 		{"in 1, nothing follows", writeOf(CmdSendRTU, 1, 0, nil), "declares 1"},
-		{"in 0xffff", writeOf(CmdSendReq, 0xffff, 0, make([]byte, 64)), "declares 65535"},
+		{"in 0xffff", writeOf(CmdSendREQ, 0xffff, 0, make([]byte, 64)), "declares 65535"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, c, err := ParseCommand(tc.write)
@@ -183,8 +183,8 @@ func TestParseAccepts(t *testing.T) {
 		},
 		{
 			name:  "header only",
-			write: writeOf(CmdSendReq, 0, 0, nil),
-			want:  &Req{},
+			write: writeOf(CmdSendREQ, 0, 0, nil),
+			want:  &REQ{},
 		},
 		{
 			// NOTIFY with in < 4 is not ESTABLISH: the general rule applies.
@@ -209,10 +209,10 @@ func TestParseAccepts(t *testing.T) {
 func TestParseEveryCommand(t *testing.T) {
 	wantType := map[Cmd]Command{
 		CmdCreateID: &CreateID{}, CmdDestroyID: &DestroyID{}, CmdAttrID: &AttrID{},
-		CmdListen: &Listen{}, CmdNotify: &Notify{}, CmdSendReq: &Req{}, CmdSendRep: &Rep{},
-		CmdSendRTU: &PrivateData{}, CmdSendDReq: &PrivateData{}, CmdSendDRep: &PrivateData{},
-		CmdSendRej: &Info{}, CmdSendMRA: &MRA{}, CmdSendLAP: &LAP{}, CmdSendAPR: &Info{},
-		CmdSendSIDRReq: &SIDRReq{}, CmdSendSIDRRep: &SIDRRep{}, CmdEvent: &EventGet{},
+		CmdListen: &Listen{}, CmdNotify: &Notify{}, CmdSendREQ: &REQ{}, CmdSendREP: &REP{},
+		CmdSendRTU: &PrivateData{}, CmdSendDREQ: &PrivateData{}, CmdSendDREP: &PrivateData{},
+		CmdSendREJ: &Info{}, CmdSendMRA: &MRA{}, CmdSendLAP: &LAP{}, CmdSendAPR: &Info{},
+		CmdSendSIDRREQ: &SIDRREQ{}, CmdSendSIDRREP: &SIDRREP{}, CmdEvent: &EventGet{},
 		CmdInitQPAttr: &InitQPAttr{},
 	}
 	if len(wantType) != NumCmds {

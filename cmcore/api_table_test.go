@@ -45,9 +45,9 @@ func altPath() *PathRecord {
 var apiCalls = []apiCall{
 	{name: "Listen", do: func(h *harness, id *ID) error { return id.Listen(0x5555, 0) },
 		allowed: allowIn([]string{"IDLE"}, apiOK{"LISTEN", 0})},
-	{name: "SendREQ", do: func(h *harness, id *ID) error { return id.SendREQ(testReqParams()) },
+	{name: "SendREQ", do: func(h *harness, id *ID) error { return id.SendREQ(testREQParams()) },
 		allowed: allowIn([]string{"IDLE"}, apiOK{"REQ_SENT", wire.AttrREQ})},
-	{name: "SendREP", do: func(h *harness, id *ID) error { return id.SendREP(&RepParams{QPN: 7}) },
+	{name: "SendREP", do: func(h *harness, id *ID) error { return id.SendREP(&REPParams{QPN: 7}) },
 		allowed: allowIn([]string{"REQ_RCVD", "MRA_REQ_SENT"}, apiOK{"REP_SENT", wire.AttrREP})},
 	{name: "SendRTU", do: func(h *harness, id *ID) error { return id.SendRTU(nil) },
 		allowed: allowIn([]string{"REP_RCVD", "MRA_REP_SENT"}, apiOK{"ESTABLISHED", wire.AttrRTU})},
@@ -55,7 +55,7 @@ var apiCalls = []apiCall{
 		allowed: allowIn(established, apiOK{"DREQ_SENT", wire.AttrDREQ})},
 	{name: "SendDREP", do: func(h *harness, id *ID) error { return id.SendDREP(nil) },
 		allowed: allowIn([]string{"DREQ_RCVD"}, apiOK{"TIMEWAIT", wire.AttrDREP})},
-	{name: "SendREJ", do: func(h *harness, id *ID) error { return id.SendREJ(wire.RejConsumerDefined, nil, nil) },
+	{name: "SendREJ", do: func(h *harness, id *ID) error { return id.SendREJ(wire.REJConsumerDefined, nil, nil) },
 		allowed: func() map[string]apiOK {
 			m := allowIn([]string{"REQ_SENT", "MRA_REQ_RCVD", "REQ_RCVD", "MRA_REQ_SENT", "REP_RCVD", "MRA_REP_SENT"}, apiOK{"IDLE", wire.AttrREJ})
 			m["REP_SENT"] = apiOK{"TIMEWAIT", wire.AttrREJ}
@@ -78,11 +78,11 @@ var apiCalls = []apiCall{
 		allowed: allowIn([]string{"ESTABLISHED", "ESTABLISHED/passive", "ESTABLISHED/LAP_IDLE"}, apiOK{"ESTABLISHED/LAP_SENT", wire.AttrLAP})},
 	{name: "SendAPR", do: func(h *harness, id *ID) error { return id.SendAPR(0, nil, nil) },
 		allowed: allowIn([]string{"ESTABLISHED/LAP_RCVD", "ESTABLISHED/MRA_LAP_SENT"}, apiOK{"ESTABLISHED/LAP_IDLE", wire.AttrAPR})},
-	{name: "SendSIDRReq", do: func(h *harness, id *ID) error {
-		return id.SendSIDRReq(&SIDRReqParams{Path: testPath(), ServiceID: 1, TimeoutMs: 10})
-	}, allowed: allowIn([]string{"IDLE"}, apiOK{"SIDR_REQ_SENT", wire.AttrSIDRReq})},
-	{name: "SendSIDRRep", do: func(h *harness, id *ID) error { return id.SendSIDRRep(&SIDRRepParams{QPN: 9}) },
-		allowed: allowIn([]string{"SIDR_REQ_RCVD"}, apiOK{"IDLE", wire.AttrSIDRRep})},
+	{name: "SendSIDRREQ", do: func(h *harness, id *ID) error {
+		return id.SendSIDRREQ(&SIDRREQParams{Path: testPath(), ServiceID: 1, TimeoutMs: 10})
+	}, allowed: allowIn([]string{"IDLE"}, apiOK{"SIDR_REQ_SENT", wire.AttrSIDRREQ})},
+	{name: "SendSIDRREP", do: func(h *harness, id *ID) error { return id.SendSIDRREP(&SIDRREPParams{QPN: 9}) },
+		allowed: allowIn([]string{"SIDR_REQ_RCVD"}, apiOK{"IDLE", wire.AttrSIDRREP})},
 	{name: "Notify/COMM_EST", do: func(h *harness, id *ID) error { return id.Notify(NotifyCommEst) },
 		allowed: allowIn([]string{"REP_SENT", "MRA_REP_RCVD"}, apiOK{"ESTABLISHED", 0}),
 		errno: func() map[string]unix.Errno {
@@ -105,7 +105,7 @@ func TestAPIStateTable(t *testing.T) {
 			t.Run(c.name+"/"+st, func(t *testing.T) {
 				h := newHarness(t)
 				id := h.reach(st)
-				before, beforeLap := id.State()
+				before, beforeLAP := id.State()
 				err := c.do(h, id)
 				sent := h.sent()
 				evs := h.takeEvents()
@@ -118,8 +118,8 @@ func TestAPIStateTable(t *testing.T) {
 					if !errors.Is(err, want) {
 						t.Fatalf("err = %v, want %v", err, want)
 					}
-					if s, l := id.State(); s != before || l != beforeLap {
-						t.Errorf("failed call moved %v/%v to %v/%v", before, beforeLap, s, l)
+					if s, l := id.State(); s != before || l != beforeLAP {
+						t.Errorf("failed call moved %v/%v to %v/%v", before, beforeLAP, s, l)
 					}
 					if len(sent) != 0 || len(evs) != 0 {
 						t.Errorf("failed call sent %v, queued %v", sent, evs)
@@ -158,8 +158,8 @@ func TestPrivateDataLimits(t *testing.T) {
 		do    func(id *ID, n int) error
 		limit int
 	}{
-		{"IDLE", "REQ", func(id *ID, n int) error { p := testReqParams(); p.PrivateData = big(n); return id.SendREQ(p) }, 92},
-		{"REQ_RCVD", "REP", func(id *ID, n int) error { return id.SendREP(&RepParams{PrivateData: big(n)}) }, 196},
+		{"IDLE", "REQ", func(id *ID, n int) error { p := testREQParams(); p.PrivateData = big(n); return id.SendREQ(p) }, 92},
+		{"REQ_RCVD", "REP", func(id *ID, n int) error { return id.SendREP(&REPParams{PrivateData: big(n)}) }, 196},
 		{"REP_RCVD", "RTU", func(id *ID, n int) error { return id.SendRTU(big(n)) }, 224},
 		{"ESTABLISHED", "DREQ", func(id *ID, n int) error { return id.SendDREQ(big(n)) }, 220},
 		{"DREQ_RCVD", "DREP", func(id *ID, n int) error { return id.SendDREP(big(n)) }, 224},
@@ -170,10 +170,10 @@ func TestPrivateDataLimits(t *testing.T) {
 		{"ESTABLISHED/LAP_RCVD", "APR", func(id *ID, n int) error { return id.SendAPR(0, nil, big(n)) }, 148},
 		{"ESTABLISHED/LAP_RCVD", "APR info", func(id *ID, n int) error { return id.SendAPR(0, big(n), nil) }, 72},
 		{"IDLE", "SIDR_REQ", func(id *ID, n int) error {
-			return id.SendSIDRReq(&SIDRReqParams{Path: testPath(), PrivateData: big(n)})
+			return id.SendSIDRREQ(&SIDRREQParams{Path: testPath(), PrivateData: big(n)})
 		}, 216},
-		{"SIDR_REQ_RCVD", "SIDR_REP", func(id *ID, n int) error { return id.SendSIDRRep(&SIDRRepParams{PrivateData: big(n)}) }, 136},
-		{"SIDR_REQ_RCVD", "SIDR_REP info", func(id *ID, n int) error { return id.SendSIDRRep(&SIDRRepParams{Info: big(n)}) }, 72},
+		{"SIDR_REQ_RCVD", "SIDR_REP", func(id *ID, n int) error { return id.SendSIDRREP(&SIDRREPParams{PrivateData: big(n)}) }, 136},
+		{"SIDR_REQ_RCVD", "SIDR_REP info", func(id *ID, n int) error { return id.SendSIDRREP(&SIDRREPParams{Info: big(n)}) }, 72},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -202,17 +202,17 @@ func TestPrivateDataLimits(t *testing.T) {
 
 func privateData(m wire.Message) []byte {
 	switch m := m.(type) {
-	case *wire.Req:
+	case *wire.REQ:
 		return m.PrivateData
-	case *wire.Rep:
+	case *wire.REP:
 		return m.PrivateData
 	case *wire.RTU:
 		return m.PrivateData
-	case *wire.DReq:
+	case *wire.DREQ:
 		return m.PrivateData
-	case *wire.DRep:
+	case *wire.DREP:
 		return m.PrivateData
-	case *wire.Rej:
+	case *wire.REJ:
 		return m.PrivateData
 	case *wire.MRA:
 		return m.PrivateData
@@ -220,9 +220,9 @@ func privateData(m wire.Message) []byte {
 		return m.PrivateData
 	case *wire.APR:
 		return m.PrivateData
-	case *wire.SIDRReq:
+	case *wire.SIDRREQ:
 		return m.PrivateData
-	case *wire.SIDRRep:
+	case *wire.SIDRREP:
 		return m.PrivateData
 	}
 	return nil

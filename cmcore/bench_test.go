@@ -33,9 +33,9 @@ func BenchmarkHandshake(b *testing.B) {
 	children := make(chan *ID, 4*window)
 	passive := func(ev *Event) Outcome {
 		switch ev.Type {
-		case EventReqReceived:
-			return destroyIf(ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN, StartingPSN: 1}))
-		case EventDReqReceived:
+		case EventREQReceived:
+			return destroyIf(ev.ID.SendREP(&REPParams{QPN: ev.REQ.RemoteQPN, StartingPSN: 1}))
+		case EventDREQReceived:
 			// Destroyed by the benchmark loop, as ucm would (from a
 			// command, not from the handler).
 			children <- ev.ID
@@ -45,12 +45,12 @@ func BenchmarkHandshake(b *testing.B) {
 	}
 	active := func(ev *Event) Outcome {
 		switch ev.Type {
-		case EventRepReceived:
+		case EventREPReceived:
 			if err := ev.ID.SendRTU(nil); err != nil {
 				return Destroy
 			}
 			return destroyIf(ev.ID.SendDREQ(nil))
-		case EventDRepReceived:
+		case EventDREPReceived:
 			done <- ev.ID
 		}
 		return Keep
@@ -59,7 +59,7 @@ func BenchmarkHandshake(b *testing.B) {
 	if err := l.Listen(0x1234, 0); err != nil {
 		b.Fatal(err)
 	}
-	req := &ReqParams{
+	req := &REQParams{
 		Primary: simPath(da, db), ServiceID: 0x1234, QPType: QPTypeRC,
 		RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20, MaxCMRetries: 15,
 	}

@@ -26,7 +26,7 @@ func TestConcurrentUse(t *testing.T) {
 	var children []*ID
 	passive := func(ev *Event) Outcome {
 		switch ev.Type {
-		case EventReqReceived:
+		case EventREQReceived:
 			mu.Lock()
 			children = append(children, ev.ID)
 			n := len(children)
@@ -35,8 +35,8 @@ func TestConcurrentUse(t *testing.T) {
 				ev.ID.Destroy() // reject from inside the handler
 				return Keep
 			}
-			return destroyIf(ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN}))
-		case EventDReqReceived:
+			return destroyIf(ev.ID.SendREP(&REPParams{QPN: ev.REQ.RemoteQPN}))
+		case EventDREQReceived:
 			return destroyIf(ev.ID.SendDREP(nil))
 		}
 		return Keep
@@ -54,17 +54,17 @@ func TestConcurrentUse(t *testing.T) {
 				done := make(chan struct{}, 4)
 				id := ca.CreateID(func(ev *Event) Outcome {
 					switch ev.Type {
-					case EventRepReceived:
+					case EventREPReceived:
 						if err := ev.ID.SendRTU(nil); err != nil {
 							return Destroy
 						}
 						return destroyIf(ev.ID.SendDREQ(nil))
-					case EventDRepReceived, EventDReqError, EventRejReceived, EventReqError:
+					case EventDREPReceived, EventDREQError, EventREJReceived, EventREQError:
 						done <- struct{}{}
 					}
 					return Keep
 				})
-				r := &ReqParams{
+				r := &REQParams{
 					Primary: simPath(da, db), ServiceID: 0x1234, QPType: QPTypeRC,
 					QPN:                     uint32(w*rounds + i + 1),
 					RemoteCMResponseTimeout: 8, LocalCMResponseTimeout: 8, MaxCMRetries: 3,

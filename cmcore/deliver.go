@@ -67,7 +67,7 @@ func (cm *CM) deliver() {
 		// The handler may have destroyed ev.ID itself (then the outcome
 		// has nothing left to do), or another goroutine may have.
 		if out != Keep && !q.ev.ID.destroyed {
-			silent := out == DestroySilently && q.ev.Type == EventReqReceived
+			silent := out == DestroySilently && q.ev.Type == EventREQReceived
 			cm.destroyUnlocked(q.ev.ID, silent)
 		}
 		freeEvent(q.ev)

@@ -24,28 +24,28 @@ func TestDestroyTable(t *testing.T) {
 		{"LISTEN", none},
 		{"SIDR_REQ_SENT", none},
 		{"SIDR_REQ_RCVD", func(t *testing.T, s []wire.Message) {
-			r := one[*wire.SIDRRep](t, s)
+			r := one[*wire.SIDRREP](t, s)
 			if r.Status != wire.SIDRReject || r.RequestID != peerComm {
 				t.Errorf("SIDR_REP %+v, want status REJECT for %#x", r, peerComm)
 			}
 		}},
-		{"REQ_SENT", rejWith(wire.RejTimeout, guid, wire.MessageOther, false)},
-		{"MRA_REQ_RCVD", rejWith(wire.RejTimeout, guid, wire.MessageOther, false)},
-		{"REQ_RCVD", rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, true)},
-		{"MRA_REQ_SENT", rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, false)},
-		{"REP_SENT", rejWith(wire.RejConsumerDefined, nil, wire.MessageOther, false)},
-		{"MRA_REP_RCVD", rejWith(wire.RejConsumerDefined, nil, wire.MessageOther, false)},
-		{"REP_RCVD", rejWith(wire.RejConsumerDefined, nil, wire.MessageREP, false)},
-		{"MRA_REP_SENT", rejWith(wire.RejConsumerDefined, nil, wire.MessageREP, false)},
+		{"REQ_SENT", rejWith(wire.REJTimeout, guid, wire.MessageOther, false)},
+		{"MRA_REQ_RCVD", rejWith(wire.REJTimeout, guid, wire.MessageOther, false)},
+		{"REQ_RCVD", rejWith(wire.REJConsumerDefined, nil, wire.MessageREQ, true)},
+		{"MRA_REQ_SENT", rejWith(wire.REJConsumerDefined, nil, wire.MessageREQ, false)},
+		{"REP_SENT", rejWith(wire.REJConsumerDefined, nil, wire.MessageOther, false)},
+		{"MRA_REP_RCVD", rejWith(wire.REJConsumerDefined, nil, wire.MessageOther, false)},
+		{"REP_RCVD", rejWith(wire.REJConsumerDefined, nil, wire.MessageREP, false)},
+		{"MRA_REP_SENT", rejWith(wire.REJConsumerDefined, nil, wire.MessageREP, false)},
 		{"ESTABLISHED", func(t *testing.T, s []wire.Message) {
-			d := one[*wire.DReq](t, s)
+			d := one[*wire.DREQ](t, s)
 			if d.RemoteQPN != peerQPN || d.RemoteCommID != peerComm {
 				t.Errorf("DREQ %+v", d)
 			}
 		}},
-		{"ESTABLISHED/LAP_SENT", func(t *testing.T, s []wire.Message) { one[*wire.DReq](t, s) }},
+		{"ESTABLISHED/LAP_SENT", func(t *testing.T, s []wire.Message) { one[*wire.DREQ](t, s) }},
 		{"DREQ_SENT", none},
-		{"DREQ_RCVD", func(t *testing.T, s []wire.Message) { one[*wire.DRep](t, s) }},
+		{"DREQ_RCVD", func(t *testing.T, s []wire.Message) { one[*wire.DREP](t, s) }},
 		{"TIMEWAIT", none},
 	}
 	for _, c := range cases {
@@ -96,7 +96,7 @@ func one[T wire.Message](t *testing.T, s []wire.Message) T {
 func rejWith(reason uint16, ari []byte, rejected uint8, zeroLocal bool) func(*testing.T, []wire.Message) {
 	return func(t *testing.T, s []wire.Message) {
 		t.Helper()
-		r := one[*wire.Rej](t, s)
+		r := one[*wire.REJ](t, s)
 		if r.Reason != reason || !bytes.Equal(r.ARI, ari) || r.MessageRejected != rejected || (r.LocalCommID == 0) != zeroLocal {
 			t.Errorf("REJ reason %d ARI %x rejected %d local %#x; want %d %x %d zero-local=%v",
 				r.Reason, r.ARI, r.MessageRejected, r.LocalCommID, reason, ari, rejected, zeroLocal)
@@ -132,11 +132,11 @@ func TestDestroyFromHandler(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("ESTABLISHED")
 	h.onEvent = func(ev *Event) Outcome { ev.ID.Destroy(); return Keep }
-	h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
-	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDReqReceived {
+	h.inject(0x66, &wire.DREQ{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDREQReceived {
 		t.Fatalf("events %v", evs)
 	}
-	one[*wire.DRep](t, h.sent()) // destroy in DREQ_RCVD answers
+	one[*wire.DREP](t, h.sent()) // destroy in DREQ_RCVD answers
 	h.clk.Advance(time.Hour)
 	if evs := h.takeEvents(); len(evs) != 0 {
 		t.Fatalf("events after destroy: %v", evs)
@@ -163,7 +163,7 @@ func TestDestroyDuringRunningHandler(t *testing.T) {
 	}
 	injected := make(chan struct{})
 	go func() {
-		h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
+		h.inject(0x66, &wire.DREQ{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
 		close(injected)
 	}()
 	<-inHandler
@@ -175,7 +175,7 @@ func TestDestroyDuringRunningHandler(t *testing.T) {
 		close(release)
 		t.Fatal("Destroy waits for the running handler")
 	}
-	one[*wire.DRep](t, h.sent()) // destroy in DREQ_RCVD answered at once
+	one[*wire.DREP](t, h.sent()) // destroy in DREQ_RCVD answered at once
 	close(release)
 	<-injected
 	if !errors.Is(late, unix.EINVAL) {
@@ -183,7 +183,7 @@ func TestDestroyDuringRunningHandler(t *testing.T) {
 	}
 	none(t, h.sent())
 	h.clk.Advance(time.Hour)
-	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDReqReceived {
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDREQReceived {
 		t.Fatalf("events %v, want the DREQ only", evs)
 	}
 	if ids, _ := h.cm.Count(); ids != 0 {
@@ -202,9 +202,9 @@ func TestDestroyListenerRejectsUndeliveredRequests(t *testing.T) {
 	// While the DREQ event of another id is being handled, a REQ arrives
 	// for l and l is destroyed before its event is delivered.
 	h.onEvent = func(ev *Event) Outcome {
-		if ev.Type == EventDReqReceived {
+		if ev.Type == EventDREQReceived {
 			h.onEvent = nil
-			req := peerReq(0x1234)
+			req := peerREQ(0x1234)
 			req.LocalCommID, req.LocalQPN = peerComm+1, peerQPN+1
 			h.inject(0x77, req)
 			l.Destroy()
@@ -212,11 +212,11 @@ func TestDestroyListenerRejectsUndeliveredRequests(t *testing.T) {
 		return Keep
 	}
 	h.sent()
-	h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: other.localID, RemoteQPN: localQPN})
+	h.inject(0x66, &wire.DREQ{LocalCommID: peerComm, RemoteCommID: other.localID, RemoteQPN: localQPN})
 	for _, ev := range h.takeEvents() {
-		if ev.Type == EventReqReceived {
+		if ev.Type == EventREQReceived {
 			t.Fatal("REQ delivered on a destroyed listener")
 		}
 	}
-	rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
+	rejWith(wire.REJConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
 }

@@ -18,8 +18,8 @@
 // calls, with the allowed states, side effects and errno of §3.2:
 //
 //	Listen(sid, mask)            IDLE → LISTEN; mask 0 = exact; AssignServiceID; EBUSY on overlap
-//	SendREQ(*ReqParams)          IDLE → REQ_SENT
-//	SendREP(*RepParams)          REQ_RCVD, MRA_REQ_SENT → REP_SENT
+//	SendREQ(*REQParams)          IDLE → REQ_SENT
+//	SendREP(*REPParams)          REQ_RCVD, MRA_REQ_SENT → REP_SENT
 //	SendRTU(pd)                  REP_RCVD, MRA_REP_SENT → ESTABLISHED
 //	SendDREQ(pd)                 ESTABLISHED → DREQ_SENT
 //	SendDREP(pd)                 DREQ_RCVD → TIMEWAIT
@@ -27,8 +27,8 @@
 //	SendMRA(timeout, pd)         REQ_RCVD, REP_RCVD, LAP received (MRAFlagDelay: only on duplicates)
 //	SendLAP(path, pd)            ESTABLISHED, no LAP in progress
 //	SendAPR(status, info, pd)    ESTABLISHED with a LAP received
-//	SendSIDRReq(*SIDRReqParams)  IDLE → SIDR_REQ_SENT
-//	SendSIDRRep(*SIDRRepParams)  SIDR_REQ_RCVD → IDLE
+//	SendSIDRREQ(*SIDRREQParams)  IDLE → SIDR_REQ_SENT
+//	SendSIDRREP(*SIDRREPParams)  SIDR_REQ_RCVD → IDLE
 //	Notify(NotifyCommEst|NotifyPathMig)
 //	InitQPAttr(QPStateInit|RTR|RTS) → QPAttr, mask (§7)
 //	Attr(), State(), SetContext(v), Context()

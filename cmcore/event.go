@@ -60,20 +60,20 @@ type Event struct {
 	// SendStatus is the ib_wc_status of *_ERROR events.
 	SendStatus WCStatus
 
-	Req     ReqEventParam     // REQ_RECEIVED
-	Rep     RepEventParam     // REP_RECEIVED
-	Rej     RejEventParam     // REJ_RECEIVED
+	REQ     REQEventParam     // REQ_RECEIVED
+	REP     REPEventParam     // REP_RECEIVED
+	REJ     REJEventParam     // REJ_RECEIVED
 	MRA     MRAEventParam     // MRA_RECEIVED
-	Lap     LapEventParam     // LAP_RECEIVED
+	LAP     LAPEventParam     // LAP_RECEIVED
 	APR     APREventParam     // APR_RECEIVED
-	SIDRReq SIDRReqEventParam // SIDR_REQ_RECEIVED
-	SIDRRep SIDRRepEventParam // SIDR_REP_RECEIVED
+	SIDRREQ SIDRREQEventParam // SIDR_REQ_RECEIVED
+	SIDRREP SIDRREPEventParam // SIDR_REP_RECEIVED
 }
 
-// ReqEventParam is ib_cm_req_event_param, already seen from the receiver's
+// REQEventParam is ib_cm_req_event_param, already seen from the receiver's
 // side: ResponderResources is the REQ's Initiator Depth and vice versa, and
 // the local/remote CM response timeouts are swapped likewise.
-type ReqEventParam struct {
+type REQEventParam struct {
 	Primary                 PathRecord
 	Alternate               *PathRecord // nil when the REQ had none
 	RemoteCAGUID            uint64
@@ -93,8 +93,8 @@ type ReqEventParam struct {
 	BTHPKey                 uint16 // P_Key the REQ arrived with
 }
 
-// RepEventParam is ib_cm_rep_event_param (perspective already swapped).
-type RepEventParam struct {
+// REPEventParam is ib_cm_rep_event_param (perspective already swapped).
+type REPEventParam struct {
 	RemoteCAGUID       uint64
 	RemoteQKey         uint32
 	RemoteQPN          uint32
@@ -108,8 +108,8 @@ type RepEventParam struct {
 	SRQ                bool
 }
 
-// RejEventParam carries the reject reason; the ARI is Event.Info.
-type RejEventParam struct {
+// REJEventParam carries the reject reason; the ARI is Event.Info.
+type REJEventParam struct {
 	Reason uint16
 }
 
@@ -118,8 +118,8 @@ type MRAEventParam struct {
 	ServiceTimeout uint8
 }
 
-// LapEventParam carries the proposed alternate path.
-type LapEventParam struct {
+// LAPEventParam carries the proposed alternate path.
+type LAPEventParam struct {
 	Alternate PathRecord
 }
 
@@ -128,16 +128,16 @@ type APREventParam struct {
 	Status uint8
 }
 
-// SIDRReqEventParam is ib_cm_sidr_req_event_param.
-type SIDRReqEventParam struct {
+// SIDRREQEventParam is ib_cm_sidr_req_event_param.
+type SIDRREQEventParam struct {
 	ServiceID uint64
 	PKey      uint16
 	Port      uint8
 	BTHPKey   uint16
 }
 
-// SIDRRepEventParam is ib_cm_sidr_rep_event_param; the info is Event.Info.
-type SIDRRepEventParam struct {
+// SIDRREPEventParam is ib_cm_sidr_rep_event_param; the info is Event.Info.
+type SIDRREPEventParam struct {
 	Status uint8
 	QKey   uint32
 	QPN    uint32

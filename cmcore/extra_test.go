@@ -16,7 +16,7 @@ func TestMRADelayedAnswersDuplicates(t *testing.T) {
 	id := h.child()
 	must(t, id.SendMRA(MRAFlagDelay|24, []byte("later")))
 	none(t, h.sent())
-	h.inject(0x77, peerReq(0x1234))
+	h.inject(0x77, peerREQ(0x1234))
 	m := one[*wire.MRA](t, h.sent())
 	if m.ServiceTimeout != 24 || m.MessageMRAed != wire.MessageREQ || !bytes.HasPrefix(m.PrivateData, []byte("later")) {
 		t.Errorf("MRA %+v", m)
@@ -26,34 +26,34 @@ func TestMRADelayedAnswersDuplicates(t *testing.T) {
 	}
 }
 
-func TestRepReceivedEvent(t *testing.T) {
+func TestREPReceivedEvent(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("REQ_SENT")
-	rep := h.peerRep(id)
+	rep := h.peerREP(id)
 	rep.FailoverAccepted, rep.SRQ, rep.EndToEndFlowControl = 2, true, true
 	h.inject(1, rep)
 	evs := h.takeEvents()
 	if len(evs) != 1 {
 		t.Fatalf("events %v", evs)
 	}
-	want := RepEventParam{
+	want := REPEventParam{
 		RemoteCAGUID: peerGUID, RemoteQPN: peerQPN, StartingPSN: 0x3000,
 		ResponderResources: rep.InitiatorDepth, InitiatorDepth: rep.ResponderResources, // swapped
 		TargetACKDelay: 15, FailoverAccepted: 2, FlowControl: true, RNRRetryCount: 5, SRQ: true,
 	}
-	if evs[0].Rep != want {
-		t.Errorf("REP params %+v, want %+v", evs[0].Rep, want)
+	if evs[0].REP != want {
+		t.Errorf("REP params %+v, want %+v", evs[0].REP, want)
 	}
 	if a := id.Attr(); a.RemoteCommID != peerComm {
 		t.Errorf("remote comm ID %#x", a.RemoteCommID)
 	}
 }
 
-// TestDReqForUnknownID: answered with a DREP built from the DREQ: IDs
+// TestDREQForUnknownID: answered with a DREP built from the DREQ: IDs
 // swapped, same TID, back to the source.
-func TestDReqForUnknownID(t *testing.T) {
+func TestDREQForUnknownID(t *testing.T) {
 	h := newHarness(t)
-	h.inject(0xfeed, &wire.DReq{LocalCommID: 0x1111, RemoteCommID: 0x2222, RemoteQPN: 5})
+	h.inject(0xfeed, &wire.DREQ{LocalCommID: 0x1111, RemoteCommID: 0x2222, RemoteQPN: 5})
 	ep := h.port.ep
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -61,14 +61,14 @@ func TestDReqForUnknownID(t *testing.T) {
 		t.Fatalf("sent %d", len(ep.sent))
 	}
 	hdr, m, _ := wire.Decode(&ep.sent[0].mad)
-	d, ok := m.(*wire.DRep)
+	d, ok := m.(*wire.DREP)
 	if !ok || d.LocalCommID != 0x2222 || d.RemoteCommID != 0x1111 || hdr.TID != 0xfeed || ep.sent[0].dst.LID != peerLID {
 		t.Errorf("answer %+v TID %#x to %+v", m, hdr.TID, ep.sent[0].dst)
 	}
 }
 
-// TestCommEstStopsRepRetransmission: the QP saw traffic before the RTU.
-func TestCommEstStopsRepRetransmission(t *testing.T) {
+// TestCommEstStopsREPRetransmission: the QP saw traffic before the RTU.
+func TestCommEstStopsREPRetransmission(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("REP_SENT")
 	must(t, id.Notify(NotifyCommEst))
@@ -91,8 +91,8 @@ func TestDestroyChildFromListenerHandler(t *testing.T) {
 	l := h.newID()
 	must(t, l.Listen(0x1234, 0))
 	h.onEvent = func(ev *Event) Outcome { ev.ID.Destroy(); return Keep }
-	h.inject(0x77, peerReq(0x1234))
-	rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
+	h.inject(0x77, peerREQ(0x1234))
+	rejWith(wire.REJConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
 	if ids, _ := h.cm.Count(); ids != 1 {
 		t.Errorf("%d ids, want the listener only", ids)
 	}
@@ -112,19 +112,19 @@ func TestSimRoCEConnect(t *testing.T) {
 	var child *ID
 	rb.react = func(ev *Event) Outcome {
 		switch ev.Type {
-		case EventReqReceived:
+		case EventREQReceived:
 			child = ev.ID
-			if ev.Req.Primary.HopLimit == 0 || ev.Req.Primary.DLID != 0 {
-				t.Errorf("RoCE path %+v", ev.Req.Primary)
+			if ev.REQ.Primary.HopLimit == 0 || ev.REQ.Primary.DLID != 0 {
+				t.Errorf("RoCE path %+v", ev.REQ.Primary)
 			}
-			return destroyIf(ev.ID.SendREP(&RepParams{QPN: 0x200}))
-		case EventDReqReceived:
+			return destroyIf(ev.ID.SendREP(&REPParams{QPN: 0x200}))
+		case EventDREQReceived:
 			return destroyIf(ev.ID.SendDREP(nil))
 		}
 		return Keep
 	}
 	ra.react = func(ev *Event) Outcome {
-		if ev.Type == EventRepReceived {
+		if ev.Type == EventREPReceived {
 			return destroyIf(ev.ID.SendRTU(nil))
 		}
 		return Keep
@@ -133,13 +133,13 @@ func TestSimRoCEConnect(t *testing.T) {
 	must(t, l.Listen(0x1234, 0))
 	aa, _ := da.Port(1).Attr()
 	ba, _ := db.Port(1).Attr()
-	p := testReqParams()
+	p := testREQParams()
 	p.Primary = &PathRecord{SGID: aa.GIDs[0].GID, DGID: ba.GIDs[0].GID, PKey: 0xffff, MTU: 3, HopLimit: 1, PacketLifeTime: 18}
 	a := ca.CreateID(ra.handle)
 	must(t, a.SendREQ(p))
 	n.run(time.Second)
 	must(t, a.SendDREQ(nil))
 	n.run(time.Minute)
-	wantEvents(t, "active", ra.log[a], EventRepReceived, EventDRepReceived, EventTimewaitExit)
-	wantEvents(t, "passive", rb.log[child], EventReqReceived, EventRTUReceived, EventDReqReceived, EventTimewaitExit)
+	wantEvents(t, "active", ra.log[a], EventREPReceived, EventDREPReceived, EventTimewaitExit)
+	wantEvents(t, "passive", rb.log[child], EventREQReceived, EventRTUReceived, EventDREQReceived, EventTimewaitExit)
 }

@@ -14,16 +14,16 @@ import (
 func FuzzReceive(f *testing.F) {
 	h0 := &harness{}
 	seeds := []wire.Message{
-		peerReq(0x1234), h0.peerRep(&ID{localID: 0x1001}),
+		peerREQ(0x1234), h0.peerREP(&ID{localID: 0x1001}),
 		&wire.RTU{LocalCommID: peerComm, RemoteCommID: 0x1001},
-		&wire.DReq{LocalCommID: peerComm, RemoteCommID: 0x1002, RemoteQPN: localQPN},
-		&wire.DRep{LocalCommID: peerComm, RemoteCommID: 0x1002},
-		&wire.Rej{RemoteCommID: 0x1001, Reason: 4, ARI: []byte{0, 2, 0xc9, 3, 0, 0, 0, 2}},
+		&wire.DREQ{LocalCommID: peerComm, RemoteCommID: 0x1002, RemoteQPN: localQPN},
+		&wire.DREP{LocalCommID: peerComm, RemoteCommID: 0x1002},
+		&wire.REJ{RemoteCommID: 0x1001, Reason: 4, ARI: []byte{0, 2, 0xc9, 3, 0, 0, 0, 2}},
 		&wire.MRA{LocalCommID: peerComm, RemoteCommID: 0x1001, ServiceTimeout: 31},
 		h0.peerLAP(&ID{localID: 0x1002}),
 		&wire.APR{LocalCommID: peerComm, RemoteCommID: 0x1002},
-		&wire.SIDRReq{RequestID: 1, ServiceID: 0x4444},
-		&wire.SIDRRep{RequestID: 0x1003},
+		&wire.SIDRREQ{RequestID: 1, ServiceID: 0x4444},
+		&wire.SIDRREP{RequestID: 0x1003},
 	}
 	for _, m := range seeds {
 		var mad hw.MAD

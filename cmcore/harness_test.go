@@ -181,8 +181,8 @@ func testPath() *PathRecord {
 	}
 }
 
-func testReqParams() *ReqParams {
-	return &ReqParams{
+func testREQParams() *REQParams {
+	return &REQParams{
 		Primary: testPath(), ServiceID: 0x1234, QPN: localQPN, QPType: QPTypeRC,
 		StartingPSN: 0x1000, ResponderResources: 4, InitiatorDepth: 2,
 		RemoteCMResponseTimeout: 16, LocalCMResponseTimeout: 16,
@@ -190,9 +190,9 @@ func testReqParams() *ReqParams {
 	}
 }
 
-// peerReq is a REQ from the peer for service sid.
-func peerReq(sid uint64) *wire.Req {
-	return &wire.Req{
+// peerREQ is a REQ from the peer for service sid.
+func peerREQ(sid uint64) *wire.REQ {
+	return &wire.REQ{
 		LocalCommID: peerComm, ServiceID: sid, LocalCAGUID: peerGUID, LocalQPN: peerQPN,
 		ResponderResources: 3, InitiatorDepth: 5, RemoteCMResponseTimeout: 16,
 		StartingPSN: 0x2000, LocalCMResponseTimeout: 16, RetryCount: 5, PartitionKey: 0xffff,
@@ -204,8 +204,8 @@ func peerReq(sid uint64) *wire.Req {
 	}
 }
 
-func (h *harness) peerRep(id *ID) *wire.Rep {
-	return &wire.Rep{
+func (h *harness) peerREP(id *ID) *wire.REP {
+	return &wire.REP{
 		LocalCommID: peerComm, RemoteCommID: id.localID, LocalQPN: peerQPN, StartingPSN: 0x3000,
 		ResponderResources: 1, InitiatorDepth: 2, TargetACKDelay: 15, RNRRetryCount: 5, LocalCAGUID: peerGUID,
 	}

@@ -22,7 +22,7 @@ type ID struct {
 	context     any
 	destroyed   bool
 	state       State
-	lapState    LapState
+	lapState    LAPState
 	localID     uint32 // wire value
 	remoteID    uint32
 	serviceID   uint64
@@ -103,7 +103,7 @@ func (id *ID) Attr() Attr {
 }
 
 // State returns the connection state and LAP sub-state.
-func (id *ID) State() (State, LapState) {
+func (id *ID) State() (State, LAPState) {
 	id.cm.mu.Lock()
 	defer id.cm.mu.Unlock()
 	return id.state, id.lapState
@@ -156,36 +156,36 @@ func (cm *CM) destroyLocked(t *txn, id *ID, silent bool) {
 	switch id.state {
 	case StateListen:
 		cm.listen.remove(id)
-	case StateSIDRReqSent:
+	case StateSIDRREQSent:
 		id.cancelMsg()
-	case StateSIDRReqRcvd:
-		cm.sendSIDRRepLocked(t, id, &SIDRRepParams{Status: sidrReject})
-	case StateReqSent, StateMRAReqRcvd:
+	case StateSIDRREQRcvd:
+		cm.sendSIDRREPLocked(t, id, &SIDRREPParams{Status: sidrReject})
+	case StateREQSent, StateMRAREQRcvd:
 		id.cancelMsg()
 		var ari [8]byte
 		putBE64(ari[:], cm.nodeGUID)
-		cm.sendRejLocked(t, id, rejTimeout, ari[:], nil)
-	case StateReqRcvd:
+		cm.sendREJLocked(t, id, rejTimeout, ari[:], nil)
+	case StateREQRcvd:
 		if silent {
 			cm.resetToIdle(id)
 		} else {
-			cm.sendRejLocked(t, id, rejConsumerDefined, nil, nil)
+			cm.sendREJLocked(t, id, rejConsumerDefined, nil, nil)
 		}
-	case StateRepSent, StateMRARepRcvd, StateMRAReqSent, StateRepRcvd, StateMRARepSent:
+	case StateREPSent, StateMRAREPRcvd, StateMRAREQSent, StateREPRcvd, StateMRAREPSent:
 		id.cancelMsg()
-		cm.sendRejLocked(t, id, rejConsumerDefined, nil, nil)
+		cm.sendREJLocked(t, id, rejConsumerDefined, nil, nil)
 	case StateEstablished:
 		if id.qpType != QPTypeXRCTgt {
 			// The DREQ goes out exactly once: it is not retransmitted.
-			cm.sendDReqLocked(t, id, nil)
+			cm.sendDREQLocked(t, id, nil)
 			id.cancelMsg()
 		}
 		cm.enterTimewait(id)
-	case StateDReqSent:
+	case StateDREQSent:
 		id.cancelMsg()
 		cm.enterTimewait(id)
-	case StateDReqRcvd:
-		cm.sendDRepLocked(t, id, nil)
+	case StateDREQRcvd:
+		cm.sendDREPLocked(t, id, nil)
 	}
 	if id.sidrEntry != nil {
 		delete(cm.sidr, *id.sidrEntry)

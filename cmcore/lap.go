@@ -21,7 +21,7 @@ func (id *ID) SendLAP(alt *PathRecord, pd []byte) error {
 	cm := id.cm
 	var t txn
 	cm.mu.Lock()
-	if id.destroyed || id.state != StateEstablished || (id.lapState != LapUninit && id.lapState != LapIdle) {
+	if id.destroyed || id.state != StateEstablished || (id.lapState != LAPUninit && id.lapState != LAPIdle) {
 		defer cm.mu.Unlock()
 		return errInval("send LAP in state %v/%v", id.state, id.lapState)
 	}
@@ -54,7 +54,7 @@ func (id *ID) SendLAP(alt *PathRecord, pd []byte) error {
 	}
 	id.tid = id.newTID()
 	cm.startMsg(&t, id, cm.encode(id.tid, lap, true), id.timeout, id.maxRetries)
-	id.lapState = LapSent
+	id.lapState = LAPSent
 	cm.unlock(&t)
 	return nil
 }
@@ -71,14 +71,14 @@ func (id *ID) SendAPR(status uint8, info, pd []byte) error {
 	cm := id.cm
 	var t txn
 	cm.mu.Lock()
-	if id.destroyed || id.state != StateEstablished || (id.lapState != LapRcvd && id.lapState != LapMRALapSent) {
+	if id.destroyed || id.state != StateEstablished || (id.lapState != LAPRcvd && id.lapState != LAPMRALAPSent) {
 		defer cm.mu.Unlock()
 		return errInval("send APR in state %v/%v", id.state, id.lapState)
 	}
 	cm.sendMsg(&t, id.port, id.dst, id.tid, &wire.APR{
 		LocalCommID: id.localID, RemoteCommID: id.remoteID, APStatus: status, Info: info, PrivateData: pd,
 	})
-	id.lapState = LapIdle
+	id.lapState = LAPIdle
 	cm.unlock(&t)
 	return nil
 }
@@ -93,8 +93,8 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 		return
 	}
 	switch id.lapState {
-	case LapUninit, LapIdle:
-	case LapMRALapSent:
+	case LAPUninit, LAPIdle:
+	case LAPMRALAPSent:
 		cm.sendMsg(t, in.p, in.src, in.tid, &wire.MRA{
 			LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageMRAed: msgOther,
 			ServiceTimeout: id.mraTimeout, PrivateData: id.mraPD,
@@ -119,8 +119,8 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 		id.altAV = av
 	}
 	id.tid = in.tid
-	id.lapState = LapRcvd
-	cm.post(Event{Type: EventLapReceived, ID: id, Lap: LapEventParam{Alternate: path}, PrivateData: m.PrivateData}, id)
+	id.lapState = LAPRcvd
+	cm.post(Event{Type: EventLAPReceived, ID: id, LAP: LAPEventParam{Alternate: path}, PrivateData: m.PrivateData}, id)
 }
 
 // recvAPR is cm_apr_handler.
@@ -129,10 +129,10 @@ func (cm *CM) recvAPR(t *txn, in *rx, m *wire.APR) {
 		return
 	}
 	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
-	if id == nil || id.state != StateEstablished || (id.lapState != LapSent && id.lapState != LapMRALapRcvd) {
+	if id == nil || id.state != StateEstablished || (id.lapState != LAPSent && id.lapState != LAPMRALAPRcvd) {
 		return
 	}
-	id.lapState = LapIdle
+	id.lapState = LAPIdle
 	id.cancelMsg()
 	cm.post(Event{Type: EventAPRReceived, ID: id, APR: APREventParam{Status: m.APStatus}, Info: m.Info, PrivateData: m.PrivateData}, id)
 }

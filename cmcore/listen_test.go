@@ -65,23 +65,23 @@ func TestListenReleasedOnDestroy(t *testing.T) {
 func TestSendREQValidation(t *testing.T) {
 	cases := []struct {
 		name string
-		mod  func(*ReqParams)
+		mod  func(*REQParams)
 		want unix.Errno
 	}{
-		{"no primary path", func(p *ReqParams) { p.Primary = nil }, unix.EINVAL},
-		{"UD QP", func(p *ReqParams) { p.QPType = 4 }, unix.EINVAL},
-		{"XRC target QP", func(p *ReqParams) { p.QPType = QPTypeXRCTgt }, unix.EINVAL},
-		{"alternate P_Key differs", func(p *ReqParams) { a := *p.Primary; a.PKey = 0x8001; p.Alternate = &a }, unix.EINVAL},
-		{"alternate MTU differs", func(p *ReqParams) { a := *p.Primary; a.MTU = 3; p.Alternate = &a }, unix.EINVAL},
-		{"peer to peer", func(p *ReqParams) { p.PeerToPeer = true }, unix.EINVAL},
-		{"SGID not local", func(p *ReqParams) { p.Primary.SGID[15] = 0x55 }, unix.EINVAL},
-		{"P_Key not in table", func(p *ReqParams) { p.Primary.PKey = 0x1234 }, unix.ENOENT},
+		{"no primary path", func(p *REQParams) { p.Primary = nil }, unix.EINVAL},
+		{"UD QP", func(p *REQParams) { p.QPType = 4 }, unix.EINVAL},
+		{"XRC target QP", func(p *REQParams) { p.QPType = QPTypeXRCTgt }, unix.EINVAL},
+		{"alternate P_Key differs", func(p *REQParams) { a := *p.Primary; a.PKey = 0x8001; p.Alternate = &a }, unix.EINVAL},
+		{"alternate MTU differs", func(p *REQParams) { a := *p.Primary; a.MTU = 3; p.Alternate = &a }, unix.EINVAL},
+		{"peer to peer", func(p *REQParams) { p.PeerToPeer = true }, unix.EINVAL},
+		{"SGID not local", func(p *REQParams) { p.Primary.SGID[15] = 0x55 }, unix.EINVAL},
+		{"P_Key not in table", func(p *REQParams) { p.Primary.PKey = 0x1234 }, unix.ENOENT},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
 			id := h.newID()
-			p := testReqParams()
+			p := testREQParams()
 			c.mod(p)
 			if err := id.SendREQ(p); !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)

@@ -87,31 +87,31 @@ func checkLossyOutcome(t *testing.T, i int, o lossyOutcome, kids int) {
 	a, b := o.active, o.passive
 	has := func(l []EventType, e EventType) bool { return slices.Contains(l, e) }
 	switch {
-	case has(a, EventRepReceived):
+	case has(a, EventREPReceived):
 		// Connected from a's view: then disconnected, one way or another,
 		// and out of timewait.
-		if !(has(a, EventDRepReceived) || has(a, EventDReqError)) || a[len(a)-1] != EventTimewaitExit {
+		if !(has(a, EventDREPReceived) || has(a, EventDREQError)) || a[len(a)-1] != EventTimewaitExit {
 			t.Errorf("attempt %d: active %v: connected but did not disconnect cleanly", i, a)
 		}
 		// b either got the RTU (then the DREQ, unless all were lost) or
 		// never did and its REP timed out.
 		switch {
 		case has(b, EventRTUReceived):
-			if has(b, EventDReqReceived) && b[len(b)-1] != EventTimewaitExit {
+			if has(b, EventDREQReceived) && b[len(b)-1] != EventTimewaitExit {
 				t.Errorf("attempt %d: passive %v: DREQ without timewait exit", i, b)
 			}
-			if !has(b, EventDReqReceived) && !has(a, EventDReqError) {
+			if !has(b, EventDREQReceived) && !has(a, EventDREQError) {
 				t.Errorf("attempt %d: active %v got a DREP the passive %v never sent", i, a, b)
 			}
-		case has(b, EventRepError):
+		case has(b, EventREPError):
 		default:
 			t.Errorf("attempt %d: active connected %v, passive %v", i, a, b)
 		}
-	case has(a, EventReqError):
+	case has(a, EventREQError):
 		if len(a) != 1 || has(b, EventRTUReceived) {
 			t.Errorf("attempt %d: active %v, passive %v", i, a, b)
 		}
-		if kids > 0 && !has(b, EventRepError) {
+		if kids > 0 && !has(b, EventREPError) {
 			t.Errorf("attempt %d: REQ timed out but passive %v did not", i, b)
 		}
 	default:
@@ -135,12 +135,12 @@ func TestSimLossy1000(t *testing.T) {
 	est, reqErr, repErr := 0, 0, 0
 	for _, o := range out1 {
 		switch {
-		case slices.Contains(o.active, EventRepReceived):
+		case slices.Contains(o.active, EventREPReceived):
 			est++
-			if slices.Contains(o.passive, EventRepError) {
+			if slices.Contains(o.passive, EventREPError) {
 				repErr++
 			}
-		case slices.Contains(o.active, EventReqError):
+		case slices.Contains(o.active, EventREQError):
 			reqErr++
 		}
 	}

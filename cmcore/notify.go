@@ -21,7 +21,7 @@ func (id *ID) Notify(ev NotifyEvent) error {
 		err = errInval("notify on a destroyed id")
 	case ev == NotifyCommEst:
 		switch id.state {
-		case StateRepSent, StateMRARepRcvd:
+		case StateREPSent, StateMRAREPRcvd:
 			id.cancelMsg()
 			id.state = StateEstablished
 			cm.post(Event{Type: EventUserEstablished, ID: id}, id)
@@ -31,7 +31,7 @@ func (id *ID) Notify(ev NotifyEvent) error {
 			err = errInval("COMM_EST in state %v", id.state)
 		}
 	case ev == NotifyPathMig:
-		if id.state != StateEstablished || (id.lapState != LapUninit && id.lapState != LapIdle) {
+		if id.state != StateEstablished || (id.lapState != LAPUninit && id.lapState != LAPIdle) {
 			err = errInval("PATH_MIG in state %v/%v", id.state, id.lapState)
 			break
 		}
@@ -39,7 +39,7 @@ func (id *ID) Notify(ev NotifyEvent) error {
 		if p := cm.portByNum(id.av.PortNum); p != nil {
 			id.port, id.dst = p, id.av.madAddress()
 		}
-		id.lapState = LapIdle
+		id.lapState = LAPIdle
 	default:
 		err = errInval("notify event %d", ev)
 	}

@@ -12,8 +12,8 @@ import (
 // and 3): the handler's return value alone decides what happens to its id,
 // and Destroy behaves the same wherever it is called from.
 
-func dreqFor(id *ID) *wire.DReq {
-	return &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN}
+func dreqFor(id *ID) *wire.DREQ {
+	return &wire.DREQ{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN}
 }
 
 // TestOutcomeDestroy: a handler returning Destroy gets its id destroyed
@@ -27,9 +27,9 @@ func TestOutcomeDestroy(t *testing.T) {
 		check func(t *testing.T, sent []wire.Message)
 	}{
 		{"DREQ_RECEIVED", "ESTABLISHED", func(h *harness, id *ID) wire.Message { return dreqFor(id) },
-			func(t *testing.T, s []wire.Message) { one[*wire.DRep](t, s) }},
-		{"REP_RECEIVED", "REQ_SENT", func(h *harness, id *ID) wire.Message { return h.peerRep(id) },
-			rejWith(wire.RejConsumerDefined, nil, wire.MessageREP, false)},
+			func(t *testing.T, s []wire.Message) { one[*wire.DREP](t, s) }},
+		{"REP_RECEIVED", "REQ_SENT", func(h *harness, id *ID) wire.Message { return h.peerREP(id) },
+			rejWith(wire.REJConsumerDefined, nil, wire.MessageREP, false)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,13 +68,13 @@ func TestSIDROutcome(t *testing.T) {
 			l := h.newID()
 			must(t, l.Listen(0x4444, 0))
 			h.onEvent = func(*Event) Outcome { return c.out }
-			h.inject(0x88, &wire.SIDRReq{RequestID: 5, PartitionKey: 0xffff, ServiceID: 0x4444})
+			h.inject(0x88, &wire.SIDRREQ{RequestID: 5, PartitionKey: 0xffff, ServiceID: 0x4444})
 			s := h.sent()
 			if !c.reject {
 				none(t, s)
 				return
 			}
-			if r := one[*wire.SIDRRep](t, s); r.Status != wire.SIDRReject || r.RequestID != 5 {
+			if r := one[*wire.SIDRREP](t, s); r.Status != wire.SIDRReject || r.RequestID != 5 {
 				t.Errorf("SIDR_REP %+v, want REJECT for request 5", r)
 			}
 		})
@@ -88,7 +88,7 @@ func TestOutcomeAfterOwnDestroy(t *testing.T) {
 	id := h.reach("ESTABLISHED")
 	h.onEvent = func(ev *Event) Outcome { ev.ID.Destroy(); return Destroy }
 	h.inject(0x66, dreqFor(id))
-	one[*wire.DRep](t, h.sent())
+	one[*wire.DREP](t, h.sent())
 }
 
 // TestDestroyListenerFromItsHandler: the listener's handler destroys the
@@ -100,19 +100,19 @@ func TestDestroyListenerFromItsHandler(t *testing.T) {
 	l := h.newID()
 	must(t, l.Listen(0x1234, 0))
 	h.onEvent = func(ev *Event) Outcome { ev.Listener.Destroy(); return Keep }
-	h.inject(0x77, peerReq(0x1234))
+	h.inject(0x77, peerREQ(0x1234))
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].Type != EventReqReceived {
+	if len(evs) != 1 || evs[0].Type != EventREQReceived {
 		t.Fatalf("events %v", evs)
 	}
 	none(t, h.sent())
 	child := evs[0].ID
-	must(t, child.SendREP(&RepParams{QPN: localQPN}))
-	one[*wire.Rep](t, h.sent())
-	req := peerReq(0x1234)
+	must(t, child.SendREP(&REPParams{QPN: localQPN}))
+	one[*wire.REP](t, h.sent())
+	req := peerREQ(0x1234)
 	req.LocalCommID, req.LocalQPN = peerComm+1, peerQPN+1
 	h.inject(0x78, req)
-	rejWith(wire.RejInvalidServiceID, nil, wire.MessageREQ, true)(t, h.sent())
+	rejWith(wire.REJInvalidServiceID, nil, wire.MessageREQ, true)(t, h.sent())
 }
 
 // TestDestroyOtherIDFromHandler: a handler destroys another id of its CM
@@ -124,36 +124,36 @@ func TestDestroyOtherIDFromHandler(t *testing.T) {
 	// b: a passive connection with a second peer, ESTABLISHED too.
 	l := h.newID()
 	must(t, l.Listen(0x1234, 0))
-	req := peerReq(0x1234)
+	req := peerREQ(0x1234)
 	req.LocalCommID, req.LocalQPN = peerComm+1, peerQPN+1
 	h.inject(0x77, req)
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].Type != EventReqReceived {
+	if len(evs) != 1 || evs[0].Type != EventREQReceived {
 		t.Fatalf("REQ gave events %v", evs)
 	}
 	b := evs[0].ID
 	const bQPN = localQPN + 1
-	must(t, b.SendREP(&RepParams{QPN: bQPN}))
+	must(t, b.SendREP(&REPParams{QPN: bQPN}))
 	h.inject(0x77, &wire.RTU{LocalCommID: peerComm + 1, RemoteCommID: b.localID})
 	h.takeEvents()
 	h.sent()
 	h.onEvent = func(ev *Event) Outcome {
 		if ev.ID == a {
 			// A DREQ for b is queued behind a's, then b goes.
-			h.inject(0x67, &wire.DReq{LocalCommID: peerComm + 1, RemoteCommID: b.localID, RemoteQPN: bQPN})
+			h.inject(0x67, &wire.DREQ{LocalCommID: peerComm + 1, RemoteCommID: b.localID, RemoteQPN: bQPN})
 			b.Destroy()
 		}
 		return Keep
 	}
 	h.inject(0x66, dreqFor(a))
 	evs = h.takeEvents()
-	if len(evs) != 1 || evs[0].ID != a || evs[0].Type != EventDReqReceived {
+	if len(evs) != 1 || evs[0].ID != a || evs[0].Type != EventDREQReceived {
 		t.Fatalf("events %v, want a's DREQ only", evs)
 	}
-	if d := one[*wire.DRep](t, h.sent()); d.LocalCommID != b.localID {
+	if d := one[*wire.DREP](t, h.sent()); d.LocalCommID != b.localID {
 		t.Errorf("DREP from %#x, want b's (%#x): b destroyed in DREQ_RCVD", d.LocalCommID, b.localID)
 	}
-	if st, _ := a.State(); st != StateDReqRcvd {
+	if st, _ := a.State(); st != StateDREQRcvd {
 		t.Errorf("a in %v, want DREQ_RCVD", st)
 	}
 }
@@ -187,9 +187,9 @@ func TestCrossCMDestroyFromHandlers(t *testing.T) {
 		}
 	}
 	for i, h := range []*harness{h1, h2} {
-		if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDReqReceived {
+		if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDREQReceived {
 			t.Errorf("CM %d: events %v", i+1, evs)
 		}
-		one[*wire.DRep](t, h.sent()) // each id destroyed in DREQ_RCVD
+		one[*wire.DREP](t, h.sent()) // each id destroyed in DREQ_RCVD
 	}
 }

@@ -2,8 +2,8 @@ package cmcore
 
 import "github.com/ucmd/ucmd/cmcore/wire"
 
-// ReqParams is ib_cm_req_param.
-type ReqParams struct {
+// REQParams is ib_cm_req_param.
+type REQParams struct {
 	Primary   *PathRecord // required
 	Alternate *PathRecord // optional; same P_Key and MTU as Primary
 
@@ -24,9 +24,9 @@ type ReqParams struct {
 	PrivateData             []byte
 }
 
-// RepParams is ib_cm_rep_param. The Target ACK Delay is always the local
+// REPParams is ib_cm_rep_param. The Target ACK Delay is always the local
 // device's (ucm ignored the caller's).
-type RepParams struct {
+type REPParams struct {
 	QPN                uint32
 	StartingPSN        uint32 // the PSN the active side sends with
 	ResponderResources uint8
@@ -38,8 +38,8 @@ type RepParams struct {
 	PrivateData        []byte
 }
 
-// SIDRReqParams is ib_cm_sidr_req_param.
-type SIDRReqParams struct {
+// SIDRREQParams is ib_cm_sidr_req_param.
+type SIDRREQParams struct {
 	Path         *PathRecord // required
 	ServiceID    uint64
 	TimeoutMs    uint32 // retransmission interval, verbatim
@@ -47,8 +47,8 @@ type SIDRReqParams struct {
 	PrivateData  []byte
 }
 
-// SIDRRepParams is ib_cm_sidr_rep_param.
-type SIDRRepParams struct {
+// SIDRREPParams is ib_cm_sidr_rep_param.
+type SIDRREPParams struct {
 	Status      uint8
 	QPN         uint32
 	QKey        uint32
@@ -58,12 +58,12 @@ type SIDRRepParams struct {
 
 // Short names for the wire codes the state machine uses (ib-cm.md §9).
 const (
-	rejTimeout          = wire.RejTimeout
-	rejInvalidServiceID = wire.RejInvalidServiceID
-	rejStaleConn        = wire.RejStaleConn
-	rejInvalidGID       = wire.RejInvalidGID
-	rejInvalidAltGID    = wire.RejInvalidAltGID
-	rejConsumerDefined  = wire.RejConsumerDefined
+	rejTimeout          = wire.REJTimeout
+	rejInvalidServiceID = wire.REJInvalidServiceID
+	rejStaleConn        = wire.REJStaleConn
+	rejInvalidGID       = wire.REJInvalidGID
+	rejInvalidAltGID    = wire.REJInvalidAltGID
+	rejConsumerDefined  = wire.REJConsumerDefined
 
 	sidrUnsupported = wire.SIDRUnsupported
 	sidrReject      = wire.SIDRReject

@@ -72,15 +72,15 @@ func (id *ID) InitQPAttr(qpState uint8) (QPAttr, uint32, error) {
 	a := QPAttr{QPState: qpState}
 	var mask uint32
 	st := id.state
-	connecting := st == StateReqRcvd || st == StateMRAReqSent || st == StateRepRcvd || st == StateMRARepSent ||
-		st == StateRepSent || st == StateMRARepRcvd || st == StateEstablished
+	connecting := st == StateREQRcvd || st == StateMRAREQSent || st == StateREPRcvd || st == StateMRAREPSent ||
+		st == StateREPSent || st == StateMRAREPRcvd || st == StateEstablished
 	if id.destroyed {
 		return a, 0, errInval("init QP attr on a destroyed id")
 	}
 	hasAlt := id.altAV.DLID != 0
 	switch qpState {
 	case QPStateInit:
-		if !connecting && st != StateReqSent && st != StateMRAReqRcvd {
+		if !connecting && st != StateREQSent && st != StateMRAREQRcvd {
 			return a, 0, errInval("init QP attr INIT in state %v", st)
 		}
 		mask = QPAttrState | QPAttrAccessFlags | QPAttrPKeyIndex | QPAttrPort
@@ -112,7 +112,7 @@ func (id *ID) InitQPAttr(qpState uint8) (QPAttr, uint32, error) {
 		if !connecting {
 			return a, 0, errInval("init QP attr RTS in state %v", st)
 		}
-		if id.lapState == LapUninit {
+		if id.lapState == LAPUninit {
 			mask = QPAttrState | QPAttrSQPSN
 			a.SQPSN = id.sqPSN
 			switch id.qpType {

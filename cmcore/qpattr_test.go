@@ -109,10 +109,10 @@ func TestInitQPAttrAfterLAP(t *testing.T) {
 	}
 }
 
-// TestReqFromPath is §6.1: what the REQ carries for a path.
-func TestReqFromPath(t *testing.T) {
+// TestREQFromPath is §6.1: what the REQ carries for a path.
+func TestREQFromPath(t *testing.T) {
 	h := newHarness(t)
-	p := testReqParams()
+	p := testREQParams()
 	p.Primary.HopLimit = 3 // routed
 	p.Primary.FlowLabel = 0xABCDE
 	p.Primary.TrafficClass = 9
@@ -120,7 +120,7 @@ func TestReqFromPath(t *testing.T) {
 	alt.SLID, alt.DLID, alt.HopLimit = 3, 4, 0
 	p.Alternate = &alt
 	must(t, h.newID().SendREQ(p))
-	req := one[*wire.Req](t, h.sent())
+	req := one[*wire.REQ](t, h.sent())
 	pp := req.Primary
 	if pp.LocalLID != permissiveLID || pp.RemoteLID != permissiveLID || pp.SubnetLocal ||
 		pp.LocalGID != localGID || pp.RemoteGID != peerGID || pp.FlowLabel != 0xABCDE || pp.HopLimit != 3 ||
@@ -153,7 +153,7 @@ func TestRoCE(t *testing.T) {
 		PKeys: []uint16{0xffff},
 	}
 	id := h.newID()
-	p := testReqParams()
+	p := testREQParams()
 	p.Primary = &PathRecord{SGID: v1, DGID: v1, PKey: 0xffff, MTU: 3, HopLimit: 64, PacketLifeTime: 18, GIDType: hw.GIDTypeRoCEv2}
 	must(t, id.SendREQ(p))
 	ep := h.port.ep
@@ -168,7 +168,7 @@ func TestRoCE(t *testing.T) {
 	// A RoCE REQ arriving: the path is RoCE v2 (from the receiving entry).
 	l := h.newID()
 	must(t, l.Listen(0x1234, 0))
-	req := peerReq(0x1234)
+	req := peerREQ(0x1234)
 	req.Primary.LocalGID, req.Primary.RemoteGID = v1, v1
 	req.Primary.LocalLID, req.Primary.RemoteLID = 0, 0
 	peerRoCE := peerAddr
@@ -182,7 +182,7 @@ func TestRoCE(t *testing.T) {
 	if len(evs) != 1 {
 		t.Fatalf("events %v, sent %v", evs, h.sent())
 	}
-	pp := evs[0].Req.Primary
+	pp := evs[0].REQ.Primary
 	if pp.GIDType != hw.GIDTypeRoCEv2 || pp.DLID != 0 || pp.HopLimit != 64 {
 		t.Errorf("RoCE path %+v", pp)
 	}
@@ -193,7 +193,7 @@ func TestRoCE(t *testing.T) {
 		t.Errorf("RoCE RTR AH %+v", a.AH)
 	}
 	// Finish the connection and check LAP is ignored on RoCE.
-	must(t, child.SendREP(&RepParams{QPN: localQPN}))
+	must(t, child.SendREP(&REPParams{QPN: localQPN}))
 	h.inject(1, &wire.RTU{LocalCommID: peerComm, RemoteCommID: child.localID})
 	h.takeEvents()
 	h.sent()

@@ -37,9 +37,9 @@ func (h *harness) child() *ID {
 	h.t.Helper()
 	l := h.newID()
 	must(h.t, l.Listen(0x1234, 0))
-	h.inject(0x77, peerReq(0x1234))
+	h.inject(0x77, peerREQ(0x1234))
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].Type != EventReqReceived {
+	if len(evs) != 1 || evs[0].Type != EventREQReceived {
 		h.t.Fatalf("REQ to a listener gave events %v", evs)
 	}
 	return evs[0].ID
@@ -57,7 +57,7 @@ func (h *harness) reach1(name string) *ID {
 		return id
 	case "REQ_SENT":
 		id := h.newID()
-		must(t, id.SendREQ(testReqParams()))
+		must(t, id.SendREQ(testREQParams()))
 		return id
 	case "MRA_REQ_RCVD":
 		id := h.reach1("REQ_SENT")
@@ -65,7 +65,7 @@ func (h *harness) reach1(name string) *ID {
 		return id
 	case "REP_RCVD":
 		id := h.reach1("REQ_SENT")
-		h.inject(1, h.peerRep(id))
+		h.inject(1, h.peerREP(id))
 		return id
 	case "MRA_REP_SENT":
 		id := h.reach1("REP_RCVD")
@@ -83,7 +83,7 @@ func (h *harness) reach1(name string) *ID {
 		return id
 	case "REP_SENT":
 		id := h.child()
-		must(t, id.SendREP(&RepParams{QPN: localQPN, StartingPSN: 0x4000, ResponderResources: 2, InitiatorDepth: 3}))
+		must(t, id.SendREP(&REPParams{QPN: localQPN, StartingPSN: 0x4000, ResponderResources: 2, InitiatorDepth: 3}))
 		return id
 	case "MRA_REP_RCVD":
 		id := h.reach1("REP_SENT")
@@ -121,22 +121,22 @@ func (h *harness) reach1(name string) *ID {
 		return id
 	case "DREQ_RCVD":
 		id := h.reach1("ESTABLISHED")
-		h.inject(0x66, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
+		h.inject(0x66, &wire.DREQ{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
 		return id
 	case "TIMEWAIT":
 		id := h.reach1("DREQ_SENT")
-		h.inject(1, &wire.DRep{LocalCommID: peerComm, RemoteCommID: id.localID})
+		h.inject(1, &wire.DREP{LocalCommID: peerComm, RemoteCommID: id.localID})
 		return id
 	case "SIDR_REQ_SENT":
 		id := h.newID()
-		must(t, id.SendSIDRReq(&SIDRReqParams{Path: testPath(), ServiceID: 0x4444, TimeoutMs: 100, MaxCMRetries: 2}))
+		must(t, id.SendSIDRREQ(&SIDRREQParams{Path: testPath(), ServiceID: 0x4444, TimeoutMs: 100, MaxCMRetries: 2}))
 		return id
 	case "SIDR_REQ_RCVD":
 		l := h.newID()
 		must(t, l.Listen(0x4444, 0))
-		h.inject(0x88, &wire.SIDRReq{RequestID: peerComm, PartitionKey: 0xffff, ServiceID: 0x4444})
+		h.inject(0x88, &wire.SIDRREQ{RequestID: peerComm, PartitionKey: 0xffff, ServiceID: 0x4444})
 		evs := h.takeEvents()
-		if len(evs) != 1 || evs[0].Type != EventSIDRReqReceived {
+		if len(evs) != 1 || evs[0].Type != EventSIDRREQReceived {
 			t.Fatalf("SIDR_REQ to a listener gave events %v", evs)
 		}
 		return evs[0].ID
@@ -152,25 +152,25 @@ func (h *harness) peerLAP(id *ID) *wire.LAP {
 	}
 }
 
-// wantState names how reach's names map to (State, LapState).
-func wantState(name string) (State, LapState) {
+// wantState names how reach's names map to (State, LAPState).
+func wantState(name string) (State, LAPState) {
 	switch name {
 	case "ESTABLISHED", "ESTABLISHED/passive":
-		return StateEstablished, LapUninit
+		return StateEstablished, LAPUninit
 	case "ESTABLISHED/LAP_SENT":
-		return StateEstablished, LapSent
+		return StateEstablished, LAPSent
 	case "ESTABLISHED/MRA_LAP_RCVD":
-		return StateEstablished, LapMRALapRcvd
+		return StateEstablished, LAPMRALAPRcvd
 	case "ESTABLISHED/LAP_RCVD":
-		return StateEstablished, LapRcvd
+		return StateEstablished, LAPRcvd
 	case "ESTABLISHED/MRA_LAP_SENT":
-		return StateEstablished, LapMRALapSent
+		return StateEstablished, LAPMRALAPSent
 	case "ESTABLISHED/LAP_IDLE":
-		return StateEstablished, LapIdle
+		return StateEstablished, LAPIdle
 	}
-	for s := StateIdle; s <= StateSIDRReqRcvd; s++ {
+	for s := StateIdle; s <= StateSIDRREQRcvd; s++ {
 		if s.String() == name {
-			return s, LapUninit
+			return s, LAPUninit
 		}
 	}
 	panic(name)

@@ -27,50 +27,50 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	cm.mu.Lock()
 	if !cm.closed {
 		switch m := m.(type) {
-		case *wire.Req:
-			cm.recvReq(&t, &in, m)
+		case *wire.REQ:
+			cm.recvREQ(&t, &in, m)
 		case *wire.MRA:
 			cm.recvMRA(&t, &in, m)
-		case *wire.Rej:
-			cm.recvRej(&t, &in, m)
-		case *wire.Rep:
-			cm.recvRep(&t, &in, m)
+		case *wire.REJ:
+			cm.recvREJ(&t, &in, m)
+		case *wire.REP:
+			cm.recvREP(&t, &in, m)
 		case *wire.RTU:
 			cm.recvRTU(&t, &in, m)
-		case *wire.DReq:
-			cm.recvDReq(&t, &in, m)
-		case *wire.DRep:
-			cm.recvDRep(&t, &in, m)
+		case *wire.DREQ:
+			cm.recvDREQ(&t, &in, m)
+		case *wire.DREP:
+			cm.recvDREP(&t, &in, m)
 		case *wire.LAP:
 			cm.recvLAP(&t, &in, m)
 		case *wire.APR:
 			cm.recvAPR(&t, &in, m)
-		case *wire.SIDRReq:
-			cm.recvSIDRReq(&t, &in, m)
-		case *wire.SIDRRep:
-			cm.recvSIDRRep(&t, &in, m)
+		case *wire.SIDRREQ:
+			cm.recvSIDRREQ(&t, &in, m)
+		case *wire.SIDRREP:
+			cm.recvSIDRREP(&t, &in, m)
 		}
 	}
 	cm.unlock(&t)
 }
 
-// issueRej is cm_issue_rej: a REJ built from a received message without an
+// issueREJ is cm_issue_rej: a REJ built from a received message without an
 // id, sent back to its source.
-func (cm *CM) issueRej(t *txn, in *rx, local, remote uint32, rejected uint8, reason uint16, ari []byte) {
-	cm.sendMsg(t, in.p, in.src, in.tid, &wire.Rej{
+func (cm *CM) issueREJ(t *txn, in *rx, local, remote uint32, rejected uint8, reason uint16, ari []byte) {
+	cm.sendMsg(t, in.p, in.src, in.tid, &wire.REJ{
 		LocalCommID: local, RemoteCommID: remote, MessageRejected: rejected, Reason: reason, ARI: ari,
 	})
 }
 
-// recvRep is cm_rep_handler: only an id that has not learned its peer yet
+// recvREP is cm_rep_handler: only an id that has not learned its peer yet
 // takes a REP; duplicate remote IDs are dropped, reused QPNs are stale.
-func (cm *CM) recvRep(t *txn, in *rx, m *wire.Rep) {
+func (cm *CM) recvREP(t *txn, in *rx, m *wire.REP) {
 	id := cm.acquire(m.RemoteCommID, 0)
 	if id == nil {
-		cm.dupRep(t, in, m)
+		cm.dupREP(t, in, m)
 		return
 	}
-	if id.state != StateReqSent && id.state != StateMRAReqRcvd {
+	if id.state != StateREQSent && id.state != StateMRAREQRcvd {
 		return
 	}
 	id.remoteID = m.LocalCommID
@@ -86,9 +86,9 @@ func (cm *CM) recvRep(t *txn, in *rx, m *wire.Rep) {
 		return
 	case stale != nil:
 		id.remoteID = 0
-		cm.issueRej(t, in, m.RemoteCommID, m.LocalCommID, msgREP, rejStaleConn, nil)
+		cm.issueREJ(t, in, m.RemoteCommID, m.LocalCommID, msgREP, rejStaleConn, nil)
 		if stale.state == StateEstablished {
-			cm.sendDReqLocked(t, stale, nil)
+			cm.sendDREQLocked(t, stale, nil)
 		}
 		return
 	}
@@ -103,12 +103,12 @@ func (cm *CM) recvRep(t *txn, in *rx, m *wire.Rep) {
 	if id.altAV.DLID != 0 || id.altAV.IsGlobal {
 		id.altAV.Timeout = ackTimeout(m.TargetACKDelay, id.altAV.Timeout-1)
 	}
-	id.state = StateRepRcvd
+	id.state = StateREPRcvd
 	cm.post(Event{
-		Type:        EventRepReceived,
+		Type:        EventREPReceived,
 		ID:          id,
 		PrivateData: m.PrivateData,
-		Rep: RepEventParam{
+		REP: REPEventParam{
 			RemoteCAGUID:       m.LocalCAGUID,
 			RemoteQKey:         m.LocalQKey,
 			RemoteQPN:          id.remoteQPN,
@@ -124,9 +124,9 @@ func (cm *CM) recvRep(t *txn, in *rx, m *wire.Rep) {
 	}, id)
 }
 
-// dupRep is cm_dup_rep_handler: the REP was already processed, so the
+// dupREP is cm_dup_rep_handler: the REP was already processed, so the
 // peer lost our answer.
-func (cm *CM) dupRep(t *txn, in *rx, m *wire.Rep) {
+func (cm *CM) dupREP(t *txn, in *rx, m *wire.REP) {
 	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
 	if id == nil {
 		return
@@ -134,7 +134,7 @@ func (cm *CM) dupRep(t *txn, in *rx, m *wire.Rep) {
 	switch id.state {
 	case StateEstablished:
 		cm.sendRTULocked(t, id)
-	case StateMRARepSent:
+	case StateMRAREPSent:
 		cm.sendMRALocked(t, id, msgREP)
 	}
 }
@@ -142,7 +142,7 @@ func (cm *CM) dupRep(t *txn, in *rx, m *wire.Rep) {
 // recvRTU is cm_rtu_handler.
 func (cm *CM) recvRTU(t *txn, in *rx, m *wire.RTU) {
 	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
-	if id == nil || (id.state != StateRepSent && id.state != StateMRARepRcvd) {
+	if id == nil || (id.state != StateREPSent && id.state != StateMRAREPRcvd) {
 		return
 	}
 	id.cancelMsg()
@@ -150,48 +150,48 @@ func (cm *CM) recvRTU(t *txn, in *rx, m *wire.RTU) {
 	cm.post(Event{Type: EventRTUReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
-// recvDReq is cm_dreq_handler: the DREQ must name our QPN.
-func (cm *CM) recvDReq(t *txn, in *rx, m *wire.DReq) {
+// recvDREQ is cm_dreq_handler: the DREQ must name our QPN.
+func (cm *CM) recvDREQ(t *txn, in *rx, m *wire.DREQ) {
 	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
 	if id == nil {
 		// cm_issue_drep: answer so the peer can leave DREQ_SENT.
-		cm.sendMsg(t, in.p, in.src, in.tid, &wire.DRep{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID})
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.DREP{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID})
 		return
 	}
 	if m.RemoteQPN != id.localQPN {
 		return
 	}
 	switch id.state {
-	case StateRepSent, StateDReqSent, StateMRARepRcvd:
+	case StateREPSent, StateDREQSent, StateMRAREPRcvd:
 		id.cancelMsg()
 	case StateEstablished:
-		if id.lapState == LapSent || id.lapState == LapMRALapRcvd {
+		if id.lapState == LAPSent || id.lapState == LAPMRALAPRcvd {
 			id.cancelMsg()
 		}
 	case StateTimewait:
-		cm.sendMsg(t, in.p, in.src, in.tid, &wire.DRep{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.drepPD})
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.DREP{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.drepPD})
 		return
 	default:
 		return
 	}
 	id.tid = in.tid
-	id.state = StateDReqRcvd
-	cm.post(Event{Type: EventDReqReceived, ID: id, PrivateData: m.PrivateData}, id)
+	id.state = StateDREQRcvd
+	cm.post(Event{Type: EventDREQReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
-// recvDRep is cm_drep_handler.
-func (cm *CM) recvDRep(t *txn, in *rx, m *wire.DRep) {
+// recvDREP is cm_drep_handler.
+func (cm *CM) recvDREP(t *txn, in *rx, m *wire.DREP) {
 	id := cm.acquire(m.RemoteCommID, m.LocalCommID)
-	if id == nil || (id.state != StateDReqSent && id.state != StateDReqRcvd) {
+	if id == nil || (id.state != StateDREQSent && id.state != StateDREQRcvd) {
 		return
 	}
 	cm.enterTimewait(id)
-	cm.post(Event{Type: EventDRepReceived, ID: id, PrivateData: m.PrivateData}, id)
+	cm.post(Event{Type: EventDREPReceived, ID: id, PrivateData: m.PrivateData}, id)
 }
 
-// recvRej is cm_rej_handler with cm_acquire_rejected_id's lookup: REJ
+// recvREJ is cm_rej_handler with cm_acquire_rejected_id's lookup: REJ
 // TIMEOUT by (ARI CA GUID, remote comm ID), a rejected REQ by our ID alone.
-func (cm *CM) recvRej(t *txn, in *rx, m *wire.Rej) {
+func (cm *CM) recvREJ(t *txn, in *rx, m *wire.REJ) {
 	var id *ID
 	switch {
 	case m.Reason == rejTimeout:
@@ -209,16 +209,16 @@ func (cm *CM) recvRej(t *txn, in *rx, m *wire.Rej) {
 		return
 	}
 	switch id.state {
-	case StateReqSent, StateMRAReqRcvd, StateRepSent, StateMRARepRcvd, StateReqRcvd, StateMRAReqSent:
+	case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd, StateREQRcvd, StateMRAREQSent:
 		if m.Reason == rejStaleConn {
 			cm.enterTimewait(id)
 		} else {
 			cm.resetToIdle(id)
 		}
-	case StateDReqSent, StateRepRcvd, StateMRARepSent:
+	case StateDREQSent, StateREPRcvd, StateMRAREPSent:
 		cm.enterTimewait(id)
 	case StateEstablished:
-		if id.lapState != LapUninit && id.lapState != LapSent {
+		if id.lapState != LAPUninit && id.lapState != LAPSent {
 			return
 		}
 		cm.enterTimewait(id)
@@ -226,7 +226,7 @@ func (cm *CM) recvRej(t *txn, in *rx, m *wire.Rej) {
 		return
 	}
 	cm.post(Event{
-		Type: EventRejReceived, ID: id, Rej: RejEventParam{Reason: m.Reason},
+		Type: EventREJReceived, ID: id, REJ: REJEventParam{Reason: m.Reason},
 		Info: m.ARI, PrivateData: m.PrivateData,
 	}, id)
 }
@@ -246,13 +246,13 @@ func (cm *CM) recvMRA(t *txn, in *rx, m *wire.MRA) {
 	}
 	var next State
 	switch {
-	case m.MessageMRAed == msgREQ && id.state == StateReqSent:
-		next = StateMRAReqRcvd
-	case m.MessageMRAed == msgREP && id.state == StateRepSent:
-		next = StateMRARepRcvd
-	case m.MessageMRAed == msgOther && id.state == StateEstablished && id.lapState == LapSent:
+	case m.MessageMRAed == msgREQ && id.state == StateREQSent:
+		next = StateMRAREQRcvd
+	case m.MessageMRAed == msgREP && id.state == StateREPSent:
+		next = StateMRAREPRcvd
+	case m.MessageMRAed == msgOther && id.state == StateEstablished && id.lapState == LAPSent:
 		next = StateEstablished
-		id.lapState = LapMRALapRcvd
+		id.lapState = LAPMRALAPRcvd
 	default:
 		return // wrong state, or a second MRA
 	}

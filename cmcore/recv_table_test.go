@@ -37,9 +37,9 @@ func withStates(m map[string]rxOK, states []string, ok rxOK) map[string]rxOK {
 var unknownRemote = []string{"IDLE", "LISTEN", "REQ_SENT", "MRA_REQ_RCVD", "SIDR_REQ_SENT"}
 
 var rxRows = []rxRow{
-	{"REP", func(h *harness, id *ID) wire.Message { return h.peerRep(id) }, withStates(map[string]rxOK{
-		"REQ_SENT":     ev("REP_RCVD", EventRepReceived),
-		"MRA_REQ_RCVD": ev("REP_RCVD", EventRepReceived),
+	{"REP", func(h *harness, id *ID) wire.Message { return h.peerREP(id) }, withStates(map[string]rxOK{
+		"REQ_SENT":     ev("REP_RCVD", EventREPReceived),
+		"MRA_REQ_RCVD": ev("REP_RCVD", EventREPReceived),
 		"MRA_REP_SENT": reply(wire.AttrMRA), // duplicate REP: resend our MRA
 	}, established, reply(wire.AttrRTU))}, // duplicate REP: resend RTU
 	{"RTU", func(h *harness, id *ID) wire.Message {
@@ -49,22 +49,22 @@ var rxRows = []rxRow{
 		"MRA_REP_RCVD": ev("ESTABLISHED", EventRTUReceived),
 	}},
 	{"DREQ", func(h *harness, id *ID) wire.Message {
-		return &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN}
+		return &wire.DREQ{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN}
 	}, withStates(withStates(map[string]rxOK{
-		"REP_SENT":     ev("DREQ_RCVD", EventDReqReceived),
-		"MRA_REP_RCVD": ev("DREQ_RCVD", EventDReqReceived),
-		"DREQ_SENT":    ev("DREQ_RCVD", EventDReqReceived),
+		"REP_SENT":     ev("DREQ_RCVD", EventDREQReceived),
+		"MRA_REP_RCVD": ev("DREQ_RCVD", EventDREQReceived),
+		"DREQ_SENT":    ev("DREQ_RCVD", EventDREQReceived),
 		"TIMEWAIT":     reply(wire.AttrDREP), // resend DREP, no event
-	}, established, ev("DREQ_RCVD", EventDReqReceived)),
+	}, established, ev("DREQ_RCVD", EventDREQReceived)),
 		unknownRemote, reply(wire.AttrDREP))}, // no such connection: DREP anyway
 	{"DREQ/wrong-QPN", func(h *harness, id *ID) wire.Message {
-		return &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN + 1}
+		return &wire.DREQ{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN + 1}
 	}, withStates(map[string]rxOK{}, unknownRemote, reply(wire.AttrDREP))},
 	{"DREP", func(h *harness, id *ID) wire.Message {
-		return &wire.DRep{LocalCommID: peerComm, RemoteCommID: id.localID}
+		return &wire.DREP{LocalCommID: peerComm, RemoteCommID: id.localID}
 	}, map[string]rxOK{
-		"DREQ_SENT": ev("TIMEWAIT", EventDRepReceived),
-		"DREQ_RCVD": ev("TIMEWAIT", EventDRepReceived),
+		"DREQ_SENT": ev("TIMEWAIT", EventDREPReceived),
+		"DREQ_RCVD": ev("TIMEWAIT", EventDREPReceived),
 	}},
 	{"MRA/REQ", func(h *harness, id *ID) wire.Message {
 		return &wire.MRA{LocalCommID: peerComm, RemoteCommID: id.localID, MessageMRAed: wire.MessageREQ, ServiceTimeout: 18}
@@ -80,27 +80,27 @@ var rxRows = []rxRow{
 	}, map[string]rxOK{}},
 	// The peer rejects our REQ: Local Comm ID 0, Message Rejected REQ.
 	{"REJ/of-REQ", func(h *harness, id *ID) wire.Message {
-		return &wire.Rej{RemoteCommID: id.localID, MessageRejected: wire.MessageREQ, Reason: wire.RejConsumerDefined}
+		return &wire.REJ{RemoteCommID: id.localID, MessageRejected: wire.MessageREQ, Reason: wire.REJConsumerDefined}
 	}, map[string]rxOK{
-		"REQ_SENT":     ev("IDLE", EventRejReceived),
-		"MRA_REQ_RCVD": ev("IDLE", EventRejReceived),
+		"REQ_SENT":     ev("IDLE", EventREJReceived),
+		"MRA_REQ_RCVD": ev("IDLE", EventREJReceived),
 	}},
 	{"REJ/other", func(h *harness, id *ID) wire.Message {
-		return &wire.Rej{LocalCommID: peerComm, RemoteCommID: id.localID, MessageRejected: wire.MessageOther, Reason: wire.RejConsumerDefined}
+		return &wire.REJ{LocalCommID: peerComm, RemoteCommID: id.localID, MessageRejected: wire.MessageOther, Reason: wire.REJConsumerDefined}
 	}, rejCells("IDLE")},
 	{"REJ/stale", func(h *harness, id *ID) wire.Message {
-		return &wire.Rej{LocalCommID: peerComm, RemoteCommID: id.localID, MessageRejected: wire.MessageOther, Reason: wire.RejStaleConn}
+		return &wire.REJ{LocalCommID: peerComm, RemoteCommID: id.localID, MessageRejected: wire.MessageOther, Reason: wire.REJStaleConn}
 	}, rejCells("TIMEWAIT")},
 	// REJ reason 4 is found by (remote CA GUID from the ARI, remote comm ID).
 	{"REJ/timeout", func(h *harness, id *ID) wire.Message {
 		ari := make([]byte, 8)
 		putBE64(ari, peerGUID)
-		return &wire.Rej{LocalCommID: peerComm, RemoteCommID: 0xdead, MessageRejected: wire.MessageOther, Reason: wire.RejTimeout, ARI: ari}
+		return &wire.REJ{LocalCommID: peerComm, RemoteCommID: 0xdead, MessageRejected: wire.MessageOther, Reason: wire.REJTimeout, ARI: ari}
 	}, rejCells("IDLE")},
 	{"LAP", func(h *harness, id *ID) wire.Message { return h.peerLAP(id) }, map[string]rxOK{
-		"ESTABLISHED":              ev("ESTABLISHED/LAP_RCVD", EventLapReceived),
-		"ESTABLISHED/passive":      ev("ESTABLISHED/LAP_RCVD", EventLapReceived),
-		"ESTABLISHED/LAP_IDLE":     ev("ESTABLISHED/LAP_RCVD", EventLapReceived),
+		"ESTABLISHED":              ev("ESTABLISHED/LAP_RCVD", EventLAPReceived),
+		"ESTABLISHED/passive":      ev("ESTABLISHED/LAP_RCVD", EventLAPReceived),
+		"ESTABLISHED/LAP_IDLE":     ev("ESTABLISHED/LAP_RCVD", EventLAPReceived),
 		"ESTABLISHED/MRA_LAP_SENT": reply(wire.AttrMRA),
 	}},
 	{"APR", func(h *harness, id *ID) wire.Message {
@@ -110,8 +110,8 @@ var rxRows = []rxRow{
 		"ESTABLISHED/MRA_LAP_RCVD": ev("ESTABLISHED/LAP_IDLE", EventAPRReceived),
 	}},
 	{"SIDR_REP", func(h *harness, id *ID) wire.Message {
-		return &wire.SIDRRep{RequestID: id.localID, Status: wire.SIDRSuccess, QPN: 0x99, QKey: 0x11}
-	}, map[string]rxOK{"SIDR_REQ_SENT": ev("IDLE", EventSIDRRepReceived)}},
+		return &wire.SIDRREP{RequestID: id.localID, Status: wire.SIDRSuccess, QPN: 0x99, QKey: 0x11}
+	}, map[string]rxOK{"SIDR_REQ_SENT": ev("IDLE", EventSIDRREPReceived)}},
 }
 
 // rejCells is the REJ row for a REJ that finds the id by (rem, loc) or by
@@ -120,16 +120,16 @@ var rxRows = []rxRow{
 // TIMEWAIT instead of IDLE.
 func rejCells(early string) map[string]rxOK {
 	m := map[string]rxOK{
-		"REQ_RCVD":             ev(early, EventRejReceived),
-		"MRA_REQ_SENT":         ev(early, EventRejReceived),
-		"REP_SENT":             ev(early, EventRejReceived),
-		"MRA_REP_RCVD":         ev(early, EventRejReceived),
-		"REP_RCVD":             ev("TIMEWAIT", EventRejReceived),
-		"MRA_REP_SENT":         ev("TIMEWAIT", EventRejReceived),
-		"DREQ_SENT":            ev("TIMEWAIT", EventRejReceived),
-		"ESTABLISHED":          ev("TIMEWAIT", EventRejReceived),
-		"ESTABLISHED/passive":  ev("TIMEWAIT", EventRejReceived),
-		"ESTABLISHED/LAP_SENT": ev("TIMEWAIT", EventRejReceived),
+		"REQ_RCVD":             ev(early, EventREJReceived),
+		"MRA_REQ_SENT":         ev(early, EventREJReceived),
+		"REP_SENT":             ev(early, EventREJReceived),
+		"MRA_REP_RCVD":         ev(early, EventREJReceived),
+		"REP_RCVD":             ev("TIMEWAIT", EventREJReceived),
+		"MRA_REP_SENT":         ev("TIMEWAIT", EventREJReceived),
+		"DREQ_SENT":            ev("TIMEWAIT", EventREJReceived),
+		"ESTABLISHED":          ev("TIMEWAIT", EventREJReceived),
+		"ESTABLISHED/passive":  ev("TIMEWAIT", EventREJReceived),
+		"ESTABLISHED/LAP_SENT": ev("TIMEWAIT", EventREJReceived),
 	}
 	return m
 }

@@ -5,16 +5,16 @@ import (
 	"github.com/ucmd/ucmd/hw"
 )
 
-// recvReq is the passive REQ pipeline of ib-cm.md §5.4, in its order:
+// recvREQ is the passive REQ pipeline of ib-cm.md §5.4, in its order:
 // duplicate, stale connection, listener, path, then the new id.
-func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
+func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	// 4. Duplicate: this REQ's connection already has an id.
 	if cur := cm.remoteIDs[remoteKey{m.LocalCommID, m.LocalCAGUID}]; cur != nil {
 		switch cur.state {
-		case StateMRAReqSent:
+		case StateMRAREQSent:
 			cm.sendMRALocked(t, cur, msgREQ)
 		case StateTimewait:
-			cm.sendMsg(t, cur.port, cur.dst, in.tid, &wire.Rej{
+			cm.sendMsg(t, cur.port, cur.dst, in.tid, &wire.REJ{
 				LocalCommID: cur.localID, RemoteCommID: cur.remoteID,
 				MessageRejected: msgOther, Reason: rejStaleConn,
 			})
@@ -23,16 +23,16 @@ func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
 	}
 	// 5. Stale: the peer reuses a QPN we still consider connected.
 	if cur := cm.remoteQPNs[remoteKey{m.LocalQPN, m.LocalCAGUID}]; cur != nil {
-		cm.issueRej(t, in, 0, m.LocalCommID, msgREQ, rejStaleConn, nil)
+		cm.issueREJ(t, in, 0, m.LocalCommID, msgREQ, rejStaleConn, nil)
 		if cur.state == StateEstablished {
-			cm.sendDReqLocked(t, cur, nil)
+			cm.sendDREQLocked(t, cur, nil)
 		}
 		return
 	}
 	// 6. Listener.
 	l := cm.listen.find(m.ServiceID)
 	if l == nil {
-		cm.issueRej(t, in, 0, m.LocalCommID, msgREQ, rejInvalidServiceID, nil)
+		cm.issueREJ(t, in, 0, m.LocalCommID, msgREQ, rejInvalidServiceID, nil)
 		return
 	}
 	// 1-3. The new id, answering to the REQ's source until the user's REP.
@@ -55,12 +55,12 @@ func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
 	id.rnrRetryCount = m.RNRRetryCount
 	id.pathMTU = m.PathMTU
 	id.pkey = m.PartitionKey
-	id.state = StateReqRcvd
+	id.state = StateREQRcvd
 	cm.insertRemote(id) // cannot collide: both keys were checked above
 
 	// 7-8. Paths and the QP's address vectors.
 	attr, _ := in.p.hw.Attr()
-	primary := cm.pathFromReq(in, &attr, m, &m.Primary, true)
+	primary := cm.pathFromREQ(in, &attr, m, &m.Primary, true)
 	av, _, err := cm.avFromPath(&primary)
 	if err != nil {
 		var ari []byte
@@ -68,7 +68,7 @@ func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
 			g := attr.GIDs[0].GID
 			ari = g[:]
 		}
-		cm.sendRejLocked(t, id, rejInvalidGID, ari, nil)
+		cm.sendREJLocked(t, id, rejInvalidGID, ari, nil)
 		cm.ids.release(id.localID)
 		id.destroyed = true
 		return
@@ -79,10 +79,10 @@ func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
 	id.av = av
 	var alt *PathRecord
 	if m.Alternate.LocalLID != 0 {
-		p := cm.pathFromReq(in, &attr, m, &m.Alternate, false)
+		p := cm.pathFromREQ(in, &attr, m, &m.Alternate, false)
 		altAV, _, err := cm.avFromPath(&p)
 		if err != nil {
-			cm.sendRejLocked(t, id, rejInvalidAltGID, primary.SGID[:], nil)
+			cm.sendREJLocked(t, id, rejInvalidAltGID, primary.SGID[:], nil)
 			cm.ids.release(id.localID)
 			id.destroyed = true
 			return
@@ -96,11 +96,11 @@ func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
 
 	// 9. Deliver on the listener.
 	cm.post(Event{
-		Type:        EventReqReceived,
+		Type:        EventREQReceived,
 		ID:          id,
 		Listener:    l,
 		PrivateData: m.PrivateData,
-		Req: ReqEventParam{
+		REQ: REQEventParam{
 			Primary:                 primary,
 			Alternate:               alt,
 			RemoteCAGUID:            m.LocalCAGUID,
@@ -122,7 +122,7 @@ func (cm *CM) recvReq(t *txn, in *rx, m *wire.Req) {
 	}, l)
 }
 
-func reqQPType(m *wire.Req) QPType {
+func reqQPType(m *wire.REQ) QPType {
 	switch {
 	case m.TransportType == wire.TransportRC:
 		return QPTypeRC
@@ -134,11 +134,11 @@ func reqQPType(m *wire.Req) QPType {
 	return 0
 }
 
-// pathFromReq is cm_format_path_from_req (ib-cm.md §6.2): the REQ seen from
+// pathFromREQ is cm_format_path_from_req (ib-cm.md §6.2): the REQ seen from
 // the passive side. On IB the primary DLID is the REQ's source LID
 // (v5.10+), which also fixes up permissive LIDs of routed REQs; the hop
 // limit follows the received MAD's GRH.
-func (cm *CM) pathFromReq(in *rx, attr *hw.PortAttr, m *wire.Req, rp *wire.Path, primary bool) PathRecord {
+func (cm *CM) pathFromREQ(in *rx, attr *hw.PortAttr, m *wire.REQ, rp *wire.Path, primary bool) PathRecord {
 	p := PathRecord{
 		DGID: rp.LocalGID, SGID: rp.RemoteGID,
 		DLID: rp.LocalLID, SLID: rp.RemoteLID,

@@ -8,16 +8,16 @@ import (
 	"github.com/ucmd/ucmd/hw"
 )
 
-func TestReqReceivedEvent(t *testing.T) {
+func TestREQReceivedEvent(t *testing.T) {
 	h := newHarness(t)
 	l := h.newID()
 	l.SetContext("listener ctx")
 	must(t, l.Listen(0x1200, 0xFF00)) // matches 0x1234 under the mask
-	req := peerReq(0x1234)
+	req := peerREQ(0x1234)
 	req.PrivateData = []byte("hello")
 	h.inject(0xabcd, req)
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].Type != EventReqReceived {
+	if len(evs) != 1 || evs[0].Type != EventREQReceived {
 		t.Fatalf("events %v", evs)
 	}
 	e := evs[0]
@@ -27,7 +27,7 @@ func TestReqReceivedEvent(t *testing.T) {
 	if e.ID.Context() != "listener ctx" {
 		t.Errorf("child context %v, want the listener's", e.ID.Context())
 	}
-	p := e.Req
+	p := e.REQ
 	// Perspective swaps of §3.5.
 	if p.ResponderResources != req.InitiatorDepth || p.InitiatorDepth != req.ResponderResources ||
 		p.LocalCMResponseTimeout != req.RemoteCMResponseTimeout || p.RemoteCMResponseTimeout != req.LocalCMResponseTimeout {
@@ -46,7 +46,7 @@ func TestReqReceivedEvent(t *testing.T) {
 	if p.Alternate != nil {
 		t.Errorf("alternate path %+v from a REQ without one", p.Alternate)
 	}
-	if !bytes.HasPrefix(e.PrivateData, []byte("hello")) || len(e.PrivateData) != wire.ReqPrivateDataSize {
+	if !bytes.HasPrefix(e.PrivateData, []byte("hello")) || len(e.PrivateData) != wire.REQPrivateDataSize {
 		t.Errorf("private data %q (%d bytes)", e.PrivateData[:8], len(e.PrivateData))
 	}
 	a := e.ID.Attr()
@@ -54,7 +54,7 @@ func TestReqReceivedEvent(t *testing.T) {
 		t.Errorf("child attr %+v", a)
 	}
 	// Answering goes back with the REQ's TID, to the REQ's source.
-	must(t, e.ID.SendREP(&RepParams{QPN: localQPN}))
+	must(t, e.ID.SendREP(&REPParams{QPN: localQPN}))
 	ep := h.port.ep
 	ep.mu.Lock()
 	last := ep.sent[len(ep.sent)-1]
@@ -65,13 +65,13 @@ func TestReqReceivedEvent(t *testing.T) {
 	}
 }
 
-func TestReqWithoutListenerIsRejected(t *testing.T) {
+func TestREQWithoutListenerIsRejected(t *testing.T) {
 	h := newHarness(t)
 	l := h.newID()
 	must(t, l.Listen(0x1, 0))
-	h.inject(0x77, peerReq(0x2))
-	r := one[*wire.Rej](t, h.sent())
-	if r.Reason != wire.RejInvalidServiceID || r.LocalCommID != 0 || r.RemoteCommID != peerComm || r.MessageRejected != wire.MessageREQ {
+	h.inject(0x77, peerREQ(0x2))
+	r := one[*wire.REJ](t, h.sent())
+	if r.Reason != wire.REJInvalidServiceID || r.LocalCommID != 0 || r.RemoteCommID != peerComm || r.MessageRejected != wire.MessageREQ {
 		t.Errorf("REJ %+v, want reason 8 for REQ %#x", r, peerComm)
 	}
 	if evs := h.takeEvents(); len(evs) != 0 {
@@ -82,8 +82,8 @@ func TestReqWithoutListenerIsRejected(t *testing.T) {
 	}
 }
 
-// TestDuplicateReq is §4.6: a REQ for a connection we already have.
-func TestDuplicateReq(t *testing.T) {
+// TestDuplicateREQ is §4.6: a REQ for a connection we already have.
+func TestDuplicateREQ(t *testing.T) {
 	for _, c := range []struct {
 		state string
 		reply uint16
@@ -96,7 +96,7 @@ func TestDuplicateReq(t *testing.T) {
 		t.Run(c.state, func(t *testing.T) {
 			h := newHarness(t)
 			id := h.reach(c.state)
-			h.inject(0x77, peerReq(0x1234))
+			h.inject(0x77, peerREQ(0x1234))
 			sent := h.sent()
 			if evs := h.takeEvents(); len(evs) != 0 {
 				t.Fatalf("duplicate REQ gave events %v", evs)
@@ -113,26 +113,26 @@ func TestDuplicateReq(t *testing.T) {
 	}
 }
 
-// TestStaleReq: a new REQ reusing the QPN of a live connection gets REJ 10
+// TestStaleREQ: a new REQ reusing the QPN of a live connection gets REJ 10
 // and the old connection is disconnected.
-func TestStaleReq(t *testing.T) {
+func TestStaleREQ(t *testing.T) {
 	h := newHarness(t)
 	old := h.reach("ESTABLISHED/passive")
-	req := peerReq(0x1234)
+	req := peerREQ(0x1234)
 	req.LocalCommID = peerComm + 7 // new connection, same QPN
 	h.inject(0x99, req)
 	sent := h.sent()
 	if len(sent) != 2 {
 		t.Fatalf("sent %v, want REJ and DREQ", sent)
 	}
-	r, ok := sent[0].(*wire.Rej)
-	if !ok || r.Reason != wire.RejStaleConn || r.MessageRejected != wire.MessageREQ || r.RemoteCommID != peerComm+7 || r.LocalCommID != 0 {
+	r, ok := sent[0].(*wire.REJ)
+	if !ok || r.Reason != wire.REJStaleConn || r.MessageRejected != wire.MessageREQ || r.RemoteCommID != peerComm+7 || r.LocalCommID != 0 {
 		t.Errorf("first %+v, want REJ 10 of REQ %#x", sent[0], peerComm+7)
 	}
-	if d, ok := sent[1].(*wire.DReq); !ok || d.LocalCommID != old.localID {
+	if d, ok := sent[1].(*wire.DREQ); !ok || d.LocalCommID != old.localID {
 		t.Errorf("second %+v, want DREQ of the old connection", sent[1])
 	}
-	if s, _ := old.State(); s != StateDReqSent {
+	if s, _ := old.State(); s != StateDREQSent {
 		t.Errorf("old connection %v, want DREQ_SENT", s)
 	}
 	if evs := h.takeEvents(); len(evs) != 0 {
@@ -140,75 +140,75 @@ func TestStaleReq(t *testing.T) {
 	}
 }
 
-// TestStaleRep: a REP whose QPN belongs to another live connection is
+// TestStaleREP: a REP whose QPN belongs to another live connection is
 // rejected with REJ 10 (Rejected = REP), the old one is disconnected, and
 // our REQ stays outstanding.
-func TestStaleRep(t *testing.T) {
+func TestStaleREP(t *testing.T) {
 	h := newHarness(t)
 	old := h.reach("ESTABLISHED/passive")
 	id := h.reach("REQ_SENT")
-	rep := h.peerRep(id)
+	rep := h.peerREP(id)
 	rep.LocalCommID = peerComm + 9
 	h.inject(0x5, rep)
 	sent := h.sent()
 	if len(sent) != 2 {
 		t.Fatalf("sent %v, want REJ and DREQ", sent)
 	}
-	if r, ok := sent[0].(*wire.Rej); !ok || r.Reason != wire.RejStaleConn || r.MessageRejected != wire.MessageREP || r.RemoteCommID != peerComm+9 || r.LocalCommID != id.localID {
+	if r, ok := sent[0].(*wire.REJ); !ok || r.Reason != wire.REJStaleConn || r.MessageRejected != wire.MessageREP || r.RemoteCommID != peerComm+9 || r.LocalCommID != id.localID {
 		t.Errorf("first %+v, want REJ 10 of the REP", sent[0])
 	}
-	if _, ok := sent[1].(*wire.DReq); !ok {
+	if _, ok := sent[1].(*wire.DREQ); !ok {
 		t.Errorf("second %T, want DREQ", sent[1])
 	}
-	if s, _ := id.State(); s != StateReqSent {
+	if s, _ := id.State(); s != StateREQSent {
 		t.Errorf("our id %v, want still REQ_SENT", s)
 	}
-	if s, _ := old.State(); s != StateDReqSent {
+	if s, _ := old.State(); s != StateDREQSent {
 		t.Errorf("old %v, want DREQ_SENT", s)
 	}
 }
 
-// TestDuplicateRepOtherID: a REP naming a remote comm ID another id
+// TestDuplicateREPOtherID: a REP naming a remote comm ID another id
 // already has (same CA GUID) is a duplicate and dropped.
-func TestDuplicateRepOtherID(t *testing.T) {
+func TestDuplicateREPOtherID(t *testing.T) {
 	h := newHarness(t)
 	h.reach("ESTABLISHED") // holds (peerComm, peerGUID)
 	id := h.reach("REQ_SENT")
-	rep := h.peerRep(id)
+	rep := h.peerREP(id)
 	rep.LocalQPN = peerQPN + 1
 	h.inject(0x5, rep)
 	none(t, h.sent())
-	if s, _ := id.State(); s != StateReqSent {
+	if s, _ := id.State(); s != StateREQSent {
 		t.Errorf("state %v, want REQ_SENT", s)
 	}
 }
 
-func TestReqBadPath(t *testing.T) {
+func TestREQBadPath(t *testing.T) {
 	cases := []struct {
 		name   string
-		mod    func(*wire.Req)
+		mod    func(*wire.REQ)
 		reason uint16
 	}{
-		{"GID not ours", func(r *wire.Req) { r.Primary.RemoteGID = hw.GID{0xfe, 0x80, 15: 9} }, wire.RejInvalidGID},
-		{"P_Key not in table", func(r *wire.Req) { r.PartitionKey = 0x7777 }, wire.RejInvalidGID},
-		{"alternate GID not ours", func(r *wire.Req) {
+		{"GID not ours", func(r *wire.REQ) { r.Primary.RemoteGID = hw.GID{0xfe, 0x80, 15: 9} }, wire.REJInvalidGID},
+		{"P_Key not in table", func(r *wire.REQ) { r.PartitionKey = 0x7777 }, wire.REJInvalidGID},
+		{"alternate GID not ours", func(r *wire.REQ) {
 			r.Alternate = r.Primary
 			r.Alternate.RemoteGID = hw.GID{0xfe, 0x80, 15: 9}
-		}, wire.RejInvalidAltGID},
+		}, wire.REJInvalidAltGID},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
 			l := h.newID()
 			must(t, l.Listen(0x1234, 0))
-			req := peerReq(0x1234)
+			req := peerREQ(0x1234)
 			c.mod(req)
 			h.inject(0x77, req)
-			r := one[*wire.Rej](t, h.sent())
+			r := one[*wire.REJ](t, h.sent())
 			if r.Reason != c.reason || r.MessageRejected != wire.MessageREQ || r.RemoteCommID != peerComm {
 				t.Errorf("REJ %+v, want reason %d", r, c.reason)
 			}
-			if c.reason == wire.RejInvalidGID && !bytes.Equal(r.ARI, localGID[:]) {
+			if c.reason == wire.REJInvalidGID && !bytes.Equal(r.ARI, localGID[:]) {
 				t.Errorf("ARI %x, want our GID 0 %x", r.ARI, localGID[:])
 			}
 			if evs := h.takeEvents(); len(evs) != 0 {
@@ -221,22 +221,22 @@ func TestReqBadPath(t *testing.T) {
 	}
 }
 
-// TestReqOutcome: a REQ_RECEIVED handler's outcome alone decides what the
+// TestREQOutcome: a REQ_RECEIVED handler's outcome alone decides what the
 // peer gets: Keep nothing yet (the id waits in REQ_RCVD), Destroy a REJ 28,
 // DestroySilently nothing at all, so that its retry is a new REQ.
-func TestReqOutcome(t *testing.T) {
+func TestREQOutcome(t *testing.T) {
 	t.Run("Keep", func(t *testing.T) {
 		h := newHarness(t)
 		l := h.newID()
 		must(t, l.Listen(0x1234, 0))
 		h.onEvent = func(*Event) Outcome { return Keep }
-		h.inject(0x77, peerReq(0x1234))
+		h.inject(0x77, peerREQ(0x1234))
 		none(t, h.sent())
 		evs := h.takeEvents()
 		if len(evs) != 1 {
 			t.Fatalf("events %v", evs)
 		}
-		if st, _ := evs[0].ID.State(); st != StateReqRcvd {
+		if st, _ := evs[0].ID.State(); st != StateREQRcvd {
 			t.Errorf("kept id in %v, want REQ_RCVD", st)
 		}
 	})
@@ -245,13 +245,13 @@ func TestReqOutcome(t *testing.T) {
 		l := h.newID()
 		must(t, l.Listen(0x1234, 0))
 		h.onEvent = func(*Event) Outcome { return DestroySilently }
-		h.inject(0x77, peerReq(0x1234))
+		h.inject(0x77, peerREQ(0x1234))
 		none(t, h.sent())
 		// The peer's retransmission is a new REQ, not a duplicate.
 		h.onEvent = nil
 		h.takeEvents()
-		h.inject(0x77, peerReq(0x1234))
-		if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventReqReceived {
+		h.inject(0x77, peerREQ(0x1234))
+		if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventREQReceived {
 			t.Fatalf("retried REQ gave %v", evs)
 		}
 	})
@@ -260,54 +260,54 @@ func TestReqOutcome(t *testing.T) {
 		l := h.newID()
 		must(t, l.Listen(0x1234, 0))
 		h.onEvent = func(*Event) Outcome { return Destroy }
-		h.inject(0x77, peerReq(0x1234))
-		rejWith(wire.RejConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
+		h.inject(0x77, peerREQ(0x1234))
+		rejWith(wire.REJConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
 	})
 }
 
-func TestSIDRReq(t *testing.T) {
+func TestSIDRREQ(t *testing.T) {
 	h := newHarness(t)
-	h.inject(0x88, &wire.SIDRReq{RequestID: 5, PartitionKey: 0xffff, ServiceID: 0x4444})
-	if r := one[*wire.SIDRRep](t, h.sent()); r.Status != wire.SIDRUnsupported || r.RequestID != 5 {
+	h.inject(0x88, &wire.SIDRREQ{RequestID: 5, PartitionKey: 0xffff, ServiceID: 0x4444})
+	if r := one[*wire.SIDRREP](t, h.sent()); r.Status != wire.SIDRUnsupported || r.RequestID != 5 {
 		t.Errorf("no listener: SIDR_REP %+v, want status 1", r)
 	}
 	l := h.newID()
 	must(t, l.Listen(0x4444, 0))
-	h.inject(0x88, &wire.SIDRReq{RequestID: 5, PartitionKey: 0xffff, ServiceID: 0x4444, PrivateData: []byte("x")})
+	h.inject(0x88, &wire.SIDRREQ{RequestID: 5, PartitionKey: 0xffff, ServiceID: 0x4444, PrivateData: []byte("x")})
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].Type != EventSIDRReqReceived || evs[0].Listener != l {
+	if len(evs) != 1 || evs[0].Type != EventSIDRREQReceived || evs[0].Listener != l {
 		t.Fatalf("events %v", evs)
 	}
-	if p := evs[0].SIDRReq; p.ServiceID != 0x4444 || p.PKey != 0xffff || p.Port != 1 {
+	if p := evs[0].SIDRREQ; p.ServiceID != 0x4444 || p.PKey != 0xffff || p.Port != 1 {
 		t.Errorf("params %+v", p)
 	}
-	h.inject(0x88, &wire.SIDRReq{RequestID: 5, PartitionKey: 0xffff, ServiceID: 0x4444})
+	h.inject(0x88, &wire.SIDRREQ{RequestID: 5, PartitionKey: 0xffff, ServiceID: 0x4444})
 	if evs := h.takeEvents(); len(evs) != 0 {
 		t.Errorf("duplicate SIDR_REQ gave %v", evs)
 	}
-	must(t, evs[0].ID.SendSIDRRep(&SIDRRepParams{Status: wire.SIDRSuccess, QPN: 0x55, QKey: 0x66, Info: []byte{1}}))
-	r := one[*wire.SIDRRep](t, h.sent())
+	must(t, evs[0].ID.SendSIDRREP(&SIDRREPParams{Status: wire.SIDRSuccess, QPN: 0x55, QKey: 0x66, Info: []byte{1}}))
+	r := one[*wire.SIDRREP](t, h.sent())
 	if r.RequestID != 5 || r.QPN != 0x55 || r.QKey != 0x66 || r.ServiceID != 0x4444 {
 		t.Errorf("SIDR_REP %+v", r)
 	}
 }
 
-func TestSIDRRepReceived(t *testing.T) {
+func TestSIDRREPReceived(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("SIDR_REQ_SENT")
-	h.inject(1, &wire.SIDRRep{RequestID: id.localID, Status: 0, QPN: 0x99, QKey: 0x11, Info: []byte{7, 8}})
+	h.inject(1, &wire.SIDRREP{RequestID: id.localID, Status: 0, QPN: 0x99, QKey: 0x11, Info: []byte{7, 8}})
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].SIDRRep != (SIDRRepEventParam{Status: 0, QKey: 0x11, QPN: 0x99}) || !bytes.Equal(evs[0].Info, []byte{7, 8}) {
+	if len(evs) != 1 || evs[0].SIDRREP != (SIDRREPEventParam{Status: 0, QKey: 0x11, QPN: 0x99}) || !bytes.Equal(evs[0].Info, []byte{7, 8}) {
 		t.Fatalf("events %+v", evs)
 	}
 }
 
-func TestRejReceivedEvent(t *testing.T) {
+func TestREJReceivedEvent(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("REQ_SENT")
-	h.inject(1, &wire.Rej{RemoteCommID: id.localID, MessageRejected: wire.MessageREQ, Reason: 27, ARI: []byte{1, 2, 3}, PrivateData: []byte("why")})
+	h.inject(1, &wire.REJ{RemoteCommID: id.localID, MessageRejected: wire.MessageREQ, Reason: 27, ARI: []byte{1, 2, 3}, PrivateData: []byte("why")})
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].Rej.Reason != 27 || !bytes.Equal(evs[0].Info, []byte{1, 2, 3}) || !bytes.HasPrefix(evs[0].PrivateData, []byte("why")) {
+	if len(evs) != 1 || evs[0].REJ.Reason != 27 || !bytes.Equal(evs[0].Info, []byte{1, 2, 3}) || !bytes.HasPrefix(evs[0].PrivateData, []byte("why")) {
 		t.Fatalf("events %+v", evs)
 	}
 }

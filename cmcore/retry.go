@@ -93,24 +93,24 @@ func (cm *CM) sendFailed(id *ID, sentState State, status WCStatus) {
 	}
 	var ev EventType
 	switch id.state {
-	case StateReqSent, StateMRAReqRcvd:
+	case StateREQSent, StateMRAREQRcvd:
 		cm.resetToIdle(id)
-		ev = EventReqError
-	case StateRepSent, StateMRARepRcvd:
+		ev = EventREQError
+	case StateREPSent, StateMRAREPRcvd:
 		cm.resetToIdle(id)
-		ev = EventRepError
-	case StateDReqSent:
+		ev = EventREPError
+	case StateDREQSent:
 		cm.enterTimewait(id)
-		ev = EventDReqError
-	case StateSIDRReqSent:
+		ev = EventDREQError
+	case StateSIDRREQSent:
 		id.state = StateIdle
-		ev = EventSIDRReqError
+		ev = EventSIDRREQError
 	case StateEstablished:
 		// A LAP that was never answered. Linux discards this (LAP_ERROR is
 		// never generated); we also reopen the LAP sub-state so a new LAP
 		// can be sent.
-		if id.lapState == LapSent || id.lapState == LapMRALapRcvd {
-			id.lapState = LapIdle
+		if id.lapState == LAPSent || id.lapState == LAPMRALAPRcvd {
+			id.lapState = LAPIdle
 		}
 		return
 	default:

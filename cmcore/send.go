@@ -27,8 +27,8 @@ func (id *ID) newTID() uint64 { return uint64(id.localID) }
 // unsupported QP type, private data over 92 bytes, an alternate path whose
 // P_Key or MTU differs from the primary's, PeerToPeer, not IDLE, or a path
 // SGID not on this device; ENOENT: P_Key not in the port's table.
-func (id *ID) SendREQ(p *ReqParams) error {
-	if err := checkLen("REQ private data", p.PrivateData, wire.ReqPrivateDataSize); err != nil {
+func (id *ID) SendREQ(p *REQParams) error {
+	if err := checkLen("REQ private data", p.PrivateData, wire.REQPrivateDataSize); err != nil {
 		return err
 	}
 	if p.Primary == nil {
@@ -77,16 +77,16 @@ func (id *ID) SendREQ(p *ReqParams) error {
 	id.pkey = p.Primary.PKey
 	id.remoteID = 0
 	id.tid = id.newTID()
-	req := cm.formatReq(id, p)
-	id.state = StateReqSent
+	req := cm.formatREQ(id, p)
+	id.state = StateREQSent
 	cm.startMsg(&t, id, cm.encode(id.tid, req, true), id.timeout, id.maxRetries)
 	cm.unlock(&t)
 	return nil
 }
 
-// formatReq is cm_format_req.
-func (cm *CM) formatReq(id *ID, p *ReqParams) *wire.Req {
-	req := &wire.Req{
+// formatREQ is cm_format_req.
+func (cm *CM) formatREQ(id *ID, p *REQParams) *wire.REQ {
+	req := &wire.REQ{
 		LocalCommID:             id.localID,
 		ServiceID:               p.ServiceID,
 		LocalCAGUID:             cm.nodeGUID,
@@ -147,21 +147,21 @@ func (cm *CM) reqPath(p *PathRecord) wire.Path {
 
 // SendREP accepts a REQ (ib_send_cm_rep). EINVAL: private data over 196
 // bytes, or not REQ_RCVD/MRA_REQ_SENT.
-func (id *ID) SendREP(p *RepParams) error {
-	if err := checkLen("REP private data", p.PrivateData, wire.RepPrivateDataSize); err != nil {
+func (id *ID) SendREP(p *REPParams) error {
+	if err := checkLen("REP private data", p.PrivateData, wire.REPPrivateDataSize); err != nil {
 		return err
 	}
 	cm := id.cm
 	var t txn
 	cm.mu.Lock()
-	if id.destroyed || (id.state != StateReqRcvd && id.state != StateMRAReqSent) {
+	if id.destroyed || (id.state != StateREQRcvd && id.state != StateMRAREQSent) {
 		defer cm.mu.Unlock()
 		return errInval("send REP in state %v", id.state)
 	}
 	id.localQPN = p.QPN & 0xFFFFFF
 	id.rqPSN = p.StartingPSN & 0xFFFFFF
 	id.initiatorDepth, id.responderResources = p.InitiatorDepth, p.ResponderResources
-	rep := &wire.Rep{
+	rep := &wire.REP{
 		LocalCommID:        id.localID,
 		RemoteCommID:       id.remoteID,
 		StartingPSN:        id.rqPSN,
@@ -181,7 +181,7 @@ func (id *ID) SendREP(p *RepParams) error {
 		rep.InitiatorDepth = p.InitiatorDepth
 		rep.EndToEndFlowControl = p.FlowControl
 	}
-	id.state = StateRepSent
+	id.state = StateREPSent
 	cm.startMsg(&t, id, cm.encode(id.tid, rep, true), id.timeout, id.maxRetries)
 	cm.unlock(&t)
 	return nil
@@ -197,7 +197,7 @@ func (id *ID) SendRTU(pd []byte) error {
 	cm := id.cm
 	var t txn
 	cm.mu.Lock()
-	if id.destroyed || (id.state != StateRepRcvd && id.state != StateMRARepSent) {
+	if id.destroyed || (id.state != StateREPRcvd && id.state != StateMRAREPSent) {
 		defer cm.mu.Unlock()
 		return errInval("send RTU in state %v", id.state)
 	}
@@ -215,7 +215,7 @@ func (cm *CM) sendRTULocked(t *txn, id *ID) {
 // SendDREQ starts a disconnect (ib_send_cm_dreq); an outstanding LAP is
 // abandoned. EINVAL: over 220 bytes, or not ESTABLISHED.
 func (id *ID) SendDREQ(pd []byte) error {
-	if err := checkLen("DREQ private data", pd, wire.DReqPrivateDataSize); err != nil {
+	if err := checkLen("DREQ private data", pd, wire.DREQPrivateDataSize); err != nil {
 		return err
 	}
 	cm := id.cm
@@ -225,15 +225,15 @@ func (id *ID) SendDREQ(pd []byte) error {
 		defer cm.mu.Unlock()
 		return errInval("send DREQ in state %v", id.state)
 	}
-	cm.sendDReqLocked(&t, id, pd)
+	cm.sendDREQLocked(&t, id, pd)
 	cm.unlock(&t)
 	return nil
 }
 
-func (cm *CM) sendDReqLocked(t *txn, id *ID, pd []byte) {
+func (cm *CM) sendDREQLocked(t *txn, id *ID, pd []byte) {
 	id.tid = id.newTID()
-	dreq := &wire.DReq{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN & 0xFFFFFF, PrivateData: pd}
-	id.state = StateDReqSent
+	dreq := &wire.DREQ{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN & 0xFFFFFF, PrivateData: pd}
+	id.state = StateDREQSent
 	cm.startMsg(t, id, cm.encode(id.tid, dreq, true), id.timeout, id.maxRetries)
 }
 
@@ -241,24 +241,24 @@ func (cm *CM) sendDReqLocked(t *txn, id *ID, pd []byte) {
 // private data is kept to answer duplicate DREQs. EINVAL: over 224 bytes,
 // or not DREQ_RCVD.
 func (id *ID) SendDREP(pd []byte) error {
-	if err := checkLen("DREP private data", pd, wire.DRepPrivateDataSize); err != nil {
+	if err := checkLen("DREP private data", pd, wire.DREPPrivateDataSize); err != nil {
 		return err
 	}
 	cm := id.cm
 	var t txn
 	cm.mu.Lock()
-	if id.destroyed || id.state != StateDReqRcvd {
+	if id.destroyed || id.state != StateDREQRcvd {
 		defer cm.mu.Unlock()
 		return errInval("send DREP in state %v", id.state)
 	}
 	id.drepPD = clone(pd)
-	cm.sendDRepLocked(&t, id, id.drepPD)
+	cm.sendDREPLocked(&t, id, id.drepPD)
 	cm.unlock(&t)
 	return nil
 }
 
-func (cm *CM) sendDRepLocked(t *txn, id *ID, pd []byte) {
-	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.DRep{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: pd})
+func (cm *CM) sendDREPLocked(t *txn, id *ID, pd []byte) {
+	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.DREP{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: pd})
 	cm.enterTimewait(id)
 }
 
@@ -267,10 +267,10 @@ func (cm *CM) sendDRepLocked(t *txn, id *ID, pd []byte) {
 // REQ_SENT, MRA_REQ_RCVD, REQ_RCVD, MRA_REQ_SENT, REP_RCVD, MRA_REP_SENT
 // (→ IDLE), REP_SENT, MRA_REP_RCVD (→ TIMEWAIT).
 func (id *ID) SendREJ(reason uint16, ari, pd []byte) error {
-	if err := checkLen("REJ private data", pd, wire.RejPrivateDataSize); err != nil {
+	if err := checkLen("REJ private data", pd, wire.REJPrivateDataSize); err != nil {
 		return err
 	}
-	if err := checkLen("REJ ARI", ari, wire.RejARISize); err != nil {
+	if err := checkLen("REJ ARI", ari, wire.REJARISize); err != nil {
 		return err
 	}
 	cm := id.cm
@@ -280,7 +280,7 @@ func (id *ID) SendREJ(reason uint16, ari, pd []byte) error {
 		defer cm.mu.Unlock()
 		return errInval("send REJ in state %v", id.state)
 	}
-	cm.sendRejLocked(&t, id, reason, ari, pd)
+	cm.sendREJLocked(&t, id, reason, ari, pd)
 	cm.unlock(&t)
 	return nil
 }
@@ -288,29 +288,29 @@ func (id *ID) SendREJ(reason uint16, ari, pd []byte) error {
 // rejectable reports whether ib_send_cm_rej accepts state.
 func rejectable(s State) bool {
 	switch s {
-	case StateReqSent, StateMRAReqRcvd, StateReqRcvd, StateMRAReqSent,
-		StateRepRcvd, StateMRARepSent, StateRepSent, StateMRARepRcvd:
+	case StateREQSent, StateMRAREQRcvd, StateREQRcvd, StateMRAREQSent,
+		StateREPRcvd, StateMRAREPSent, StateREPSent, StateMRAREPRcvd:
 		return true
 	}
 	return false
 }
 
-// sendRejLocked formats a REJ per ib-cm.md §3.3 and moves the id to IDLE or
+// sendREJLocked formats a REJ per ib-cm.md §3.3 and moves the id to IDLE or
 // (after a REP was sent) TIMEWAIT.
-func (cm *CM) sendRejLocked(t *txn, id *ID, reason uint16, ari, pd []byte) {
-	rej := &wire.Rej{LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageRejected: msgOther, Reason: reason, ARI: ari, PrivateData: pd}
+func (cm *CM) sendREJLocked(t *txn, id *ID, reason uint16, ari, pd []byte) {
+	rej := &wire.REJ{LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageRejected: msgOther, Reason: reason, ARI: ari, PrivateData: pd}
 	switch id.state {
-	case StateReqRcvd:
+	case StateREQRcvd:
 		rej.LocalCommID = 0
 		rej.MessageRejected = msgREQ
-	case StateMRAReqSent:
+	case StateMRAREQSent:
 		rej.MessageRejected = msgREQ
-	case StateRepRcvd, StateMRARepSent:
+	case StateREPRcvd, StateMRAREPSent:
 		rej.MessageRejected = msgREP
 	}
 	cm.sendMsg(t, id.port, id.dst, id.tid, rej)
 	switch id.state {
-	case StateRepSent, StateMRARepRcvd:
+	case StateREPSent, StateMRAREPRcvd:
 		cm.enterTimewait(id)
 	default:
 		cm.resetToIdle(id)
@@ -333,15 +333,15 @@ func (id *ID) SendMRA(serviceTimeout uint8, pd []byte) error {
 	switch {
 	case id.destroyed:
 		mraed = 0xFF
-	case id.state == StateReqRcvd:
+	case id.state == StateREQRcvd:
 		mraed = msgREQ
-		id.state = StateMRAReqSent
-	case id.state == StateRepRcvd:
+		id.state = StateMRAREQSent
+	case id.state == StateREPRcvd:
 		mraed = msgREP
-		id.state = StateMRARepSent
-	case id.state == StateEstablished && id.lapState == LapRcvd:
+		id.state = StateMRAREPSent
+	case id.state == StateEstablished && id.lapState == LAPRcvd:
 		mraed = msgOther
-		id.lapState = LapMRALapSent
+		id.lapState = LAPMRALAPSent
 	default:
 		mraed = 0xFF
 	}

@@ -8,15 +8,15 @@ import (
 	"github.com/ucmd/ucmd/cmcore/wire"
 )
 
-// SendSIDRReq resolves a service ID to a UD QP (ib_send_cm_sidr_req); the
+// SendSIDRREQ resolves a service ID to a UD QP (ib_send_cm_sidr_req); the
 // request is retransmitted every TimeoutMs up to MaxCMRetries times.
 // EINVAL: no path, private data over 216 bytes, not IDLE, or a path SGID
 // not on this device.
-func (id *ID) SendSIDRReq(p *SIDRReqParams) error {
+func (id *ID) SendSIDRREQ(p *SIDRREQParams) error {
 	if p.Path == nil {
 		return errInval("SIDR_REQ without a path")
 	}
-	if err := checkLen("SIDR_REQ private data", p.PrivateData, wire.SIDRReqPrivateDataSize); err != nil {
+	if err := checkLen("SIDR_REQ private data", p.PrivateData, wire.SIDRREQPrivateDataSize); err != nil {
 		return err
 	}
 	cm := id.cm
@@ -36,37 +36,37 @@ func (id *ID) SendSIDRReq(p *SIDRReqParams) error {
 	id.timeout = msDuration(uint64(p.TimeoutMs))
 	id.maxRetries = p.MaxCMRetries
 	id.tid = id.newTID()
-	req := &wire.SIDRReq{RequestID: id.localID, PartitionKey: p.Path.PKey, ServiceID: p.ServiceID, PrivateData: p.PrivateData}
-	id.state = StateSIDRReqSent
+	req := &wire.SIDRREQ{RequestID: id.localID, PartitionKey: p.Path.PKey, ServiceID: p.ServiceID, PrivateData: p.PrivateData}
+	id.state = StateSIDRREQSent
 	cm.startMsg(&t, id, cm.encode(id.tid, req, true), id.timeout, id.maxRetries)
 	cm.unlock(&t)
 	return nil
 }
 
-// SendSIDRRep answers a SIDR_REQ (ib_send_cm_sidr_rep); the id returns to
+// SendSIDRREP answers a SIDR_REQ (ib_send_cm_sidr_rep); the id returns to
 // IDLE. EINVAL: info over 72 bytes, private data over 136, or not
 // SIDR_REQ_RCVD.
-func (id *ID) SendSIDRRep(p *SIDRRepParams) error {
-	if err := checkLen("SIDR_REP info", p.Info, wire.SIDRRepInfoSize); err != nil {
+func (id *ID) SendSIDRREP(p *SIDRREPParams) error {
+	if err := checkLen("SIDR_REP info", p.Info, wire.SIDRREPInfoSize); err != nil {
 		return err
 	}
-	if err := checkLen("SIDR_REP private data", p.PrivateData, wire.SIDRRepPrivateDataSize); err != nil {
+	if err := checkLen("SIDR_REP private data", p.PrivateData, wire.SIDRREPPrivateDataSize); err != nil {
 		return err
 	}
 	cm := id.cm
 	var t txn
 	cm.mu.Lock()
-	if id.destroyed || id.state != StateSIDRReqRcvd {
+	if id.destroyed || id.state != StateSIDRREQRcvd {
 		defer cm.mu.Unlock()
 		return errInval("send SIDR_REP in state %v", id.state)
 	}
-	cm.sendSIDRRepLocked(&t, id, p)
+	cm.sendSIDRREPLocked(&t, id, p)
 	cm.unlock(&t)
 	return nil
 }
 
-func (cm *CM) sendSIDRRepLocked(t *txn, id *ID, p *SIDRRepParams) {
-	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.SIDRRep{
+func (cm *CM) sendSIDRREPLocked(t *txn, id *ID, p *SIDRREPParams) {
+	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.SIDRREP{
 		RequestID: id.remoteID, Status: p.Status, QPN: p.QPN & 0xFFFFFF, ServiceID: id.serviceID,
 		QKey: p.QKey, Info: p.Info, PrivateData: p.PrivateData,
 	})
@@ -77,9 +77,9 @@ func (cm *CM) sendSIDRRepLocked(t *txn, id *ID, p *SIDRRepParams) {
 	}
 }
 
-// recvSIDRReq is cm_sidr_req_handler: dedupe by (request ID, source),
+// recvSIDRREQ is cm_sidr_req_handler: dedupe by (request ID, source),
 // SIDR_REP status 1 when nobody listens, else a new id for the listener.
-func (cm *CM) recvSIDRReq(t *txn, in *rx, m *wire.SIDRReq) {
+func (cm *CM) recvSIDRREQ(t *txn, in *rx, m *wire.SIDRREQ) {
 	key := sidrKey{reqID: m.RequestID, lid: in.src.LID}
 	if in.src.GRH != nil {
 		key.gid = in.src.GRH.GID
@@ -89,12 +89,12 @@ func (cm *CM) recvSIDRReq(t *txn, in *rx, m *wire.SIDRReq) {
 	}
 	l := cm.listen.find(m.ServiceID)
 	if l == nil {
-		cm.sendMsg(t, in.p, in.src, in.tid, &wire.SIDRRep{RequestID: m.RequestID, Status: sidrUnsupported, ServiceID: m.ServiceID})
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.SIDRREP{RequestID: m.RequestID, Status: sidrUnsupported, ServiceID: m.ServiceID})
 		return
 	}
 	id := &ID{cm: cm, handler: l.handler, context: l.context}
 	id.localID = cm.ids.alloc(id)
-	id.state = StateSIDRReqRcvd
+	id.state = StateSIDRREQRcvd
 	id.remoteID = m.RequestID
 	id.serviceID, id.serviceMask = m.ServiceID, ^uint64(0)
 	id.tid = in.tid
@@ -102,8 +102,8 @@ func (cm *CM) recvSIDRReq(t *txn, in *rx, m *wire.SIDRReq) {
 	id.sidrEntry = &key
 	cm.sidr[key] = id
 	cm.post(Event{
-		Type: EventSIDRReqReceived, ID: id, Listener: l,
-		SIDRReq: SIDRReqEventParam{
+		Type: EventSIDRREQReceived, ID: id, Listener: l,
+		SIDRREQ: SIDRREQEventParam{
 			ServiceID: m.ServiceID, PKey: m.PartitionKey, Port: uint8(in.p.num),
 			BTHPKey: cm.pkeyAt(in.p, in.src.PKeyIndex),
 		},
@@ -111,17 +111,17 @@ func (cm *CM) recvSIDRReq(t *txn, in *rx, m *wire.SIDRReq) {
 	}, l)
 }
 
-// recvSIDRRep is cm_sidr_rep_handler.
-func (cm *CM) recvSIDRRep(t *txn, in *rx, m *wire.SIDRRep) {
+// recvSIDRREP is cm_sidr_rep_handler.
+func (cm *CM) recvSIDRREP(t *txn, in *rx, m *wire.SIDRREP) {
 	id := cm.acquire(m.RequestID, 0)
-	if id == nil || id.state != StateSIDRReqSent {
+	if id == nil || id.state != StateSIDRREQSent {
 		return
 	}
 	id.cancelMsg()
 	id.state = StateIdle
 	cm.post(Event{
-		Type: EventSIDRRepReceived, ID: id,
-		SIDRRep:     SIDRRepEventParam{Status: m.Status, QKey: m.QKey, QPN: m.QPN},
+		Type: EventSIDRREPReceived, ID: id,
+		SIDRREP:     SIDRREPEventParam{Status: m.Status, QKey: m.QKey, QPN: m.QPN},
 		Info:        m.Info,
 		PrivateData: m.PrivateData,
 	}, id)

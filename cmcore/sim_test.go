@@ -27,7 +27,7 @@ func newPair(t *testing.T, seed uint64, knobs sim.Knobs) *pair {
 	p.b, p.db = p.n.addCM("b")
 	t.Cleanup(p.n.close)
 	p.rb.react = func(ev *Event) Outcome {
-		if ev.Type == EventReqReceived {
+		if ev.Type == EventREQReceived {
 			p.bChildren = append(p.bChildren, ev.ID)
 		}
 		if p.passiveReact != nil {
@@ -40,8 +40,8 @@ func newPair(t *testing.T, seed uint64, knobs sim.Knobs) *pair {
 	return p
 }
 
-func (p *pair) req(qpn uint32) *ReqParams {
-	r := testReqParams()
+func (p *pair) req(qpn uint32) *REQParams {
+	r := testREQParams()
 	r.Primary = simPath(p.da, p.db)
 	r.QPN = qpn
 	return r
@@ -52,18 +52,18 @@ func (p *pair) req(qpn uint32) *ReqParams {
 func (p *pair) acceptAll() {
 	p.passiveReact = func(ev *Event) Outcome {
 		switch ev.Type {
-		case EventReqReceived:
-			return destroyIf(ev.ID.SendREP(&RepParams{QPN: ev.Req.RemoteQPN + 0x10000, StartingPSN: 7}))
-		case EventDReqReceived:
+		case EventREQReceived:
+			return destroyIf(ev.ID.SendREP(&REPParams{QPN: ev.REQ.RemoteQPN + 0x10000, StartingPSN: 7}))
+		case EventDREQReceived:
 			return destroyIf(ev.ID.SendDREP(nil))
 		}
 		return Keep
 	}
 	p.ra.react = func(ev *Event) Outcome {
 		switch ev.Type {
-		case EventRepReceived:
+		case EventREPReceived:
 			return destroyIf(ev.ID.SendRTU(nil))
-		case EventDReqReceived:
+		case EventDREQReceived:
 			return destroyIf(ev.ID.SendDREP(nil))
 		}
 		return Keep
@@ -97,8 +97,8 @@ func TestSimConnectDisconnect(t *testing.T) {
 	}
 	must(t, a.SendDREQ(nil))
 	p.n.run(10 * time.Second)
-	wantEvents(t, "active", p.ra.log[a], EventRepReceived, EventDRepReceived, EventTimewaitExit)
-	wantEvents(t, "passive", p.rb.log[b], EventReqReceived, EventRTUReceived, EventDReqReceived, EventTimewaitExit)
+	wantEvents(t, "active", p.ra.log[a], EventREPReceived, EventDREPReceived, EventTimewaitExit)
+	wantEvents(t, "passive", p.rb.log[b], EventREQReceived, EventRTUReceived, EventDREQReceived, EventTimewaitExit)
 	a.Destroy()
 	b.Destroy()
 	p.listener.Destroy()
@@ -120,13 +120,13 @@ func TestSimConnectDisconnect(t *testing.T) {
 func TestSimRejectByPassive(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
 	p.passiveReact = func(ev *Event) Outcome {
-		return destroyIf(ev.ID.SendREJ(wire.RejConsumerDefined, nil, []byte("no")))
+		return destroyIf(ev.ID.SendREJ(wire.REJConsumerDefined, nil, []byte("no")))
 	}
 	a := p.a.CreateID(p.ra.handle)
 	must(t, a.SendREQ(p.req(0x100)))
 	p.n.run(time.Minute)
-	wantEvents(t, "active", p.ra.log[a], EventRejReceived)
-	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived)
+	wantEvents(t, "active", p.ra.log[a], EventREJReceived)
+	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventREQReceived)
 	if s, _ := a.State(); s != StateIdle {
 		t.Errorf("active %v", s)
 	}
@@ -135,13 +135,13 @@ func TestSimRejectByPassive(t *testing.T) {
 func TestSimRejectByActive(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
 	p.acceptAll()
-	p.ra.react = func(ev *Event) Outcome { return destroyIf(ev.ID.SendREJ(wire.RejConsumerDefined, nil, nil)) }
+	p.ra.react = func(ev *Event) Outcome { return destroyIf(ev.ID.SendREJ(wire.REJConsumerDefined, nil, nil)) }
 	a := p.a.CreateID(p.ra.handle)
 	must(t, a.SendREQ(p.req(0x100)))
 	p.n.run(time.Minute)
-	wantEvents(t, "active", p.ra.log[a], EventRepReceived)
+	wantEvents(t, "active", p.ra.log[a], EventREPReceived)
 	// A REJ received in REP_SENT resets to IDLE (only REJ 10 means TIMEWAIT).
-	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived, EventRejReceived)
+	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventREQReceived, EventREJReceived)
 	if s, _ := p.bChildren[0].State(); s != StateIdle {
 		t.Errorf("passive %v, want IDLE", s)
 	}
@@ -153,7 +153,7 @@ func TestSimMRAExtendsSlowAccept(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
 	p.acceptAll()
 	p.passiveReact = func(ev *Event) Outcome {
-		if ev.Type == EventReqReceived {
+		if ev.Type == EventREQReceived {
 			return destroyIf(ev.ID.SendMRA(22, nil)) // ≈16.8 s
 		}
 		return Keep
@@ -162,13 +162,13 @@ func TestSimMRAExtendsSlowAccept(t *testing.T) {
 	must(t, a.SendREQ(p.req(0x100))) // unextended: REQ_ERROR after 4 × 384 ms
 	p.n.run(10 * time.Second)
 	b := p.bChildren[0]
-	must(t, b.SendREP(&RepParams{QPN: 0x200}))
+	must(t, b.SendREP(&REPParams{QPN: 0x200}))
 	p.n.run(time.Second)
-	wantEvents(t, "active", p.ra.log[a], EventMRAReceived, EventRepReceived)
-	wantEvents(t, "passive", p.rb.log[b], EventReqReceived, EventRTUReceived)
+	wantEvents(t, "active", p.ra.log[a], EventMRAReceived, EventREPReceived)
+	wantEvents(t, "passive", p.rb.log[b], EventREQReceived, EventRTUReceived)
 }
 
-func TestSimLapApr(t *testing.T) {
+func TestSimLAPAPR(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
 	p.acceptAll()
 	a := p.a.CreateID(p.ra.handle)
@@ -176,16 +176,16 @@ func TestSimLapApr(t *testing.T) {
 	p.n.run(time.Second)
 	b := p.bChildren[0]
 	p.passiveReact = func(ev *Event) Outcome {
-		if ev.Type == EventLapReceived {
+		if ev.Type == EventLAPReceived {
 			return destroyIf(ev.ID.SendAPR(wire.APRSuccess, []byte{1}, nil))
 		}
 		return Keep
 	}
 	must(t, a.SendLAP(simPath(p.da, p.db), nil))
 	p.n.run(time.Second)
-	wantEvents(t, "active", p.ra.log[a], EventRepReceived, EventAPRReceived)
-	wantEvents(t, "passive", p.rb.log[b], EventReqReceived, EventRTUReceived, EventLapReceived)
-	if _, l := a.State(); l != LapIdle {
+	wantEvents(t, "active", p.ra.log[a], EventREPReceived, EventAPRReceived)
+	wantEvents(t, "passive", p.rb.log[b], EventREQReceived, EventRTUReceived, EventLAPReceived)
+	if _, l := a.State(); l != LAPIdle {
 		t.Errorf("active LAP state %v", l)
 	}
 }
@@ -193,17 +193,17 @@ func TestSimLapApr(t *testing.T) {
 func TestSimSIDR(t *testing.T) {
 	p := newPair(t, 1, sim.Knobs{})
 	p.passiveReact = func(ev *Event) Outcome {
-		if ev.Type == EventSIDRReqReceived {
-			return destroyIf(ev.ID.SendSIDRRep(&SIDRRepParams{QPN: 0x77, QKey: 0x1111}))
+		if ev.Type == EventSIDRREQReceived {
+			return destroyIf(ev.ID.SendSIDRREP(&SIDRREPParams{QPN: 0x77, QKey: 0x1111}))
 		}
 		return Keep
 	}
 	var got *Event
 	ra := func(ev *Event) Outcome { cp := *ev; got = &cp; return Keep }
 	a := p.a.CreateID(ra)
-	must(t, a.SendSIDRReq(&SIDRReqParams{Path: simPath(p.da, p.db), ServiceID: 0x1234, TimeoutMs: 100, MaxCMRetries: 3}))
+	must(t, a.SendSIDRREQ(&SIDRREQParams{Path: simPath(p.da, p.db), ServiceID: 0x1234, TimeoutMs: 100, MaxCMRetries: 3}))
 	p.n.run(time.Second)
-	if got == nil || got.Type != EventSIDRRepReceived || got.SIDRRep.QPN != 0x77 || got.SIDRRep.QKey != 0x1111 {
+	if got == nil || got.Type != EventSIDRREPReceived || got.SIDRREP.QPN != 0x77 || got.SIDRREP.QKey != 0x1111 {
 		t.Fatalf("got %+v", got)
 	}
 }
@@ -221,8 +221,8 @@ func TestSimDuplicates(t *testing.T) {
 	if len(p.bChildren) != 1 {
 		t.Fatalf("duplicate REQ made %d connections", len(p.bChildren))
 	}
-	wantEvents(t, "active", p.ra.log[a], EventRepReceived, EventDRepReceived, EventTimewaitExit)
-	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived, EventRTUReceived, EventDReqReceived, EventTimewaitExit)
+	wantEvents(t, "active", p.ra.log[a], EventREPReceived, EventDREPReceived, EventTimewaitExit)
+	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventREQReceived, EventRTUReceived, EventDREQReceived, EventTimewaitExit)
 }
 
 // TestSimLostRTU: the RTU is lost; b's REP retransmission reaches a, which
@@ -244,8 +244,8 @@ func TestSimLostRTU(t *testing.T) {
 	if !dropped {
 		t.Fatal("no RTU dropped")
 	}
-	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived, EventRTUReceived)
-	wantEvents(t, "active", p.ra.log[a], EventRepReceived)
+	wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventREQReceived, EventRTUReceived)
+	wantEvents(t, "active", p.ra.log[a], EventREPReceived)
 }
 
 // TestSimStaleConnection: a's CM restarts and reuses a QPN b still
@@ -264,10 +264,10 @@ func TestSimStaleConnection(t *testing.T) {
 	a2 := a2cm.CreateID(r2.handle)
 	must(t, a2.SendREQ(p.req(0x100)))
 	p.n.run(time.Minute)
-	wantEvents(t, "restarted active", r2.log[a2], EventRejReceived, EventTimewaitExit)
+	wantEvents(t, "restarted active", r2.log[a2], EventREJReceived, EventTimewaitExit)
 	// The old connection got a DREQ answered by the restarted CM's
 	// unknown-ID DREP.
-	wantEvents(t, "old passive", p.rb.log[old], EventReqReceived, EventRTUReceived, EventDRepReceived, EventTimewaitExit)
+	wantEvents(t, "old passive", p.rb.log[old], EventREQReceived, EventRTUReceived, EventDREPReceived, EventTimewaitExit)
 	if len(p.bChildren) != 1 {
 		t.Errorf("stale REQ created a connection")
 	}
@@ -281,7 +281,7 @@ func TestSimTimeouts(t *testing.T) {
 		a := p.a.CreateID(p.ra.handle)
 		must(t, a.SendREQ(p.req(0x100)))
 		p.n.run(time.Minute)
-		wantEvents(t, "active", p.ra.log[a], EventReqError)
+		wantEvents(t, "active", p.ra.log[a], EventREQError)
 		st := p.a.Stats()
 		if st.TimedOut != 1 || st.Retransmitted == 0 || st.Sent != st.Retransmitted+1 || st.Received != 0 {
 			t.Errorf("stats after an unanswered REQ: %+v", st)
@@ -290,17 +290,17 @@ func TestSimTimeouts(t *testing.T) {
 	t.Run("REP", func(t *testing.T) {
 		p := newPair(t, 1, sim.Knobs{})
 		p.passiveReact = func(ev *Event) Outcome {
-			if ev.Type == EventReqReceived {
+			if ev.Type == EventREQReceived {
 				p.n.f.Partition(p.da.Port(1), p.db.Port(1))
-				return destroyIf(ev.ID.SendREP(&RepParams{QPN: 0x200}))
+				return destroyIf(ev.ID.SendREP(&REPParams{QPN: 0x200}))
 			}
 			return Keep
 		}
 		a := p.a.CreateID(p.ra.handle)
 		must(t, a.SendREQ(p.req(0x100)))
 		p.n.run(time.Minute)
-		wantEvents(t, "active", p.ra.log[a], EventReqError)
-		wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventReqReceived, EventRepError)
+		wantEvents(t, "active", p.ra.log[a], EventREQError)
+		wantEvents(t, "passive", p.rb.log[p.bChildren[0]], EventREQReceived, EventREPError)
 	})
 	t.Run("DREQ", func(t *testing.T) {
 		p := newPair(t, 1, sim.Knobs{})
@@ -311,6 +311,6 @@ func TestSimTimeouts(t *testing.T) {
 		p.n.f.Partition(p.da.Port(1), p.db.Port(1))
 		must(t, a.SendDREQ(nil))
 		p.n.run(time.Minute)
-		wantEvents(t, "active", p.ra.log[a], EventRepReceived, EventDReqError, EventTimewaitExit)
+		wantEvents(t, "active", p.ra.log[a], EventREPReceived, EventDREQError, EventTimewaitExit)
 	})
 }

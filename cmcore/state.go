@@ -9,20 +9,20 @@ type State uint8
 const (
 	StateIdle        State = 0
 	StateListen      State = 1
-	StateReqSent     State = 2
-	StateReqRcvd     State = 3
-	StateMRAReqSent  State = 4
-	StateMRAReqRcvd  State = 5
-	StateRepSent     State = 6
-	StateRepRcvd     State = 7
-	StateMRARepSent  State = 8
-	StateMRARepRcvd  State = 9
+	StateREQSent     State = 2
+	StateREQRcvd     State = 3
+	StateMRAREQSent  State = 4
+	StateMRAREQRcvd  State = 5
+	StateREPSent     State = 6
+	StateREPRcvd     State = 7
+	StateMRAREPSent  State = 8
+	StateMRAREPRcvd  State = 9
 	StateEstablished State = 10
-	StateDReqSent    State = 11
-	StateDReqRcvd    State = 12
+	StateDREQSent    State = 11
+	StateDREQRcvd    State = 12
 	StateTimewait    State = 13
-	StateSIDRReqSent State = 14
-	StateSIDRReqRcvd State = 15
+	StateSIDRREQSent State = 14
+	StateSIDRREQRcvd State = 15
 )
 
 var stateNames = [...]string{
@@ -38,26 +38,26 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// LapState is the alternate-path sub-state of an ESTABLISHED id
+// LAPState is the alternate-path sub-state of an ESTABLISHED id
 // (enum ib_cm_lap_state).
-type LapState uint8
+type LAPState uint8
 
 const (
-	LapUninit     LapState = 0
-	LapIdle       LapState = 1
-	LapSent       LapState = 2
-	LapRcvd       LapState = 3
-	LapMRALapSent LapState = 4
-	LapMRALapRcvd LapState = 5
+	LAPUninit     LAPState = 0
+	LAPIdle       LAPState = 1
+	LAPSent       LAPState = 2
+	LAPRcvd       LAPState = 3
+	LAPMRALAPSent LAPState = 4
+	LAPMRALAPRcvd LAPState = 5
 )
 
 var lapNames = [...]string{"LAP_UNINIT", "LAP_IDLE", "LAP_SENT", "LAP_RCVD", "MRA_LAP_SENT", "MRA_LAP_RCVD"}
 
-func (s LapState) String() string {
+func (s LAPState) String() string {
 	if int(s) < len(lapNames) {
 		return lapNames[s]
 	}
-	return fmt.Sprintf("LapState(%d)", uint8(s))
+	return fmt.Sprintf("LAPState(%d)", uint8(s))
 }
 
 // EventType is enum ib_cm_event_type; ucm passes the numbers straight to
@@ -65,24 +65,24 @@ func (s LapState) String() string {
 type EventType uint8
 
 const (
-	EventReqError        EventType = 0
-	EventReqReceived     EventType = 1
-	EventRepError        EventType = 2
-	EventRepReceived     EventType = 3
+	EventREQError        EventType = 0
+	EventREQReceived     EventType = 1
+	EventREPError        EventType = 2
+	EventREPReceived     EventType = 3
 	EventRTUReceived     EventType = 4
 	EventUserEstablished EventType = 5
-	EventDReqError       EventType = 6
-	EventDReqReceived    EventType = 7
-	EventDRepReceived    EventType = 8
+	EventDREQError       EventType = 6
+	EventDREQReceived    EventType = 7
+	EventDREPReceived    EventType = 8
 	EventTimewaitExit    EventType = 9
 	EventMRAReceived     EventType = 10
-	EventRejReceived     EventType = 11
-	EventLapError        EventType = 12
-	EventLapReceived     EventType = 13
+	EventREJReceived     EventType = 11
+	EventLAPError        EventType = 12
+	EventLAPReceived     EventType = 13
 	EventAPRReceived     EventType = 14
-	EventSIDRReqError    EventType = 15
-	EventSIDRReqReceived EventType = 16
-	EventSIDRRepReceived EventType = 17
+	EventSIDRREQError    EventType = 15
+	EventSIDRREQReceived EventType = 16
+	EventSIDRREPReceived EventType = 17
 )
 
 var eventNames = [...]string{

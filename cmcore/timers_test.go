@@ -46,13 +46,13 @@ func (h *harness) sentTimes(d, step time.Duration) (times []time.Duration, msgs 
 	return
 }
 
-// TestReqRetransmitAndTimeout: REQ goes out 1 + MaxCMRetries times,
+// TestREQRetransmitAndTimeout: REQ goes out 1 + MaxCMRetries times,
 // timeout_ms = 2·ms(plt) + ms(RemoteCMResponseTimeout) apart, identical
 // bytes, then REQ_ERROR (status 20) and IDLE, no REJ.
-func TestReqRetransmitAndTimeout(t *testing.T) {
+func TestREQRetransmitAndTimeout(t *testing.T) {
 	h := newHarness(t)
 	id := h.newID()
-	must(t, id.SendREQ(testReqParams())) // plt 14, resp timeout 16, 3 retries
+	must(t, id.SendREQ(testREQParams())) // plt 14, resp timeout 16, 3 retries
 	const interval = 2*64*time.Millisecond + 256*time.Millisecond
 	times, msgs := h.sentTimes(5*interval, time.Millisecond)
 	want := []time.Duration{0, interval, 2 * interval, 3 * interval}
@@ -63,12 +63,12 @@ func TestReqRetransmitAndTimeout(t *testing.T) {
 		if times[i] != want[i] {
 			t.Errorf("transmission %d at %v, want %v", i, times[i], want[i])
 		}
-		if _, ok := msgs[i].(*wire.Req); !ok {
+		if _, ok := msgs[i].(*wire.REQ); !ok {
 			t.Errorf("transmission %d is %T", i, msgs[i])
 		}
 	}
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].Type != EventReqError || evs[0].SendStatus != WCRespTimeout {
+	if len(evs) != 1 || evs[0].Type != EventREQError || evs[0].SendStatus != WCRespTimeout {
 		t.Fatalf("events %+v, want one REQ_ERROR status 20", evs)
 	}
 	if s, _ := id.State(); s != StateIdle {
@@ -81,7 +81,7 @@ func TestReqRetransmitAndTimeout(t *testing.T) {
 func TestRetransmissionIsIdentical(t *testing.T) {
 	h := newHarness(t)
 	id := h.newID()
-	must(t, id.SendREQ(testReqParams()))
+	must(t, id.SendREQ(testREQParams()))
 	h.clk.Advance(400 * time.Millisecond)
 	ep := h.port.ep
 	ep.mu.Lock()
@@ -101,7 +101,7 @@ func TestRetransmissionIsIdentical(t *testing.T) {
 func TestMRAExtendsRetransmission(t *testing.T) {
 	h := newHarness(t)
 	id := h.newID()
-	must(t, id.SendREQ(testReqParams()))
+	must(t, id.SendREQ(testREQParams()))
 	h.sent()
 	h.clk.Advance(100 * time.Millisecond)
 	h.inject(1, &wire.MRA{LocalCommID: peerComm, RemoteCommID: id.localID, MessageMRAed: wire.MessageREQ, ServiceTimeout: 20})
@@ -124,12 +124,12 @@ func TestMRAExtendsRetransmission(t *testing.T) {
 			t.Errorf("retransmission %d at %v, want %v", i, times[i], want[i])
 		}
 	}
-	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventReqError {
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventREQError {
 		t.Fatalf("events %+v, want REQ_ERROR", evs)
 	}
 }
 
-func TestRepRetransmitAndTimeout(t *testing.T) {
+func TestREPRetransmitAndTimeout(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("REP_SENT") // REQ: LocalCMResponseTimeout 16 → 256 ms, 2 retries
 	times, _ := h.sentTimes(2*time.Second, time.Millisecond)
@@ -137,7 +137,7 @@ func TestRepRetransmitAndTimeout(t *testing.T) {
 		t.Fatalf("REP retransmitted at %v, want 256ms, 512ms", times)
 	}
 	evs := h.takeEvents()
-	if len(evs) != 1 || evs[0].Type != EventRepError || evs[0].SendStatus != WCRespTimeout {
+	if len(evs) != 1 || evs[0].Type != EventREPError || evs[0].SendStatus != WCRespTimeout {
 		t.Fatalf("events %+v, want REP_ERROR", evs)
 	}
 	if s, _ := id.State(); s != StateIdle {
@@ -145,9 +145,9 @@ func TestRepRetransmitAndTimeout(t *testing.T) {
 	}
 }
 
-// TestDReqTimeoutThenTimewait: DREQ_ERROR enters TIMEWAIT, and
+// TestDREQTimeoutThenTimewait: DREQ_ERROR enters TIMEWAIT, and
 // TIMEWAIT_EXIT follows ms(av.timeout) later.
-func TestDReqTimeoutThenTimewait(t *testing.T) {
+func TestDREQTimeoutThenTimewait(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("DREQ_SENT")
 	h.clk.Advance(4*384*time.Millisecond - time.Millisecond)
@@ -155,7 +155,7 @@ func TestDReqTimeoutThenTimewait(t *testing.T) {
 		t.Fatalf("early events %v", evs)
 	}
 	h.clk.Advance(time.Millisecond)
-	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDReqError {
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventDREQError {
 		t.Fatalf("events %+v, want DREQ_ERROR", evs)
 	}
 	if s, _ := id.State(); s != StateTimewait {
@@ -176,15 +176,15 @@ func TestDReqTimeoutThenTimewait(t *testing.T) {
 	}
 }
 
-func TestSIDRReqRetransmitAndTimeout(t *testing.T) {
+func TestSIDRREQRetransmitAndTimeout(t *testing.T) {
 	h := newHarness(t)
 	id := h.newID()
-	must(t, id.SendSIDRReq(&SIDRReqParams{Path: testPath(), ServiceID: 7, TimeoutMs: 100, MaxCMRetries: 2}))
+	must(t, id.SendSIDRREQ(&SIDRREQParams{Path: testPath(), ServiceID: 7, TimeoutMs: 100, MaxCMRetries: 2}))
 	times, _ := h.sentTimes(time.Second, time.Millisecond)
 	if len(times) != 3 || times[1] != 100*time.Millisecond || times[2] != 200*time.Millisecond {
 		t.Fatalf("SIDR_REQ sent at %v", times)
 	}
-	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventSIDRReqError {
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventSIDRREQError {
 		t.Fatalf("events %+v", evs)
 	}
 	if s, _ := id.State(); s != StateIdle {
@@ -192,8 +192,8 @@ func TestSIDRReqRetransmitAndTimeout(t *testing.T) {
 	}
 }
 
-// TestLapTimeoutIsSilent: Linux never reports LAP_ERROR.
-func TestLapTimeoutIsSilent(t *testing.T) {
+// TestLAPTimeoutIsSilent: Linux never reports LAP_ERROR.
+func TestLAPTimeoutIsSilent(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("ESTABLISHED/LAP_SENT")
 	h.clk.Advance(time.Hour)
@@ -215,8 +215,8 @@ func TestAnsweredRequestStopsRetransmission(t *testing.T) {
 			h := newHarness(t)
 			id := h.reach(st)
 			if st == "IDLE" { // SIDR_REQ answered
-				must(t, id.SendSIDRReq(&SIDRReqParams{Path: testPath(), TimeoutMs: 10, MaxCMRetries: 5}))
-				h.inject(1, &wire.SIDRRep{RequestID: id.localID})
+				must(t, id.SendSIDRREQ(&SIDRREQParams{Path: testPath(), TimeoutMs: 10, MaxCMRetries: 5}))
+				h.inject(1, &wire.SIDRREP{RequestID: id.localID})
 				h.sent()
 				h.takeEvents()
 			}
@@ -232,7 +232,7 @@ func TestAnsweredRequestStopsRetransmission(t *testing.T) {
 func TestTIDs(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("ESTABLISHED/passive")
-	h.inject(0x12345678, &wire.DReq{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
+	h.inject(0x12345678, &wire.DREQ{LocalCommID: peerComm, RemoteCommID: id.localID, RemoteQPN: localQPN})
 	must(t, id.SendDREP(nil))
 	ep := h.port.ep
 	ep.mu.Lock()

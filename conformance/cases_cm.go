@@ -38,9 +38,9 @@ func cmCases() []Case {
 	listen := func(sid, mask uint64) func(c *Client, id uint32) abi.Struct {
 		return func(c *Client, id uint32) abi.Struct { return &abi.Listen{ServiceID: sid, ServiceMask: mask, ID: id} }
 	}
-	req := func(mod func(*abi.Req)) func(*env, *Client, uint32) abi.Struct {
+	req := func(mod func(*abi.REQ)) func(*env, *Client, uint32) abi.Struct {
 		return func(e *env, c *Client, id uint32) abi.Struct {
-			r := c.Req(id, SID(), pathOrZero(e), 0x30)
+			r := c.REQ(id, SID(), pathOrZero(e), 0x30)
 			mod(r)
 			return r
 		}
@@ -100,12 +100,12 @@ func cmCases() []Case {
 			withID(func(c *Client, id uint32) abi.Struct {
 				return &abi.InitQPAttr{Response: c.Mem.Alloc(abi.QPAttrSize), ID: id, QPState: abi.QPStateRTR}
 			})),
-		onFreshID("send_req/einval-no-path", "ucm-abi.md §3.2: SEND_REQ without a primary path → EINVAL", inval, abi.CmdSendReq,
-			req(func(r *abi.Req) { r.PrimaryPath = 0 })),
-		onFreshID("send_req/einval-qp-type", "ucm-abi.md §3.2: SEND_REQ for a QP type other than RC/UC/XRC_INI → EINVAL", inval, abi.CmdSendReq,
-			req(func(r *abi.Req) { r.QPType = abi.QPTypeUD })),
-		onFreshID("send_req/einval-peer-to-peer", "ucm-abi.md §3.2: peer_to_peer is unsupported → EINVAL", inval, abi.CmdSendReq,
-			req(func(r *abi.Req) { r.PeerToPeer = 1 })),
+		onFreshID("send_req/einval-no-path", "ucm-abi.md §3.2: SEND_REQ without a primary path → EINVAL", inval, abi.CmdSendREQ,
+			req(func(r *abi.REQ) { r.PrimaryPath = 0 })),
+		onFreshID("send_req/einval-qp-type", "ucm-abi.md §3.2: SEND_REQ for a QP type other than RC/UC/XRC_INI → EINVAL", inval, abi.CmdSendREQ,
+			req(func(r *abi.REQ) { r.QPType = abi.QPTypeUD })),
+		onFreshID("send_req/einval-peer-to-peer", "ucm-abi.md §3.2: peer_to_peer is unsupported → EINVAL", inval, abi.CmdSendREQ,
+			req(func(r *abi.REQ) { r.PeerToPeer = 1 })),
 		{Name: "send_req/einval-private-data", Spec: "ucm-abi.md §2.6: more than 92 bytes of REQ private data → EINVAL", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {
@@ -115,19 +115,19 @@ func cmCases() []Case {
 			if err != nil {
 				return check("create", err)
 			}
-			r := c.Req(id, SID(), pathOrZero(e), 0x30)
-			r.Data, r.Len = c.Data(make([]byte, abi.MaxReqPrivateData+1))
+			r := c.REQ(id, SID(), pathOrZero(e), 0x30)
+			r.Data, r.Len = c.Data(make([]byte, abi.MaxREQPrivateData+1))
 			return expect(c.SendREQ(r), unix.EINVAL)
 		}},
-		onFreshID("send_sidr_req/einval-no-path", "ucm-abi.md §3.2: SEND_SIDR_REQ without a path → EINVAL", inval, abi.CmdSendSIDRReq,
+		onFreshID("send_sidr_req/einval-no-path", "ucm-abi.md §3.2: SEND_SIDR_REQ without a path → EINVAL", inval, abi.CmdSendSIDRREQ,
 			withID(func(c *Client, id uint32) abi.Struct {
-				return &abi.SIDRReq{ID: id, SID: SID(), Timeout: 100}
+				return &abi.SIDRREQ{ID: id, SID: SID(), Timeout: 100}
 			})),
 	}
 	for _, ic := range idCommands {
 		switch ic.cmd {
-		case abi.CmdSendRep, abi.CmdSendRTU, abi.CmdSendDReq, abi.CmdSendDRep, abi.CmdSendRej,
-			abi.CmdSendMRA, abi.CmdSendLAP, abi.CmdSendAPR, abi.CmdSendSIDRRep:
+		case abi.CmdSendREP, abi.CmdSendRTU, abi.CmdSendDREQ, abi.CmdSendDREP, abi.CmdSendREJ,
+			abi.CmdSendMRA, abi.CmdSendLAP, abi.CmdSendAPR, abi.CmdSendSIDRREP:
 			cs = append(cs, onFreshID(ic.name+"/einval-idle", idle, inval, ic.cmd, withID(ic.build)))
 		}
 	}

@@ -75,11 +75,11 @@ func connectEndToEnd(e *env) error {
 	}); err != nil {
 		return fmt.Errorf("passive: %w", err)
 	}
-	rep, err := p.Active.Expect(abi.CMRepReceived, Wait)
+	rep, err := p.Active.Expect(abi.CMREPReceived, Wait)
 	if err != nil {
 		return err
 	}
-	if r := rep.U.Rep(); rep.ID != p.ID || rep.UID != activeUID || r.RemoteQPN != passiveQPN || r.StartingPSN != passivePSN {
+	if r := rep.U.REP(); rep.ID != p.ID || rep.UID != activeUID || r.RemoteQPN != passiveQPN || r.StartingPSN != passivePSN {
 		return fmt.Errorf("REP event id %d uid %#x %+v", rep.ID, rep.UID, r)
 	}
 	// Active: rq_psn is its REQ PSN, sq_psn the REP's; RNR retry from the
@@ -110,16 +110,16 @@ func connectEndToEnd(e *env) error {
 	if aa.RemoteID != pa.LocalID || pa.RemoteID != aa.LocalID || aa.ServiceID != p.SID || aa.ServiceMask != ^uint64(0) {
 		return fmt.Errorf("comm ids do not pair: active %+v passive %+v", aa, pa)
 	}
-	if err := p.Active.SendPrivateData(abi.CmdSendDReq, p.ID, nil); err != nil {
+	if err := p.Active.SendPrivateData(abi.CmdSendDREQ, p.ID, nil); err != nil {
 		return check("SEND_DREQ", err)
 	}
-	if _, err := p.Passive.Expect(abi.CMDReqReceived, Wait); err != nil {
+	if _, err := p.Passive.Expect(abi.CMDREQReceived, Wait); err != nil {
 		return err
 	}
-	if err := p.Passive.SendPrivateData(abi.CmdSendDRep, child, nil); err != nil {
+	if err := p.Passive.SendPrivateData(abi.CmdSendDREP, child, nil); err != nil {
 		return check("SEND_DREP", err)
 	}
-	if _, err := p.Active.Expect(abi.CMDRepReceived, Wait); err != nil {
+	if _, err := p.Active.Expect(abi.CMDREPReceived, Wait); err != nil {
 		return err
 	}
 	if _, err := p.Active.Expect(abi.CMTimewaitExit, Wait); err != nil {

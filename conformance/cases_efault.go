@@ -15,36 +15,36 @@ type efaultCase struct {
 }
 
 var efaults = []efaultCase{
-	{"send_req/efault-data", abi.CmdSendReq, func(c *Client, bad uint64) abi.Struct {
-		r := c.Req(noSuchID, SID(), abi.PathRec{}, 1)
+	{"send_req/efault-data", abi.CmdSendREQ, func(c *Client, bad uint64) abi.Struct {
+		r := c.REQ(noSuchID, SID(), abi.PathRec{}, 1)
 		r.Data, r.Len = bad, 8
 		return r
 	}},
-	{"send_req/efault-null-data", abi.CmdSendReq, func(c *Client, bad uint64) abi.Struct {
-		r := c.Req(noSuchID, SID(), abi.PathRec{}, 1)
+	{"send_req/efault-null-data", abi.CmdSendREQ, func(c *Client, bad uint64) abi.Struct {
+		r := c.REQ(noSuchID, SID(), abi.PathRec{}, 1)
 		r.Data, r.Len = 0, 8
 		return r
 	}},
-	{"send_req/efault-primary-path", abi.CmdSendReq, func(c *Client, bad uint64) abi.Struct {
-		r := c.Req(noSuchID, SID(), abi.PathRec{}, 1)
+	{"send_req/efault-primary-path", abi.CmdSendREQ, func(c *Client, bad uint64) abi.Struct {
+		r := c.REQ(noSuchID, SID(), abi.PathRec{}, 1)
 		r.PrimaryPath = bad
 		return r
 	}},
-	{"send_req/efault-alternate-path", abi.CmdSendReq, func(c *Client, bad uint64) abi.Struct {
-		r := c.Req(noSuchID, SID(), abi.PathRec{}, 1)
+	{"send_req/efault-alternate-path", abi.CmdSendREQ, func(c *Client, bad uint64) abi.Struct {
+		r := c.REQ(noSuchID, SID(), abi.PathRec{}, 1)
 		r.AlternatePath = bad
 		return r
 	}},
-	{"send_rep/efault-data", abi.CmdSendRep, func(c *Client, bad uint64) abi.Struct {
-		return &abi.Rep{ID: noSuchID, Data: bad, Len: 8}
+	{"send_rep/efault-data", abi.CmdSendREP, func(c *Client, bad uint64) abi.Struct {
+		return &abi.REP{ID: noSuchID, Data: bad, Len: 8}
 	}},
 	{"send_rtu/efault-data", abi.CmdSendRTU, badPrivateData},
-	{"send_dreq/efault-data", abi.CmdSendDReq, badPrivateData},
-	{"send_drep/efault-data", abi.CmdSendDRep, badPrivateData},
-	{"send_rej/efault-data", abi.CmdSendRej, func(c *Client, bad uint64) abi.Struct {
+	{"send_dreq/efault-data", abi.CmdSendDREQ, badPrivateData},
+	{"send_drep/efault-data", abi.CmdSendDREP, badPrivateData},
+	{"send_rej/efault-data", abi.CmdSendREJ, func(c *Client, bad uint64) abi.Struct {
 		return &abi.Info{ID: noSuchID, Data: bad, DataLen: 8}
 	}},
-	{"send_rej/efault-info", abi.CmdSendRej, func(c *Client, bad uint64) abi.Struct {
+	{"send_rej/efault-info", abi.CmdSendREJ, func(c *Client, bad uint64) abi.Struct {
 		return &abi.Info{ID: noSuchID, Info: bad, InfoLen: 8}
 	}},
 	{"send_apr/efault-data", abi.CmdSendAPR, func(c *Client, bad uint64) abi.Struct {
@@ -62,17 +62,17 @@ var efaults = []efaultCase{
 	{"send_lap/efault-path", abi.CmdSendLAP, func(c *Client, bad uint64) abi.Struct {
 		return &abi.LAP{ID: noSuchID, Path: bad}
 	}},
-	{"send_sidr_req/efault-data", abi.CmdSendSIDRReq, func(c *Client, bad uint64) abi.Struct {
-		return &abi.SIDRReq{ID: noSuchID, Data: bad, Len: 8, Path: c.Path(abi.PathRec{})}
+	{"send_sidr_req/efault-data", abi.CmdSendSIDRREQ, func(c *Client, bad uint64) abi.Struct {
+		return &abi.SIDRREQ{ID: noSuchID, Data: bad, Len: 8, Path: c.Path(abi.PathRec{})}
 	}},
-	{"send_sidr_req/efault-path", abi.CmdSendSIDRReq, func(c *Client, bad uint64) abi.Struct {
-		return &abi.SIDRReq{ID: noSuchID, Path: bad}
+	{"send_sidr_req/efault-path", abi.CmdSendSIDRREQ, func(c *Client, bad uint64) abi.Struct {
+		return &abi.SIDRREQ{ID: noSuchID, Path: bad}
 	}},
-	{"send_sidr_rep/efault-data", abi.CmdSendSIDRRep, func(c *Client, bad uint64) abi.Struct {
-		return &abi.SIDRRep{ID: noSuchID, Data: bad, DataLen: 8}
+	{"send_sidr_rep/efault-data", abi.CmdSendSIDRREP, func(c *Client, bad uint64) abi.Struct {
+		return &abi.SIDRREP{ID: noSuchID, Data: bad, DataLen: 8}
 	}},
-	{"send_sidr_rep/efault-info", abi.CmdSendSIDRRep, func(c *Client, bad uint64) abi.Struct {
-		return &abi.SIDRRep{ID: noSuchID, Info: bad, InfoLen: 8}
+	{"send_sidr_rep/efault-info", abi.CmdSendSIDRREP, func(c *Client, bad uint64) abi.Struct {
+		return &abi.SIDRREP{ID: noSuchID, Info: bad, InfoLen: 8}
 	}},
 }
 

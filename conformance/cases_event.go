@@ -54,9 +54,9 @@ func eventCases() []Case {
 			if err != nil {
 				return check("GET_EVENT", err)
 			}
-			r := ev.U.Req()
+			r := ev.U.REQ()
 			switch {
-			case ev.Event != abi.CMReqReceived:
+			case ev.Event != abi.CMREQReceived:
 				return fmt.Errorf("event %v", ev.Event)
 			case ev.UID != listenUID:
 				return fmt.Errorf("uid %#x, want the listener's %#x", ev.UID, listenUID)
@@ -64,7 +64,7 @@ func eventCases() []Case {
 				return fmt.Errorf("REQ names the listener's id %d, not a new one", ev.ID)
 			case ev.Present != abi.PresPrimary|abi.PresData:
 				return fmt.Errorf("present %v, want PRIMARY|DATA", ev.Present)
-			case len(ev.Data) != abi.MaxReqPrivateData || !bytes.HasPrefix(ev.Data, []byte("hello")):
+			case len(ev.Data) != abi.MaxREQPrivateData || !bytes.HasPrefix(ev.Data, []byte("hello")):
 				return fmt.Errorf("data %q", ev.Data)
 			case r.RemoteQPN != activeQPN || r.StartingPSN != activePSN || r.QPType != abi.QPTypeRC:
 				return fmt.Errorf("req %+v", r)
@@ -104,7 +104,7 @@ func eventCases() []Case {
 				if r.err != nil {
 					return check("GET_EVENT", r.err)
 				}
-				if r.ev.Event != abi.CMReqReceived {
+				if r.ev.Event != abi.CMREQReceived {
 					return fmt.Errorf("event %v", r.ev.Event)
 				}
 				return nil
@@ -117,7 +117,7 @@ func eventCases() []Case {
 			if err != nil {
 				return err
 			}
-			_, err = p.Passive.GetEventLen(abi.MaxReqPrivateData-1, 255)
+			_, err = p.Passive.GetEventLen(abi.MaxREQPrivateData-1, 255)
 			if err := expect(err, unix.ENOMEM); err != nil {
 				return err
 			}
@@ -135,12 +135,12 @@ func eventCases() []Case {
 			if err != nil {
 				return err
 			}
-			ev, err := p.Passive.Expect(abi.CMReqReceived, Wait)
+			ev, err := p.Passive.Expect(abi.CMREQReceived, Wait)
 			if err != nil {
 				return err
 			}
 			ari := []byte{1, 2, 3, 4, 5, 6, 7, 8}
-			if err := p.Passive.SendInfo(abi.CmdSendRej, ev.ID, 28, ari, []byte("no")); err != nil {
+			if err := p.Passive.SendInfo(abi.CmdSendREJ, ev.ID, 28, ari, []byte("no")); err != nil {
 				return check("SEND_REJ", err)
 			}
 			if ok, err := p.Active.F.WaitReadable(Wait); err != nil || !ok {
@@ -159,9 +159,9 @@ func eventCases() []Case {
 			if err != nil {
 				return check("GET_EVENT", err)
 			}
-			if rej.Event != abi.CMRejReceived || rej.U.Rej().Reason != 28 || rej.Present != abi.PresData|abi.PresInfo ||
+			if rej.Event != abi.CMREJReceived || rej.U.REJ().Reason != 28 || rej.Present != abi.PresData|abi.PresInfo ||
 				!bytes.HasPrefix(rej.Info, ari) || !bytes.HasPrefix(rej.Data, []byte("no")) {
-				return fmt.Errorf("REJ event %v reason %d present %v info %x", rej.Event, rej.U.Rej().Reason, rej.Present, rej.Info)
+				return fmt.Errorf("REJ event %v reason %d present %v info %x", rej.Event, rej.U.REJ().Reason, rej.Present, rej.Info)
 			}
 			return nil
 		}},
@@ -185,7 +185,7 @@ func faultThenRetry(e *env, spoil func(*Client, *abi.EventGet)) error {
 	if err != nil {
 		return check("GET_EVENT retry", err)
 	}
-	if ev.Event != abi.CMReqReceived {
+	if ev.Event != abi.CMREQReceived {
 		return fmt.Errorf("retry got %v, want the REQ", ev.Event)
 	}
 	ok, err := c.F.WaitReadable(0)

@@ -42,7 +42,7 @@ func flowCases() []Case {
 			if err != nil {
 				return err
 			}
-			ev, err := p.Passive.Expect(abi.CMReqReceived, Wait)
+			ev, err := p.Passive.Expect(abi.CMREQReceived, Wait)
 			if err != nil {
 				return err
 			}
@@ -105,12 +105,12 @@ func flowCases() []Case {
 				return err
 			}
 			a, n := p.Active.Data([]byte("sidr"))
-			err = p.Active.Cmd(abi.CmdSendSIDRReq, 0, &abi.SIDRReq{ID: p.ID, SID: p.SID, Path: p.Active.Path(p.Path),
+			err = p.Active.Cmd(abi.CmdSendSIDRREQ, 0, &abi.SIDRREQ{ID: p.ID, SID: p.SID, Path: p.Active.Path(p.Path),
 				Timeout: 1000, MaxCMRetries: 3, Data: a, Len: n})
 			if err != nil {
 				return check("SEND_SIDR_REQ", err)
 			}
-			req, err := p.Passive.Expect(abi.CMSIDRReqReceived, Wait)
+			req, err := p.Passive.Expect(abi.CMSIDRREQReceived, Wait)
 			if err != nil {
 				return err
 			}
@@ -118,15 +118,15 @@ func flowCases() []Case {
 				return fmt.Errorf("SIDR_REQ id %d uid %#x data %q", req.ID, req.UID, req.Data[:4])
 			}
 			i, il := p.Passive.Data([]byte{5, 6})
-			err = p.Passive.Cmd(abi.CmdSendSIDRRep, 0, &abi.SIDRRep{ID: req.ID, QPN: 0x77, QKey: 0x1111, Info: i, InfoLen: il})
+			err = p.Passive.Cmd(abi.CmdSendSIDRREP, 0, &abi.SIDRREP{ID: req.ID, QPN: 0x77, QKey: 0x1111, Info: i, InfoLen: il})
 			if err != nil {
 				return check("SEND_SIDR_REP", err)
 			}
-			rep, err := p.Active.Expect(abi.CMSIDRRepReceived, Wait)
+			rep, err := p.Active.Expect(abi.CMSIDRREPReceived, Wait)
 			if err != nil {
 				return err
 			}
-			r := rep.U.SIDRRep()
+			r := rep.U.SIDRREP()
 			if r.QPN != 0x77 || r.QKey != 0x1111 || r.Status != 0 || rep.UID != activeUID || rep.Info[0] != 5 {
 				return fmt.Errorf("SIDR_REP %+v uid %#x", r, rep.UID)
 			}
@@ -140,7 +140,7 @@ func flowCases() []Case {
 			if err := p.Passive.Close(); err != nil {
 				return check("close", err)
 			}
-			return expectRej28(p)
+			return expectREJ28(p)
 		}},
 		{Name: "destroy_id/listener-undelivered-req-rejected", Spec: "ucm-abi.md §3.2 DESTROY_ID: purged REQ → REJ 28 to the peer; events_reported 0", run: func(e *env) error {
 			p, err := pairWithREQ(e)
@@ -157,7 +157,7 @@ func flowCases() []Case {
 			if ok, _ := p.Passive.F.WaitReadable(0); ok {
 				return fmt.Errorf("listener's file still readable after DESTROY_ID")
 			}
-			return expectRej28(p)
+			return expectREJ28(p)
 		}},
 		{Name: "destroy_id/purges-events", Spec: "ucm-abi.md §3.2, design.md rule 6: no event of an id is delivered after DESTROY_ID answered", run: func(e *env) error {
 			p, err := pairWithREQ(e)
@@ -200,12 +200,12 @@ func flowCases() []Case {
 	}
 }
 
-func expectRej28(p *pair) error {
-	ev, err := p.Active.Expect(abi.CMRejReceived, Wait)
+func expectREJ28(p *pair) error {
+	ev, err := p.Active.Expect(abi.CMREJReceived, Wait)
 	if err != nil {
 		return err
 	}
-	if r := ev.U.Rej().Reason; r != 28 {
+	if r := ev.U.REJ().Reason; r != 28 {
 		return fmt.Errorf("REJ reason %d, want 28 (consumer defined)", r)
 	}
 	return nil

@@ -31,19 +31,19 @@ var idCommands = []idCommand{
 	{"notify", abi.CmdNotify, func(c *Client, id uint32) abi.Struct {
 		return &abi.Notify{ID: id, Event: abi.IBEventCommEst}
 	}},
-	{"send_req", abi.CmdSendReq, func(c *Client, id uint32) abi.Struct {
-		r := c.Req(id, SID(), abi.PathRec{}, 0x10)
+	{"send_req", abi.CmdSendREQ, func(c *Client, id uint32) abi.Struct {
+		r := c.REQ(id, SID(), abi.PathRec{}, 0x10)
 		r.Data, r.Len = pd(c)
 		return r
 	}},
-	{"send_rep", abi.CmdSendRep, func(c *Client, id uint32) abi.Struct {
+	{"send_rep", abi.CmdSendREP, func(c *Client, id uint32) abi.Struct {
 		a, n := pd(c)
-		return &abi.Rep{ID: id, Data: a, Len: n, QPN: 0x20}
+		return &abi.REP{ID: id, Data: a, Len: n, QPN: 0x20}
 	}},
 	{"send_rtu", abi.CmdSendRTU, privateData},
-	{"send_dreq", abi.CmdSendDReq, privateData},
-	{"send_drep", abi.CmdSendDRep, privateData},
-	{"send_rej", abi.CmdSendRej, info},
+	{"send_dreq", abi.CmdSendDREQ, privateData},
+	{"send_drep", abi.CmdSendDREP, privateData},
+	{"send_rej", abi.CmdSendREJ, info},
 	{"send_mra", abi.CmdSendMRA, func(c *Client, id uint32) abi.Struct {
 		a, n := pd(c)
 		return &abi.MRA{ID: id, Data: a, Len: n, Timeout: 10}
@@ -53,14 +53,14 @@ var idCommands = []idCommand{
 		return &abi.LAP{ID: id, Data: a, Len: n, Path: c.Path(abi.PathRec{})}
 	}},
 	{"send_apr", abi.CmdSendAPR, info},
-	{"send_sidr_req", abi.CmdSendSIDRReq, func(c *Client, id uint32) abi.Struct {
+	{"send_sidr_req", abi.CmdSendSIDRREQ, func(c *Client, id uint32) abi.Struct {
 		a, n := pd(c)
-		return &abi.SIDRReq{ID: id, Data: a, Len: n, Path: c.Path(abi.PathRec{}), SID: SID(), Timeout: 100}
+		return &abi.SIDRREQ{ID: id, Data: a, Len: n, Path: c.Path(abi.PathRec{}), SID: SID(), Timeout: 100}
 	}},
-	{"send_sidr_rep", abi.CmdSendSIDRRep, func(c *Client, id uint32) abi.Struct {
+	{"send_sidr_rep", abi.CmdSendSIDRREP, func(c *Client, id uint32) abi.Struct {
 		a, n := pd(c)
 		i, il := c.Data([]byte{9})
-		return &abi.SIDRRep{ID: id, Data: a, DataLen: n, Info: i, InfoLen: il}
+		return &abi.SIDRREP{ID: id, Data: a, DataLen: n, Info: i, InfoLen: il}
 	}},
 }
 

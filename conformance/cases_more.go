@@ -14,11 +14,11 @@ func moreCases() []Case {
 	return []Case{
 		onREQ("send_rep/einval-private-data", "ucm-abi.md §2.6: more than 196 bytes of REP private data → EINVAL", func(p *pair, child uint32) error {
 			r := rep(child)
-			r.Data, r.Len = p.Passive.Data(make([]byte, abi.MaxRepPrivateData+1))
+			r.Data, r.Len = p.Passive.Data(make([]byte, abi.MaxREPPrivateData+1))
 			return expect(p.Passive.SendREP(r), unix.EINVAL)
 		}),
 		onREQ("send_rej/einval-ari", "ucm-abi.md §2.6: more than 72 bytes of ARI → EINVAL", func(p *pair, child uint32) error {
-			return expect(p.Passive.SendInfo(abi.CmdSendRej, child, 28, make([]byte, abi.MaxRejARI+1), nil), unix.EINVAL)
+			return expect(p.Passive.SendInfo(abi.CmdSendREJ, child, 28, make([]byte, abi.MaxREJARI+1), nil), unix.EINVAL)
 		}),
 		onREQ("send_mra/einval-private-data", "ucm-abi.md §2.6: more than 222 bytes of MRA private data → EINVAL", func(p *pair, child uint32) error {
 			a, n := p.Passive.Data(make([]byte, abi.MaxMRAPrivateData+1))
@@ -36,7 +36,7 @@ func moreCases() []Case {
 			if err := p.SendREQ(nil); err != nil {
 				return err
 			}
-			return expect(p.Active.SendREQ(p.Active.Req(p.ID, p.SID, p.Path, activeQPN)), unix.EINVAL)
+			return expect(p.Active.SendREQ(p.Active.REQ(p.ID, p.SID, p.Path, activeQPN)), unix.EINVAL)
 		}},
 		{Name: "send_dreq/einval-private-data", Spec: "ucm-abi.md §2.6: more than 220 bytes of DREQ private data → EINVAL", run: func(e *env) error {
 			p, err := newPair(e)
@@ -46,7 +46,7 @@ func moreCases() []Case {
 			if _, err := p.Establish(); err != nil {
 				return err
 			}
-			return expect(p.Active.SendPrivateData(abi.CmdSendDReq, p.ID, make([]byte, abi.MaxDReqPrivateData+1)), unix.EINVAL)
+			return expect(p.Active.SendPrivateData(abi.CmdSendDREQ, p.ID, make([]byte, abi.MaxDREQPrivateData+1)), unix.EINVAL)
 		}},
 		{Name: "notify/path-mig", Spec: "ucm-abi.md §3.2: NOTIFY PATH_MIG on an established id → success", run: func(e *env) error {
 			p, err := newPair(e)
@@ -63,8 +63,8 @@ func moreCases() []Case {
 			if err != nil {
 				return err
 			}
-			a, n := p.Active.Data(make([]byte, abi.MaxSIDRReqPrivateData+1))
-			return expect(p.Active.Cmd(abi.CmdSendSIDRReq, 0, &abi.SIDRReq{ID: p.ID, SID: p.SID, Path: p.Active.Path(p.Path),
+			a, n := p.Active.Data(make([]byte, abi.MaxSIDRREQPrivateData+1))
+			return expect(p.Active.Cmd(abi.CmdSendSIDRREQ, 0, &abi.SIDRREQ{ID: p.ID, SID: p.SID, Path: p.Active.Path(p.Path),
 				Timeout: 100, Data: a, Len: n}), unix.EINVAL)
 		}},
 		{Name: "listen/assign-service-id", Spec: "ucm-abi.md §3.2: LISTEN on IB_CM_ASSIGN_SERVICE_ID → the CM picks a distinct 0x02… sid, mask ~0 (ATTR_ID shows it)", run: func(e *env) error {
@@ -105,7 +105,7 @@ func onREQ(name, spec string, fn func(p *pair, child uint32) error) Case {
 		if err != nil {
 			return err
 		}
-		ev, err := p.Passive.Expect(abi.CMReqReceived, Wait)
+		ev, err := p.Passive.Expect(abi.CMREQReceived, Wait)
 		if err != nil {
 			return err
 		}

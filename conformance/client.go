@@ -131,9 +131,9 @@ func (c *Client) Path(p abi.PathRec) uint64 {
 	return a
 }
 
-// Req returns a SEND_REQ for an RC connection as cmpost sends it.
-func (c *Client) Req(id uint32, sid uint64, path abi.PathRec, qpn uint32) *abi.Req {
-	return &abi.Req{
+// REQ returns a SEND_REQ for an RC connection as cmpost sends it.
+func (c *Client) REQ(id uint32, sid uint64, path abi.PathRec, qpn uint32) *abi.REQ {
+	return &abi.REQ{
 		ID: id, QPN: qpn, QPType: abi.QPTypeRC, PSN: qpn + 1, SID: sid,
 		PrimaryPath:        c.Path(path),
 		ResponderResources: 1, InitiatorDepth: 1,
@@ -143,10 +143,10 @@ func (c *Client) Req(id uint32, sid uint64, path abi.PathRec, qpn uint32) *abi.R
 }
 
 // SendREQ is SEND_REQ.
-func (c *Client) SendREQ(r *abi.Req) error { return c.Cmd(abi.CmdSendReq, 0, r) }
+func (c *Client) SendREQ(r *abi.REQ) error { return c.Cmd(abi.CmdSendREQ, 0, r) }
 
 // SendREP is SEND_REP.
-func (c *Client) SendREP(r *abi.Rep) error { return c.Cmd(abi.CmdSendRep, 0, r) }
+func (c *Client) SendREP(r *abi.REP) error { return c.Cmd(abi.CmdSendREP, 0, r) }
 
 // SendPrivateData is SEND_RTU, SEND_DREQ or SEND_DREP.
 func (c *Client) SendPrivateData(cmd abi.Cmd, id uint32, pd []byte) error {

@@ -18,7 +18,7 @@ type pair struct {
 // Request values of the connections the cases make.
 const (
 	activeQPN  = 0x100
-	activePSN  = activeQPN + 1 // Client.Req's PSN
+	activePSN  = activeQPN + 1 // Client.REQ's PSN
 	passiveQPN = 0x200
 	passivePSN = 0x201
 	listenUID  = 0xB0
@@ -53,7 +53,7 @@ func newPair(e *env) (*pair, error) {
 
 // SendREQ sends the active side's REQ with private data pd.
 func (p *pair) SendREQ(pd []byte) error {
-	r := p.Active.Req(p.ID, p.SID, p.Path, activeQPN)
+	r := p.Active.REQ(p.ID, p.SID, p.Path, activeQPN)
 	r.Data, r.Len = p.Active.Data(pd)
 	return check("SEND_REQ", p.Active.SendREQ(r))
 }
@@ -80,15 +80,15 @@ func pairWithREQ(e *env) (*pair, error) {
 // Accept takes the REQ event and answers it with a REP; it returns the
 // new connection's id.
 func (p *pair) Accept() (uint32, error) {
-	ev, err := p.Passive.Expect(abi.CMReqReceived, Wait)
+	ev, err := p.Passive.Expect(abi.CMREQReceived, Wait)
 	if err != nil {
 		return 0, err
 	}
 	return ev.ID, check("SEND_REP", p.Passive.SendREP(rep(ev.ID)))
 }
 
-func rep(id uint32) *abi.Rep {
-	return &abi.Rep{
+func rep(id uint32) *abi.REP {
+	return &abi.REP{
 		UID: childUID, ID: id, QPN: passiveQPN, PSN: passivePSN,
 		ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 6, TargetAckDelay: 20,
 	}
@@ -104,7 +104,7 @@ func (p *pair) Establish() (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := p.Active.Expect(abi.CMRepReceived, Wait); err != nil {
+	if _, err := p.Active.Expect(abi.CMREPReceived, Wait); err != nil {
 		return 0, err
 	}
 	if err := p.Active.SendPrivateData(abi.CmdSendRTU, p.ID, nil); err != nil {

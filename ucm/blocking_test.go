@@ -24,7 +24,7 @@ func TestGetEventInterrupted(t *testing.T) {
 		t.Fatalf("interrupted GET_EVENT: %v, want EINTR", r.Errno)
 	}
 	e.req(t, 0xa0)
-	if _, err := e.b.Expect(abi.CMReqReceived, wait); err != nil {
+	if _, err := e.b.Expect(abi.CMREQReceived, wait); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -50,7 +50,7 @@ func TestBlockedGetEventDoesNotBlockFile(t *testing.T) {
 	}
 	var resp abi.EventResp
 	resp.Decode(e.b.Mem.Read(g.Response, abi.EventRespSize))
-	if resp.Event != abi.CMReqReceived {
+	if resp.Event != abi.CMREQReceived {
 		t.Errorf("woken with %v", resp.Event)
 	}
 }
@@ -125,9 +125,9 @@ func TestEventQueuedDuringDelivery(t *testing.T) {
 	e := newEnv(t, &fakedut.Options{WrapMemory: gt.wrap})
 	t.Cleanup(gt.release)
 	e.req(t, 0xa0)
-	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	req, err := e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
-	must(t, e.b.SendREP(&abi.Rep{UID: 0xc0, ID: req.ID, QPN: 0x200}))
+	must(t, e.b.SendREP(&abi.REP{UID: 0xc0, ID: req.ID, QPN: 0x200}))
 	e.req(t, 0xa1)
 	e.waitReadable(t, e.b)
 	b, g := eventGet(e.b)

@@ -108,14 +108,14 @@ func TestREQFloodRejectedAtUserEventLimit(t *testing.T) {
 	for i := range flood {
 		id, err := a.CreateID(uint64(i))
 		must(t, err)
-		must(t, a.SendREQ(a.Req(id, 0x1000, path, 0x100+id)))
+		must(t, a.SendREQ(a.REQ(id, 0x1000, path, 0x100+id)))
 		if i < limit {
 			continue
 		}
-		ev, err := a.Expect(abi.CMRejReceived, wait)
+		ev, err := a.Expect(abi.CMREJReceived, wait)
 		must(t, err)
-		if ev.ID != id || ev.U.Rej().Reason != 28 {
-			t.Fatalf("REJ for id %d reason %d, want %d and 28", ev.ID, ev.U.Rej().Reason, id)
+		if ev.ID != id || ev.U.REJ().Reason != 28 {
+			t.Fatalf("REJ for id %d reason %d, want %d and 28", ev.ID, ev.U.REJ().Reason, id)
 		}
 	}
 	if _, ids, events := d.Device.Budget().User(2000); ids != 1+limit || events != limit {
@@ -125,7 +125,7 @@ func TestREQFloodRejectedAtUserEventLimit(t *testing.T) {
 		t.Errorf("the CM holds %d ids, want %d: rejected connections must leave nothing", n, flood+1+limit)
 	}
 	for range limit {
-		if _, err := b.Expect(abi.CMReqReceived, wait); err != nil {
+		if _, err := b.Expect(abi.CMREQReceived, wait); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,7 +205,7 @@ func TestDefaultsAdmit10000QueuedREQs(t *testing.T) {
 			t.Fatalf("CREATE_ID %d: %v", i, errno)
 		}
 		id := binary.NativeEndian.Uint32(a.Mem.Read(resp, 4))
-		must(t, a.SendREQ(a.Req(id, 0x1000, path, 0x100+id)))
+		must(t, a.SendREQ(a.REQ(id, 0x1000, path, 0x100+id)))
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {

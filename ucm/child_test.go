@@ -29,7 +29,7 @@ func TestChildHiddenUntilDelivered(t *testing.T) {
 
 	ev, err := e.b.GetEvent()
 	must(t, err)
-	if ev.Event != abi.CMReqReceived || ev.ID != 2 || ev.UID != 0xb0 {
+	if ev.Event != abi.CMREQReceived || ev.ID != 2 || ev.UID != 0xb0 {
 		t.Fatalf("got %v id %d uid %#x, want REQ for id 2 with the listener's uid", ev.Event, ev.ID, ev.UID)
 	}
 	if n := e.d.IDs.Len(); n != 3 {
@@ -49,9 +49,9 @@ func TestChildEventBeforeDelivery(t *testing.T) {
 	// Destroying a REQ_SENT id sends REJ to the passive side.
 	_, err := e.a.DestroyID(a)
 	must(t, err)
-	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	req, err := e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
-	rej, err := e.b.Expect(abi.CMRejReceived, wait)
+	rej, err := e.b.Expect(abi.CMREJReceived, wait)
 	must(t, err)
 	if rej.ID != req.ID || rej.UID != 0 {
 		t.Errorf("REJ for id %d uid %#x, want the child %d with uid 0", rej.ID, rej.UID, req.ID)
@@ -72,10 +72,10 @@ func TestChildEventBeforeDelivery(t *testing.T) {
 func TestSendREPSetsUID(t *testing.T) {
 	e := newEnv(t, nil)
 	a := e.req(t, 0xa0)
-	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	req, err := e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
-	must(t, e.b.SendREP(&abi.Rep{UID: 0xc0ffee, ID: req.ID, QPN: 0x200, PSN: 1}))
-	_, err = e.a.Expect(abi.CMRepReceived, wait)
+	must(t, e.b.SendREP(&abi.REP{UID: 0xc0ffee, ID: req.ID, QPN: 0x200, PSN: 1}))
+	_, err = e.a.Expect(abi.CMREPReceived, wait)
 	must(t, err)
 	must(t, e.a.SendPrivateData(abi.CmdSendRTU, a, nil))
 	rtu, err := e.b.Expect(abi.CMRTUReceived, wait)
@@ -90,10 +90,10 @@ func TestSendREPSetsUID(t *testing.T) {
 func TestRejectedIDSurvives(t *testing.T) {
 	e := newEnv(t, nil)
 	a := e.req(t, 0xa0)
-	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	req, err := e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
-	must(t, e.b.SendInfo(abi.CmdSendRej, req.ID, 28, nil, nil))
-	_, err = e.a.Expect(abi.CMRejReceived, wait)
+	must(t, e.b.SendInfo(abi.CmdSendREJ, req.ID, 28, nil, nil))
+	_, err = e.a.Expect(abi.CMREJReceived, wait)
 	must(t, err)
 	if _, err := e.a.AttrID(a); err != nil {
 		t.Errorf("active id after REJ: %v", err)
@@ -102,8 +102,8 @@ func TestRejectedIDSurvives(t *testing.T) {
 		t.Errorf("rejecting id after REJ: %v", err)
 	}
 	// IDLE again: it can start a new connection.
-	must(t, e.a.SendREQ(e.a.Req(a, e.sid, e.path, 0x300)))
-	_, err = e.b.Expect(abi.CMReqReceived, wait)
+	must(t, e.a.SendREQ(e.a.REQ(a, e.sid, e.path, 0x300)))
+	_, err = e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
 }
 

@@ -9,7 +9,7 @@ import (
 // as the kernel did: a bad pointer is EFAULT even with a bad id.
 
 // sendREQ is ib_ucm_send_req: data, primary path, alternate path, id.
-func (c *call) sendREQ(m *abi.Req) error {
+func (c *call) sendREQ(m *abi.REQ) error {
 	pd, err := c.data(m.Data, m.Len, "private data")
 	if err != nil {
 		return err
@@ -22,7 +22,7 @@ func (c *call) sendREQ(m *abi.Req) error {
 	if err != nil {
 		return err
 	}
-	p := &cmcore.ReqParams{
+	p := &cmcore.REQParams{
 		ServiceID:               m.SID,
 		QPN:                     m.QPN,
 		QPType:                  cmcore.QPType(m.QPType),
@@ -58,7 +58,7 @@ func (c *call) sendREQ(m *abi.Req) error {
 
 // sendREP is ib_ucm_send_rep. It sets the id's uid before the CM call,
 // success or not: that is how a new connection gets its cookie.
-func (c *call) sendREP(m *abi.Rep) error {
+func (c *call) sendREP(m *abi.REP) error {
 	pd, err := c.data(m.Data, m.Len, "private data")
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ func (c *call) sendREP(m *abi.Rep) error {
 	c.f.mu.Lock()
 	x.uid = m.UID
 	c.f.mu.Unlock()
-	return x.cmID.SendREP(&cmcore.RepParams{
+	return x.cmID.SendREP(&cmcore.REPParams{
 		QPN:                m.QPN,
 		StartingPSN:        m.PSN,
 		ResponderResources: m.ResponderResources,
@@ -99,7 +99,7 @@ func (c *call) sendPrivateData(cmd abi.Cmd, m *abi.PrivateData) error {
 	switch cmd {
 	case abi.CmdSendRTU:
 		return x.cmID.SendRTU(pd)
-	case abi.CmdSendDReq:
+	case abi.CmdSendDREQ:
 		return x.cmID.SendDREQ(pd)
 	default:
 		return x.cmID.SendDREP(pd)
@@ -121,7 +121,7 @@ func (c *call) sendInfo(cmd abi.Cmd, m *abi.Info) error {
 		return err
 	}
 	defer x.put()
-	if cmd == abi.CmdSendRej {
+	if cmd == abi.CmdSendREJ {
 		// The kernel passed the u32 status as an int to a u16 reason.
 		return x.cmID.SendREJ(uint16(m.Status), info, pd)
 	}
@@ -164,9 +164,9 @@ func (c *call) sendLAP(m *abi.LAP) error {
 	return x.cmID.SendLAP(alt, pd)
 }
 
-// sendSIDRReq is ib_ucm_send_sidr_req: data, then the path (required by
+// sendSIDRREQ is ib_ucm_send_sidr_req: data, then the path (required by
 // the CM: EINVAL without). reserved_pkey is ignored since 2006.
-func (c *call) sendSIDRReq(m *abi.SIDRReq) error {
+func (c *call) sendSIDRREQ(m *abi.SIDRREQ) error {
 	pd, err := c.data(m.Data, m.Len, "private data")
 	if err != nil {
 		return err
@@ -180,7 +180,7 @@ func (c *call) sendSIDRReq(m *abi.SIDRReq) error {
 		return err
 	}
 	defer x.put()
-	p := &cmcore.SIDRReqParams{
+	p := &cmcore.SIDRREQParams{
 		ServiceID:    m.SID,
 		TimeoutMs:    m.Timeout,
 		MaxCMRetries: m.MaxCMRetries,
@@ -189,11 +189,11 @@ func (c *call) sendSIDRReq(m *abi.SIDRReq) error {
 	if path != nil {
 		p.Path = pathFromABI(path)
 	}
-	return x.cmID.SendSIDRReq(p)
+	return x.cmID.SendSIDRREQ(p)
 }
 
-// sendSIDRRep is ib_ucm_send_sidr_rep: data, then info.
-func (c *call) sendSIDRRep(m *abi.SIDRRep) error {
+// sendSIDRREP is ib_ucm_send_sidr_rep: data, then info.
+func (c *call) sendSIDRREP(m *abi.SIDRREP) error {
 	pd, err := c.data(m.Data, m.DataLen, "private data")
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func (c *call) sendSIDRRep(m *abi.SIDRRep) error {
 		return err
 	}
 	defer x.put()
-	return x.cmID.SendSIDRRep(&cmcore.SIDRRepParams{
+	return x.cmID.SendSIDRREP(&cmcore.SIDRREPParams{
 		Status: uint8(m.Status), QPN: m.QPN, QKey: m.QKey, Info: info, PrivateData: pd,
 	})
 }

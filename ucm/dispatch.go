@@ -25,9 +25,9 @@ func (c *call) dispatch(ctx context.Context, req cuse.Request, hdr abi.Header, c
 		return c.listen(m)
 	case *abi.Notify:
 		return c.notify(m)
-	case *abi.Req:
+	case *abi.REQ:
 		return c.sendREQ(m)
-	case *abi.Rep:
+	case *abi.REP:
 		return c.sendREP(m)
 	case *abi.PrivateData:
 		return c.sendPrivateData(hdr.Cmd, m)
@@ -37,10 +37,10 @@ func (c *call) dispatch(ctx context.Context, req cuse.Request, hdr abi.Header, c
 		return c.sendMRA(m)
 	case *abi.LAP:
 		return c.sendLAP(m)
-	case *abi.SIDRReq:
-		return c.sendSIDRReq(m)
-	case *abi.SIDRRep:
-		return c.sendSIDRRep(m)
+	case *abi.SIDRREQ:
+		return c.sendSIDRREQ(m)
+	case *abi.SIDRREP:
+		return c.sendSIDRREP(m)
 	case *abi.EventGet:
 		return c.getEvent(ctx, req, m)
 	}

@@ -22,9 +22,9 @@ func makeEvent(ev *cmcore.Event) *event {
 	e := &event{resp: abi.EventResp{Event: t}}
 	r := &e.resp
 	switch ev.Type {
-	case cmcore.EventReqReceived:
-		p := &ev.Req
-		m := abi.ReqEventResp{
+	case cmcore.EventREQReceived:
+		p := &ev.REQ
+		m := abi.REQEventResp{
 			PrimaryPath:             pathToABI(&p.Primary),
 			RemoteCAGUID:            p.RemoteCAGUID,
 			RemoteQKey:              p.RemoteQKey,
@@ -46,10 +46,10 @@ func makeEvent(ev *cmcore.Event) *event {
 			m.AlternatePath = pathToABI(p.Alternate)
 			r.Present |= abi.PresAlternate
 		}
-		r.U.SetReq(m)
-	case cmcore.EventRepReceived:
-		p := &ev.Rep
-		r.U.SetRep(abi.RepEventResp{
+		r.U.SetREQ(m)
+	case cmcore.EventREPReceived:
+		p := &ev.REP
+		r.U.SetREP(abi.REPEventResp{
 			RemoteCAGUID:       p.RemoteCAGUID,
 			RemoteQKey:         p.RemoteQKey,
 			RemoteQPN:          p.RemoteQPN,
@@ -62,23 +62,23 @@ func makeEvent(ev *cmcore.Event) *event {
 			RNRRetryCount:      p.RNRRetryCount,
 			SRQ:                b2u(p.SRQ),
 		})
-	case cmcore.EventRejReceived:
-		r.U.SetRej(abi.RejEventResp{Reason: uint32(ev.Rej.Reason)})
-		e.info = clip(ev.Info, abi.MaxRejARI)
+	case cmcore.EventREJReceived:
+		r.U.SetREJ(abi.REJEventResp{Reason: uint32(ev.REJ.Reason)})
+		e.info = clip(ev.Info, abi.MaxREJARI)
 	case cmcore.EventMRAReceived:
 		r.U.SetMRA(abi.MRAEventResp{Timeout: ev.MRA.ServiceTimeout})
-	case cmcore.EventLapReceived:
-		r.U.SetLAP(abi.LAPEventResp{Path: pathToABI(&ev.Lap.Alternate)})
+	case cmcore.EventLAPReceived:
+		r.U.SetLAP(abi.LAPEventResp{Path: pathToABI(&ev.LAP.Alternate)})
 		r.Present = abi.PresAlternate
 	case cmcore.EventAPRReceived:
 		r.U.SetAPR(abi.APREventResp{Status: uint32(ev.APR.Status)})
 		e.info = clip(ev.Info, abi.MaxAPRInfo)
-	case cmcore.EventSIDRReqReceived:
-		r.U.SetSIDRReq(abi.SIDRReqEventResp{PKey: ev.SIDRReq.PKey, Port: ev.SIDRReq.Port})
-	case cmcore.EventSIDRRepReceived:
-		p := &ev.SIDRRep
-		r.U.SetSIDRRep(abi.SIDRRepEventResp{Status: uint32(p.Status), QKey: p.QKey, QPN: p.QPN})
-		e.info = clip(ev.Info, abi.MaxSIDRRepInfo)
+	case cmcore.EventSIDRREQReceived:
+		r.U.SetSIDRREQ(abi.SIDRREQEventResp{PKey: ev.SIDRREQ.PKey, Port: ev.SIDRREQ.Port})
+	case cmcore.EventSIDRREPReceived:
+		p := &ev.SIDRREP
+		r.U.SetSIDRREP(abi.SIDRREPEventResp{Status: uint32(p.Status), QKey: p.QKey, QPN: p.QPN})
+		e.info = clip(ev.Info, abi.MaxSIDRREPInfo)
 	default:
 		r.U.SetSendStatus(uint32(ev.SendStatus))
 	}

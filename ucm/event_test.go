@@ -14,7 +14,7 @@ func TestMakeEventPresentAndSizes(t *testing.T) {
 	alt := cmcore.PathRecord{DLID: 9}
 	for typ := cmcore.EventType(0); typ < abi.NumCMEvents; typ++ {
 		ev := &cmcore.Event{Type: typ, PrivateData: []byte("pd"), Info: []byte{1, 2, 3}, SendStatus: 5}
-		ev.Req.Alternate = &alt
+		ev.REQ.Alternate = &alt
 		e := makeEvent(ev)
 		ct := abi.CMEvent(typ)
 		if len(e.data) != ct.PrivateDataLen() {
@@ -23,7 +23,7 @@ func TestMakeEventPresentAndSizes(t *testing.T) {
 		if len(e.data) > 0 && !bytes.HasPrefix(e.data, []byte("pd")) {
 			t.Errorf("%v: data %q", ct, e.data[:2])
 		}
-		wantInfo := typ == cmcore.EventRejReceived || typ == cmcore.EventAPRReceived || typ == cmcore.EventSIDRRepReceived
+		wantInfo := typ == cmcore.EventREJReceived || typ == cmcore.EventAPRReceived || typ == cmcore.EventSIDRREPReceived
 		if (e.info != nil) != wantInfo {
 			t.Errorf("%v: info %v", ct, e.info)
 		}
@@ -35,9 +35,9 @@ func TestMakeEventPresentAndSizes(t *testing.T) {
 			want |= abi.PresInfo
 		}
 		switch typ {
-		case cmcore.EventReqReceived:
+		case cmcore.EventREQReceived:
 			want |= abi.PresPrimary | abi.PresAlternate
-		case cmcore.EventLapReceived:
+		case cmcore.EventLAPReceived:
 			want |= abi.PresAlternate
 		}
 		if e.resp.Present != want {
@@ -50,21 +50,21 @@ func TestMakeEventPresentAndSizes(t *testing.T) {
 }
 
 func TestMakeEventUnion(t *testing.T) {
-	e := makeEvent(&cmcore.Event{Type: cmcore.EventRejReceived, Rej: cmcore.RejEventParam{Reason: 28}})
-	if r := e.resp.U.Rej().Reason; r != 28 {
+	e := makeEvent(&cmcore.Event{Type: cmcore.EventREJReceived, REJ: cmcore.REJEventParam{Reason: 28}})
+	if r := e.resp.U.REJ().Reason; r != 28 {
 		t.Errorf("REJ reason %d", r)
 	}
-	e = makeEvent(&cmcore.Event{Type: cmcore.EventReqError, SendStatus: cmcore.WCRespTimeout})
+	e = makeEvent(&cmcore.Event{Type: cmcore.EventREQError, SendStatus: cmcore.WCRespTimeout})
 	if s := e.resp.U.SendStatus(); s != uint32(cmcore.WCRespTimeout) {
 		t.Errorf("send status %d", s)
 	}
-	e = makeEvent(&cmcore.Event{Type: cmcore.EventSIDRReqReceived, SIDRReq: cmcore.SIDRReqEventParam{PKey: 0x8001, Port: 1}})
-	if m := e.resp.U.SIDRReq(); m.PKey != 0x8001 || m.Port != 1 {
+	e = makeEvent(&cmcore.Event{Type: cmcore.EventSIDRREQReceived, SIDRREQ: cmcore.SIDRREQEventParam{PKey: 0x8001, Port: 1}})
+	if m := e.resp.U.SIDRREQ(); m.PKey != 0x8001 || m.Port != 1 {
 		t.Errorf("SIDR_REQ %+v", m)
 	}
-	e = makeEvent(&cmcore.Event{Type: cmcore.EventRejReceived, Info: make([]byte, 100)})
-	if len(e.info) != abi.MaxRejARI {
-		t.Errorf("ARI of %d bytes, want at most %d", len(e.info), abi.MaxRejARI)
+	e = makeEvent(&cmcore.Event{Type: cmcore.EventREJReceived, Info: make([]byte, 100)})
+	if len(e.info) != abi.MaxREJARI {
+		t.Errorf("ARI of %d bytes, want at most %d", len(e.info), abi.MaxREJARI)
 	}
 }
 

@@ -49,8 +49,8 @@ const (
 	opOpen = iota
 	opCreate
 	opListen
-	opReq
-	opRep
+	opREQ
+	opREP
 	opPrivData // RTU, DREQ, DREP
 	opInfo     // REJ, APR
 	opMRA
@@ -256,8 +256,8 @@ func (d *devEnv) step() {
 			mask = ^uint64(0)
 		}
 		d.write(f, abi.CmdListen, 0, &abi.Listen{ID: d.id(f), ServiceID: d.sid(), ServiceMask: mask})
-	case opReq:
-		r := &abi.Req{
+	case opREQ:
+		r := &abi.REQ{
 			ID: d.id(f), QPN: d.arg32() & 0xffffff, QPType: abi.QPType(d.arg() % 4), PSN: d.arg32(), SID: d.sid(),
 			PrimaryPath: d.path(bad), ResponderResources: d.arg(), InitiatorDepth: d.arg(),
 			RemoteCMResponseTimeout: d.arg() % 32, LocalCMResponseTimeout: d.arg() % 32,
@@ -269,23 +269,23 @@ func (d *devEnv) step() {
 		}
 		r.Len = d.arg() % 100
 		r.Data = d.buf(int(r.Len), false)
-		d.write(f, abi.CmdSendReq, 0, r)
-	case opRep:
-		r := &abi.Rep{UID: uint64(d.arg()), ID: d.id(f), QPN: d.arg32() & 0xffffff, PSN: d.arg32(),
+		d.write(f, abi.CmdSendREQ, 0, r)
+	case opREP:
+		r := &abi.REP{UID: uint64(d.arg()), ID: d.id(f), QPN: d.arg32() & 0xffffff, PSN: d.arg32(),
 			ResponderResources: d.arg(), InitiatorDepth: d.arg(), FailoverAccepted: d.arg() % 3,
 			FlowControl: a & 1, RNRRetryCount: d.arg() % 8, SRQ: a >> 1 & 1}
 		r.Len = d.arg() % 200
 		r.Data = d.buf(int(r.Len), bad)
-		if d.write(f, abi.CmdSendRep, 0, r) == 0 {
+		if d.write(f, abi.CmdSendREP, 0, r) == 0 {
 			f.ctx[r.ID] = r.UID
 		}
 	case opPrivData:
-		cmd := []abi.Cmd{abi.CmdSendRTU, abi.CmdSendDReq, abi.CmdSendDRep}[int(a&3)%3]
+		cmd := []abi.Cmd{abi.CmdSendRTU, abi.CmdSendDREQ, abi.CmdSendDREP}[int(a&3)%3]
 		p := &abi.PrivateData{ID: d.id(f), Len: d.arg() % 230}
 		p.Data = d.buf(int(p.Len), bad)
 		d.write(f, cmd, 0, p)
 	case opInfo:
-		cmd := abi.CmdSendRej
+		cmd := abi.CmdSendREJ
 		if a&1 == 1 {
 			cmd = abi.CmdSendAPR
 		}
@@ -303,16 +303,16 @@ func (d *devEnv) step() {
 		d.write(f, abi.CmdSendLAP, 0, l)
 	case opSIDR:
 		if a&1 == 0 {
-			r := &abi.SIDRReq{ID: d.id(f), Timeout: uint32(d.arg()) * 10, SID: d.sid(), Path: d.path(bad),
+			r := &abi.SIDRREQ{ID: d.id(f), Timeout: uint32(d.arg()) * 10, SID: d.sid(), Path: d.path(bad),
 				MaxCMRetries: d.arg() % 16, Len: d.arg() % 220}
 			r.Data = d.buf(int(r.Len), false)
-			d.write(f, abi.CmdSendSIDRReq, 0, r)
+			d.write(f, abi.CmdSendSIDRREQ, 0, r)
 		} else {
-			r := &abi.SIDRRep{ID: d.id(f), QPN: d.arg32(), QKey: d.arg32(), Status: uint32(d.arg() % 8),
+			r := &abi.SIDRREP{ID: d.id(f), QPN: d.arg32(), QKey: d.arg32(), Status: uint32(d.arg() % 8),
 				InfoLen: d.arg() % 80, DataLen: d.arg() % 150}
 			r.Info = d.buf(int(r.InfoLen), bad)
 			r.Data = d.buf(int(r.DataLen), false)
-			d.write(f, abi.CmdSendSIDRRep, 0, r)
+			d.write(f, abi.CmdSendSIDRREP, 0, r)
 		}
 	case opMisc:
 		id := d.id(f)
@@ -464,13 +464,13 @@ func (d *devEnv) event(f *dfile, dp *dpending, r cusetest.Reply) {
 	if fuzzDebug {
 		d.t.Logf("event %v id %d uid %#x", ev.Event, ev.ID, ev.UID)
 	}
-	if ev.Event > abi.CMSIDRRepReceived {
+	if ev.Event > abi.CMSIDRREPReceived {
 		d.t.Fatalf("event type %d", ev.Event)
 	}
 	if ev.Present&^(abi.PresData|abi.PresInfo|abi.PresPrimary|abi.PresAlternate) != 0 {
 		d.t.Fatalf("%v: present %#x", ev.Event, ev.Present)
 	}
-	if ev.Event == abi.CMReqReceived || ev.Event == abi.CMSIDRReqReceived {
+	if ev.Event == abi.CMREQReceived || ev.Event == abi.CMSIDRREQReceived {
 		d.owns(f, ev.ID, ev.UID)
 		return
 	}
@@ -542,7 +542,7 @@ func (p *prog) listen(file, id, sid byte) *prog { return p.emit(opListen, file, 
 // req sends an RC REQ from id to service sid, over the loopback path or
 // to the peer, with short timeouts (2^14 x 4 us = 65 ms) and pd.
 func (p *prog) req(file, id, sid byte, toPeer bool, pd ...byte) *prog {
-	p.emit(opReq, file, 0, id)
+	p.emit(opREQ, file, 0, id)
 	p.emit(u32(0x100 + uint32(id))...)
 	p.emit(2)            // RC
 	p.emit(u32(0x55)...) // PSN
@@ -551,7 +551,7 @@ func (p *prog) req(file, id, sid byte, toPeer bool, pd ...byte) *prog {
 }
 
 func (p *prog) rep(file, id, uid byte, pd ...byte) *prog {
-	p.emit(opRep, file, 0, uid, id)
+	p.emit(opREP, file, 0, uid, id)
 	p.emit(u32(0x200 + uint32(id))...)
 	p.emit(u32(0x66)...)
 	p.emit(1, 1, 0, 7, byte(len(pd)))
@@ -571,11 +571,11 @@ func (p *prog) mra(file, id, timeout byte) *prog { return p.emit(opMRA, file, 0,
 
 func (p *prog) lap(file, id byte) *prog { return p.emit(opLAP, file, 0, id, 0, 0) }
 
-func (p *prog) sidrReq(file, id, sid byte, toPeer bool) *prog {
+func (p *prog) sidrREQ(file, id, sid byte, toPeer bool) *prog {
 	return p.emit(opSIDR, file, 0, id, 10, sid, boolByte(toPeer), 3, 0)
 }
 
-func (p *prog) sidrRep(file, id, status byte) *prog {
+func (p *prog) sidrREP(file, id, status byte) *prog {
 	p.emit(opSIDR, file, 1, id)
 	p.emit(u32(0x300)...)
 	p.emit(u32(0x11111111)...)
@@ -625,8 +625,8 @@ func deviceSeeds() [][]byte {
 	add(new(prog).open(true).create(0, 1).req(0, pick(0), 3, true).advance(2).advance(2).advance(2).get(0).
 		mra(0, pick(0), 20).lap(0, pick(0)).rej(0, pick(0), 28).get(0))
 	// SIDR: to a loopback listener (answered by SIDR_REP) and to the peer.
-	add(new(prog).open(true).create(0, 1).listen(0, pick(0), 0).create(0, 2).sidrReq(0, pick(1), 0, false).get(0).
-		sidrRep(0, pick(2), 0).get(0).create(0, 3).sidrReq(0, pick(3), 3, true).advance(2).get(0))
+	add(new(prog).open(true).create(0, 1).listen(0, pick(0), 0).create(0, 2).sidrREQ(0, pick(1), 0, false).get(0).
+		sidrREP(0, pick(2), 0).get(0).create(0, 3).sidrREQ(0, pick(3), 3, true).advance(2).get(0))
 	// Loopback REQ, then the listener is destroyed and the file released
 	// with the connecting id mid-handshake; MRA on the REQ.
 	add(new(prog).open(true).open(true).create(0, 1).listen(0, pick(0), 0).create(1, 2).req(1, pick(0), 0, false).

@@ -122,26 +122,26 @@ func newWireEnv(t *testing.T) *wireEnv {
 	ab := s.path(s.a, s.b)
 	// c1: active, established.
 	c1 := w.create(C, 0x21)
-	must(t, w.c.SendREQ(w.c.Req(c1, wsidAccept, ab, 0xa01)))
-	w.expect(C, abi.CMRepReceived, c1)
+	must(t, w.c.SendREQ(w.c.REQ(c1, wsidAccept, ab, 0xa01)))
+	w.expect(C, abi.CMREPReceived, c1)
 	must(t, w.c.SendPrivateData(abi.CmdSendRTU, c1, nil))
 	// c2: active, REQ_SENT (b's listener ignores it).
 	c2 := w.create(C, 0x22)
-	must(t, w.c.SendREQ(w.c.Req(c2, wsidIgnore, ab, 0xa02)))
+	must(t, w.c.SendREQ(w.c.REQ(c2, wsidIgnore, ab, 0xa02)))
 	// c3: SIDR_REQ_SENT.
 	c3 := w.create(C, 0x23)
 	pa, pn := w.c.Path(ab), uint8(0)
-	must(t, w.c.Cmd(abi.CmdSendSIDRReq, 0, &abi.SIDRReq{ID: c3, Timeout: 100, SID: wsidIgnore, Path: pa, Len: pn, MaxCMRetries: 3}))
+	must(t, w.c.Cmd(abi.CmdSendSIDRREQ, 0, &abi.SIDRREQ{ID: c3, Timeout: 100, SID: wsidIgnore, Path: pa, Len: pn, MaxCMRetries: 3}))
 	// n1: passive, established: b connects to L's listener.
 	bid := s.peerID()
-	must(t, bid.SendREQ(&cmcore.ReqParams{
+	must(t, bid.SendREQ(&cmcore.REQParams{
 		Primary: s.cmPath(s.b, s.a), ServiceID: wsidListen, QPN: 0xb02, QPType: cmcore.QPTypeRC, StartingPSN: 2,
 		ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20,
 		RetryCount: 5, RNRRetryCount: 7, MaxCMRetries: 5,
 	}))
-	ev := w.expect(L, abi.CMReqReceived, 0)
+	ev := w.expect(L, abi.CMREQReceived, 0)
 	n1 := ev.ID
-	must(t, w.l.SendREP(&abi.Rep{UID: 0x31, ID: n1, QPN: 0xa03, PSN: 3, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}))
+	must(t, w.l.SendREP(&abi.REP{UID: 0x31, ID: n1, QPN: 0xa03, PSN: 3, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}))
 	L.owned[n1] = 0x31
 	w.expect(L, abi.CMRTUReceived, n1)
 	// Both of c2's and c3's requests must have reached b.
@@ -193,7 +193,7 @@ func (w *wireEnv) get(f *wfile) (conformance.Event, bool) {
 		w.t.Logf("file %s: %v id %d uid %#x", f.name, ev.Event, ev.ID, ev.UID)
 	}
 	switch ev.Event {
-	case abi.CMReqReceived, abi.CMSIDRReqReceived:
+	case abi.CMREQReceived, abi.CMSIDRREQReceived:
 		// Counted on the listener, whose cookie the event carries.
 		for id, uid := range f.owned {
 			if uid == ev.UID {
@@ -288,11 +288,11 @@ func patch(mad *hw.MAD, x wtarget) {
 			copy(d[56:72], x.bGID[:])
 			copy(d[72:88], x.aGID[:])
 		}
-	case wire.AttrSIDRReq:
+	case wire.AttrSIDRREQ:
 		if x.sid != 0 {
 			binary.BigEndian.PutUint64(d[8:], x.sid)
 		}
-	case wire.AttrSIDRRep:
+	case wire.AttrSIDRREP:
 		if x.local != 0 {
 			binary.BigEndian.PutUint32(d[0:], x.local)
 		}
@@ -364,19 +364,19 @@ func wireSeeds(tb testing.TB) [][]byte {
 		mads = append(mads, readHexMAD(tb, name))
 	}
 	for _, m := range []wire.Message{
-		&wire.Req{LocalCommID: 1, ServiceID: wsidListen, LocalCAGUID: 0x99, LocalQPN: 0x123, StartingPSN: 1,
+		&wire.REQ{LocalCommID: 1, ServiceID: wsidListen, LocalCAGUID: 0x99, LocalQPN: 0x123, StartingPSN: 1,
 			RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20, MaxCMRetries: 5, PartitionKey: 0xffff, PathMTU: 4,
 			Primary: wire.Path{LocalLID: 2, RemoteLID: 1, PacketRate: 3, SubnetLocal: true, LocalACKTimeout: 14}},
 		&wire.MRA{ServiceTimeout: 20},
-		&wire.Rej{Reason: wire.RejConsumerDefined, PrivateData: []byte("no")},
-		&wire.Rep{LocalQPN: 0x77, StartingPSN: 5, LocalCAGUID: 0x99, TargetACKDelay: 15},
+		&wire.REJ{Reason: wire.REJConsumerDefined, PrivateData: []byte("no")},
+		&wire.REP{LocalQPN: 0x77, StartingPSN: 5, LocalCAGUID: 0x99, TargetACKDelay: 15},
 		&wire.RTU{},
-		&wire.DReq{RemoteQPN: 0xa01},
-		&wire.DRep{},
+		&wire.DREQ{RemoteQPN: 0xa01},
+		&wire.DREP{},
 		&wire.LAP{},
 		&wire.APR{},
-		&wire.SIDRReq{RequestID: 7, ServiceID: wsidListen, PartitionKey: 0xffff},
-		&wire.SIDRRep{Status: 1},
+		&wire.SIDRREQ{RequestID: 7, ServiceID: wsidListen, PartitionKey: 0xffff},
+		&wire.SIDRREP{Status: 1},
 	} {
 		var mad hw.MAD
 		if err := wire.Encode(&mad, 0x42, m); err != nil {
@@ -388,9 +388,9 @@ func wireSeeds(tb testing.TB) [][]byte {
 	for _, mad := range mads {
 		var ctls []byte
 		switch binary.BigEndian.Uint16(mad[16:]) {
-		case wire.AttrREQ, wire.AttrSIDRReq:
+		case wire.AttrREQ, wire.AttrSIDRREQ:
 			ctls = []byte{5, 5 | 0x08, 0}
-		case wire.AttrSIDRRep:
+		case wire.AttrSIDRREP:
 			ctls = []byte{4}
 		case wire.AttrREP, wire.AttrMRA:
 			ctls = []byte{2, 1, 2 | 0x20}
@@ -405,7 +405,7 @@ func wireSeeds(tb testing.TB) [][]byte {
 	}
 	// Two in a row: a DREQ into c1, then its duplicate a minute later.
 	var dreq hw.MAD
-	if err := wire.Encode(&dreq, 9, &wire.DReq{RemoteQPN: 0xa01}); err != nil {
+	if err := wire.Encode(&dreq, 9, &wire.DREQ{RemoteQPN: 0xa01}); err != nil {
 		tb.Fatal(err)
 	}
 	two := append([]byte{1}, dreq[:]...)

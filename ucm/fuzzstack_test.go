@@ -137,17 +137,17 @@ func (s *fuzzStack) peerID() *cmcore.ID {
 // peer is the handler of b's ids: it accepts REQs for wsidAccept and
 // answers a REP with an RTU; the rest it only records.
 func (s *fuzzStack) peer(ev *cmcore.Event) cmcore.Outcome {
-	if ev.Type == cmcore.EventReqReceived || ev.Type == cmcore.EventSIDRReqReceived {
+	if ev.Type == cmcore.EventREQReceived || ev.Type == cmcore.EventSIDRREQReceived {
 		s.peerMu.Lock()
 		s.peerIDs = append(s.peerIDs, ev.ID)
 		s.peerMu.Unlock()
 	}
 	switch ev.Type {
-	case cmcore.EventReqReceived:
+	case cmcore.EventREQReceived:
 		if ev.Listener.Attr().ServiceID == wsidAccept {
-			return destroyIf(ev.ID.SendREP(&cmcore.RepParams{QPN: 0xb01, StartingPSN: 1, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}))
+			return destroyIf(ev.ID.SendREP(&cmcore.REPParams{QPN: 0xb01, StartingPSN: 1, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}))
 		}
-	case cmcore.EventRepReceived:
+	case cmcore.EventREPReceived:
 		return destroyIf(ev.ID.SendRTU(nil))
 	}
 	return cmcore.Keep
@@ -286,10 +286,10 @@ func (m *fuzzMem) Write(addr uint64, b []byte) {
 // fit the buffers. owned maps the file's ids to their cookies.
 func checkEvent(t *testing.T, ev conformance.Event, owned map[uint32]uint64) {
 	t.Helper()
-	if ev.Event > abi.CMSIDRRepReceived {
+	if ev.Event > abi.CMSIDRREPReceived {
 		t.Fatalf("event type %d out of range: %+v", ev.Event, ev.EventResp)
 	}
-	newConn := ev.Event == abi.CMReqReceived || ev.Event == abi.CMSIDRReqReceived
+	newConn := ev.Event == abi.CMREQReceived || ev.Event == abi.CMSIDRREQReceived
 	if uid, ok := owned[ev.ID]; ok && !newConn {
 		if uid != ev.UID {
 			t.Fatalf("%v on id %d: cookie %#x, the id's is %#x", ev.Event, ev.ID, ev.UID, uid)

@@ -19,7 +19,7 @@ import (
 // handler did by returning non-zero.
 func (d *Device) handle(ev *cmcore.Event) cmcore.Outcome {
 	owner := ctxOf(ev.ID)
-	newConn := ev.Type == cmcore.EventReqReceived || ev.Type == cmcore.EventSIDRReqReceived
+	newConn := ev.Type == cmcore.EventREQReceived || ev.Type == cmcore.EventSIDRREQReceived
 	if newConn {
 		owner = ctxOf(ev.Listener)
 	}

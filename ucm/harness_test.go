@@ -58,7 +58,7 @@ func (e *env) req(t *testing.T, uid uint64) uint32 {
 	t.Helper()
 	id, err := e.a.CreateID(uid)
 	must(t, err)
-	must(t, e.a.SendREQ(e.a.Req(id, e.sid, e.path, 0x100+id)))
+	must(t, e.a.SendREQ(e.a.REQ(id, e.sid, e.path, 0x100+id)))
 	return id
 }
 

@@ -77,9 +77,9 @@ func TestStuckCopyDestroyIDInterrupted(t *testing.T) {
 	if dr.EventsReported != 0 {
 		t.Errorf("events_reported %d, want 0: the stuck event was not delivered", dr.EventsReported)
 	}
-	if rej, err := e.a.Expect(abi.CMRejReceived, wait); err != nil {
+	if rej, err := e.a.Expect(abi.CMREJReceived, wait); err != nil {
 		t.Error(err)
-	} else if r := rej.U.Rej().Reason; r != 28 {
+	} else if r := rej.U.REJ().Reason; r != 28 {
 		t.Errorf("REJ reason %d, want 28", r)
 	}
 	if n := e.d.IDs.Len(); n != 1 {

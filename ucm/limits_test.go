@@ -34,16 +34,16 @@ func TestMaxEventsRejectsREQ(t *testing.T) {
 	e.req(t, 0xa0)
 	e.waitReadable(t, e.b)
 	second := e.req(t, 0xa1)
-	rej, err := e.a.Expect(abi.CMRejReceived, wait)
+	rej, err := e.a.Expect(abi.CMREJReceived, wait)
 	must(t, err)
-	if rej.ID != second || rej.U.Rej().Reason != 28 {
-		t.Errorf("REJ for id %d reason %d, want %d and 28", rej.ID, rej.U.Rej().Reason, second)
+	if rej.ID != second || rej.U.REJ().Reason != 28 {
+		t.Errorf("REJ for id %d reason %d, want %d and 28", rej.ID, rej.U.REJ().Reason, second)
 	}
 	// listener, two active ids, one child.
 	if n := e.d.IDs.Len(); n != 4 {
 		t.Errorf("%d ids, want 4", n)
 	}
-	if _, err := e.b.Expect(abi.CMReqReceived, wait); err != nil {
+	if _, err := e.b.Expect(abi.CMREQReceived, wait); err != nil {
 		t.Error(err)
 	}
 }
@@ -52,12 +52,12 @@ func TestMaxEventsRejectsREQ(t *testing.T) {
 func TestMaxEventsDropsEvent(t *testing.T) {
 	e := newEnv(t, &fakedut.Options{Limits: ucm.Limits{MaxEvents: 1}})
 	a := e.req(t, 0xa0)
-	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	req, err := e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
-	must(t, e.b.SendREP(&abi.Rep{ID: req.ID, QPN: 0x200}))
+	must(t, e.b.SendREP(&abi.REP{ID: req.ID, QPN: 0x200}))
 	e.waitReadable(t, e.a) // the REP fills a's queue
 	must(t, e.a.SendPrivateData(abi.CmdSendRTU, a, nil))
-	must(t, e.a.SendPrivateData(abi.CmdSendDReq, a, nil)) // b's DREQ: second event, b's queue has RTU
+	must(t, e.a.SendPrivateData(abi.CmdSendDREQ, a, nil)) // b's DREQ: second event, b's queue has RTU
 	_, err = e.b.Expect(abi.CMRTUReceived, wait)
 	must(t, err)
 	if err := fake(e.b).SetNonblock(true); err != nil {
@@ -77,10 +77,10 @@ func TestMaxEventsDropsEvent(t *testing.T) {
 func TestReleaseTearsDown(t *testing.T) {
 	e := newEnv(t, nil)
 	a := e.req(t, 0xa0)
-	req, err := e.b.Expect(abi.CMReqReceived, wait)
+	req, err := e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
-	must(t, e.b.SendREP(&abi.Rep{ID: req.ID, QPN: 0x200}))
-	_, err = e.a.Expect(abi.CMRepReceived, wait)
+	must(t, e.b.SendREP(&abi.REP{ID: req.ID, QPN: 0x200}))
+	_, err = e.a.Expect(abi.CMREPReceived, wait)
 	must(t, err)
 	must(t, e.a.SendPrivateData(abi.CmdSendRTU, a, nil))
 	_, err = e.b.Expect(abi.CMRTUReceived, wait)
@@ -89,7 +89,7 @@ func TestReleaseTearsDown(t *testing.T) {
 	if n := e.d.IDs.Len(); n != 2 {
 		t.Errorf("%d ids after close, want b's 2", n)
 	}
-	if _, err := e.b.Expect(abi.CMDReqReceived, wait); err != nil {
+	if _, err := e.b.Expect(abi.CMDREQReceived, wait); err != nil {
 		t.Error(err)
 	}
 	must(t, e.b.Close())

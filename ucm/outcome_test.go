@@ -16,10 +16,10 @@ import (
 func TestREQRejectedWhenChildIDCannotBeCreated(t *testing.T) {
 	e := newEnv(t, &fakedut.Options{Limits: ucm.Limits{MaxIDs: 1}}) // b: the listener only
 	id := e.req(t, 0xa0)
-	rej, err := e.a.Expect(abi.CMRejReceived, wait)
+	rej, err := e.a.Expect(abi.CMREJReceived, wait)
 	must(t, err)
-	if rej.ID != id || rej.U.Rej().Reason != 28 {
-		t.Errorf("REJ for id %d reason %d, want %d and 28", rej.ID, rej.U.Rej().Reason, id)
+	if rej.ID != id || rej.U.REJ().Reason != 28 {
+		t.Errorf("REJ for id %d reason %d, want %d and 28", rej.ID, rej.U.REJ().Reason, id)
 	}
 	if ok, err := e.b.F.WaitReadable(50 * time.Millisecond); err != nil || ok {
 		t.Errorf("listener's file readable (%v, %v), want no event", ok, err)

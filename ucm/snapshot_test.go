@@ -39,7 +39,7 @@ func TestFilesSnapshot(t *testing.T) {
 	if l.State != cmcore.StateListen || l.ServiceID != e.sid || l.QueuedEvents != 1 || files[listener.f].QueuedEvents != 1 {
 		t.Errorf("listener %+v (file queued %d), want LISTEN on %#x with 1 queued event", l, files[listener.f].QueuedEvents, e.sid)
 	}
-	if a := files[active.f].IDs[active.id]; a.State != cmcore.StateReqSent || a.LocalCommID == 0 {
+	if a := files[active.f].IDs[active.id]; a.State != cmcore.StateREQSent || a.LocalCommID == 0 {
 		t.Errorf("active id %+v, want REQ_SENT with a comm id", a)
 	}
 	// The REQ's new connection is hidden until delivered: exactly two ids.

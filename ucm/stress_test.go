@@ -67,7 +67,7 @@ func TestSixteenGoroutinesOneFile(t *testing.T) {
 				got.Add(1)
 				var ev abi.EventResp
 				ev.Decode(c.Mem.Read(gt.Response, abi.EventRespSize))
-				if ev.Event == abi.CMReqReceived {
+				if ev.Event == abi.CMREQReceived {
 					reqs.Add(1)
 				}
 			}
@@ -125,7 +125,7 @@ func churn(c *conformance.Client, path abi.PathRec, sid uint64) error {
 	if _, err := c.AttrID(a); err != nil {
 		return fmt.Errorf("attr: %w", err)
 	}
-	if err := c.SendREQ(c.Req(a, sid, path, uint32(sid))); err != nil {
+	if err := c.SendREQ(c.REQ(a, sid, path, uint32(sid))); err != nil {
 		return fmt.Errorf("send REQ: %w", err)
 	}
 	// The REQ may or may not have been delivered yet: INIT is valid in

@@ -6,9 +6,9 @@ import (
 	"github.com/ucmd/ucmd/hw"
 )
 
-func benchReq() *Req {
+func benchREQ() *REQ {
 	for _, tc := range goldenCases {
-		if r, ok := tc.msg.(*Req); ok {
+		if r, ok := tc.msg.(*REQ); ok {
 			return r
 		}
 	}
@@ -16,7 +16,7 @@ func benchReq() *Req {
 }
 
 func BenchmarkEncodeREQ(b *testing.B) {
-	req := benchReq()
+	req := benchREQ()
 	var mad hw.MAD
 	b.ReportAllocs()
 	for b.Loop() {
@@ -28,7 +28,7 @@ func BenchmarkEncodeREQ(b *testing.B) {
 
 func BenchmarkDecodeREQ(b *testing.B) {
 	var mad hw.MAD
-	if err := Encode(&mad, 1, benchReq()); err != nil {
+	if err := Encode(&mad, 1, benchREQ()); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

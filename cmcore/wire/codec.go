@@ -25,27 +25,27 @@ func Encode(mad *hw.MAD, tid uint64, m Message) error {
 	e := encoder{d: mad[HeaderSize:]}
 	// A type switch rather than an interface method keeps e on the stack.
 	switch m := m.(type) {
-	case *Req:
+	case *REQ:
 		m.encode(&e)
 	case *MRA:
 		m.encode(&e)
-	case *Rej:
+	case *REJ:
 		m.encode(&e)
-	case *Rep:
+	case *REP:
 		m.encode(&e)
 	case *RTU:
 		m.encode(&e)
-	case *DReq:
+	case *DREQ:
 		m.encode(&e)
-	case *DRep:
+	case *DREP:
 		m.encode(&e)
 	case *LAP:
 		m.encode(&e)
 	case *APR:
 		m.encode(&e)
-	case *SIDRReq:
+	case *SIDRREQ:
 		m.encode(&e)
-	case *SIDRRep:
+	case *SIDRREP:
 		m.encode(&e)
 	default:
 		return fmt.Errorf("encode CM MAD: unsupported message type %T", m)
@@ -74,27 +74,27 @@ func Decode(mad *hw.MAD) (Header, Message, error) {
 	var m Message
 	switch h.AttrID {
 	case AttrREQ:
-		m, err = decodeReq(d)
+		m, err = decodeREQ(d)
 	case AttrMRA:
 		m, err = decodeMRA(d)
 	case AttrREJ:
-		m, err = decodeRej(d)
+		m, err = decodeREJ(d)
 	case AttrREP:
-		m, err = decodeRep(d)
+		m, err = decodeREP(d)
 	case AttrRTU:
 		m, err = decodeRTU(d)
 	case AttrDREQ:
-		m, err = decodeDReq(d)
+		m, err = decodeDREQ(d)
 	case AttrDREP:
-		m, err = decodeDRep(d)
+		m, err = decodeDREP(d)
 	case AttrLAP:
 		m, err = decodeLAP(d)
 	case AttrAPR:
 		m, err = decodeAPR(d)
-	case AttrSIDRReq:
-		m, err = decodeSIDRReq(d)
-	case AttrSIDRRep:
-		m, err = decodeSIDRRep(d)
+	case AttrSIDRREQ:
+		m, err = decodeSIDRREQ(d)
+	case AttrSIDRREP:
+		m, err = decodeSIDRREP(d)
 	default:
 		return h, nil, fmt.Errorf("decode CM MAD: attribute %#04x: %w", h.AttrID, ErrUnknownAttribute)
 	}

@@ -18,8 +18,8 @@ const (
 	AttrRTU           = 0x0014
 	AttrDREQ          = 0x0015
 	AttrDREP          = 0x0016
-	AttrSIDRReq       = 0x0017
-	AttrSIDRRep       = 0x0018
+	AttrSIDRREQ       = 0x0017
+	AttrSIDRREP       = 0x0018
 	AttrLAP           = 0x0019
 	AttrAPR           = 0x001A
 )
@@ -28,21 +28,21 @@ const (
 // additional-information areas of REJ, APR and SIDR_REP. Each message is
 // its fixed part followed by private data up to the end of the MAD.
 const (
-	ReqPrivateDataSize     = 92
+	REQPrivateDataSize     = 92
 	MRAPrivateDataSize     = 222
-	RejPrivateDataSize     = 148
-	RepPrivateDataSize     = 196
+	REJPrivateDataSize     = 148
+	REPPrivateDataSize     = 196
 	RTUPrivateDataSize     = 224
-	DReqPrivateDataSize    = 220
-	DRepPrivateDataSize    = 224
+	DREQPrivateDataSize    = 220
+	DREPPrivateDataSize    = 224
 	LAPPrivateDataSize     = 168
 	APRPrivateDataSize     = 148
-	SIDRReqPrivateDataSize = 216
-	SIDRRepPrivateDataSize = 136
+	SIDRREQPrivateDataSize = 216
+	SIDRREPPrivateDataSize = 136
 
-	RejARISize      = 72 // IB_CM_REJ_ARI_LENGTH
+	REJARISize      = 72 // IB_CM_REJ_ARI_LENGTH
 	APRInfoSize     = 72 // IB_CM_APR_INFO_LENGTH
-	SIDRRepInfoSize = 72 // IB_CM_SIDR_REP_INFO_LENGTH
+	SIDRREPInfoSize = 72 // IB_CM_SIDR_REP_INFO_LENGTH
 )
 
 // Transport Service Type values of REQ (2 bits). Type 3 means "see Extended
@@ -72,40 +72,40 @@ const (
 
 // REJ reasons (enum ib_cm_rej_reason). 34 is not defined.
 const (
-	RejNoQP                     = 1
-	RejNoEEC                    = 2
-	RejNoResources              = 3
-	RejTimeout                  = 4 // ARI: the sender's 8-byte node GUID
-	RejUnsupported              = 5
-	RejInvalidCommID            = 6
-	RejInvalidCommInstance      = 7
-	RejInvalidServiceID         = 8
-	RejInvalidTransportType     = 9
-	RejStaleConn                = 10
-	RejRDCNotExist              = 11
-	RejInvalidGID               = 12
-	RejInvalidLID               = 13
-	RejInvalidSL                = 14
-	RejInvalidTrafficClass      = 15
-	RejInvalidHopLimit          = 16
-	RejInvalidPacketRate        = 17
-	RejInvalidAltGID            = 18
-	RejInvalidAltLID            = 19
-	RejInvalidAltSL             = 20
-	RejInvalidAltTrafficClass   = 21
-	RejInvalidAltHopLimit       = 22
-	RejInvalidAltPacketRate     = 23
-	RejPortCMRedirect           = 24
-	RejPortRedirect             = 25
-	RejInvalidMTU               = 26
-	RejInsufficientRespResource = 27
-	RejConsumerDefined          = 28
-	RejInvalidRNRRetry          = 29
-	RejDuplicateLocalCommID     = 30
-	RejInvalidClassVersion      = 31
-	RejInvalidFlowLabel         = 32
-	RejInvalidAltFlowLabel      = 33
-	RejVendorOptionNotSupported = 35
+	REJNoQP                     = 1
+	REJNoEEC                    = 2
+	REJNoResources              = 3
+	REJTimeout                  = 4 // ARI: the sender's 8-byte node GUID
+	REJUnsupported              = 5
+	REJInvalidCommID            = 6
+	REJInvalidCommInstance      = 7
+	REJInvalidServiceID         = 8
+	REJInvalidTransportType     = 9
+	REJStaleConn                = 10
+	REJRDCNotExist              = 11
+	REJInvalidGID               = 12
+	REJInvalidLID               = 13
+	REJInvalidSL                = 14
+	REJInvalidTrafficClass      = 15
+	REJInvalidHopLimit          = 16
+	REJInvalidPacketRate        = 17
+	REJInvalidAltGID            = 18
+	REJInvalidAltLID            = 19
+	REJInvalidAltSL             = 20
+	REJInvalidAltTrafficClass   = 21
+	REJInvalidAltHopLimit       = 22
+	REJInvalidAltPacketRate     = 23
+	REJPortCMRedirect           = 24
+	REJPortRedirect             = 25
+	REJInvalidMTU               = 26
+	REJInsufficientRespResource = 27
+	REJConsumerDefined          = 28
+	REJInvalidRNRRetry          = 29
+	REJDuplicateLocalCommID     = 30
+	REJInvalidClassVersion      = 31
+	REJInvalidFlowLabel         = 32
+	REJInvalidAltFlowLabel      = 33
+	REJVendorOptionNotSupported = 35
 )
 
 // AP Status values of APR (enum ib_cm_apr_status).

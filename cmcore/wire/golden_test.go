@@ -29,7 +29,7 @@ var goldenCases = []struct {
 	{
 		name: "REQ",
 		tid:  0x0000000300000abc,
-		msg: &Req{
+		msg: &REQ{
 			LocalCommID:             0x11223344,
 			ServiceID:               0x0102030405060708,
 			LocalCAGUID:             0x1112131415161718,
@@ -90,7 +90,7 @@ var goldenCases = []struct {
 	{
 		name: "REJ",
 		tid:  0xfedcba9876543210,
-		msg: &Rej{LocalCommID: 0x01020304, RemoteCommID: 0x05060708, MessageRejected: MessageOther, Reason: RejConsumerDefined,
+		msg: &REJ{LocalCommID: 0x01020304, RemoteCommID: 0x05060708, MessageRejected: MessageOther, Reason: REJConsumerDefined,
 			ARI: []byte{0x50, 0x54, 0x00, 0xff, 0xfe, 0x77, 0x00, 0x02}, PrivateData: []byte{0xb1, 0xb2}},
 		hdr: "01070203 00000000 fedcba98 76543210 00120000 00000000",
 		data: `
@@ -102,7 +102,7 @@ var goldenCases = []struct {
 	{
 		name: "REP",
 		tid:  1,
-		msg: &Rep{LocalCommID: 0x0a0b0c0d, RemoteCommID: 0x1a1b1c1d, LocalQKey: 0x2a2b2c2d, LocalQPN: 0x3a3b3c,
+		msg: &REP{LocalCommID: 0x0a0b0c0d, RemoteCommID: 0x1a1b1c1d, LocalQKey: 0x2a2b2c2d, LocalQPN: 0x3a3b3c,
 			LocalEECN: 0x4a4b4c, StartingPSN: 0x5a5b5c, ResponderResources: 0x6a, InitiatorDepth: 0x6b,
 			TargetACKDelay: 0x11, FailoverAccepted: FailoverUnsupported, EndToEndFlowControl: true,
 			RNRRetryCount: 5, SRQ: true, LocalCAGUID: 0x7172737475767778, PrivateData: []byte{0xc1}},
@@ -123,14 +123,14 @@ var goldenCases = []struct {
 	{
 		name: "DREQ",
 		tid:  3,
-		msg:  &DReq{LocalCommID: 0x10203040, RemoteCommID: 0x50607080, RemoteQPN: 0xabcdef, PrivateData: []byte{0xe1}},
+		msg:  &DREQ{LocalCommID: 0x10203040, RemoteCommID: 0x50607080, RemoteQPN: 0xabcdef, PrivateData: []byte{0xe1}},
 		hdr:  "01070203 00000000 00000000 00000003 00150000 00000000",
 		data: `000: 10203040 50607080 abcdef00 e1`,
 	},
 	{
 		name: "DREP",
 		tid:  4,
-		msg:  &DRep{LocalCommID: 0x0badcafe, RemoteCommID: 0x0ddba110, PrivateData: []byte{0xf1, 0xf2}},
+		msg:  &DREP{LocalCommID: 0x0badcafe, RemoteCommID: 0x0ddba110, PrivateData: []byte{0xf1, 0xf2}},
 		hdr:  "01070203 00000000 00000000 00000004 00160000 00000000",
 		data: `000: 0badcafe 0ddba110 f1f2`,
 	},
@@ -166,7 +166,7 @@ var goldenCases = []struct {
 	{
 		name: "SIDR_REQ",
 		tid:  7,
-		msg:  &SIDRReq{RequestID: 0x61626364, PartitionKey: 0x8001, ServiceID: 0x1020304050607080, PrivateData: []byte{0x99}},
+		msg:  &SIDRREQ{RequestID: 0x61626364, PartitionKey: 0x8001, ServiceID: 0x1020304050607080, PrivateData: []byte{0x99}},
 		hdr:  "01070203 00000000 00000000 00000007 00170000 00000000",
 		data: `
 		000: 61626364 80010000 10203040 50607080 # request ID | P_Key, reserved | service ID
@@ -176,7 +176,7 @@ var goldenCases = []struct {
 	{
 		name: "SIDR_REP",
 		tid:  8,
-		msg: &SIDRRep{RequestID: 0x71727374, Status: SIDRReject, QPN: 0x0a0b0c, ServiceID: 0xf1f2f3f4f5f6f7f8,
+		msg: &SIDRREP{RequestID: 0x71727374, Status: SIDRReject, QPN: 0x0a0b0c, ServiceID: 0xf1f2f3f4f5f6f7f8,
 			QKey: 0x80010000, Info: []byte{0xaa, 0xbb}, PrivateData: []byte{0xcc}},
 		hdr: "01070203 00000000 00000000 00000008 00180000 00000000",
 		data: `
@@ -234,14 +234,14 @@ var maxCases = []struct {
 }{
 	{
 		name: "REQ",
-		msg: &Req{
+		msg: &REQ{
 			LocalCommID: ^uint32(0), ServiceID: ^uint64(0), LocalCAGUID: ^uint64(0), LocalQKey: ^uint32(0),
 			LocalQPN: 1<<24 - 1, ResponderResources: 0xff, LocalEECN: 1<<24 - 1, InitiatorDepth: 0xff,
 			RemoteEECN: 1<<24 - 1, RemoteCMResponseTimeout: 31, TransportType: 3, EndToEndFlowControl: true,
 			StartingPSN: 1<<24 - 1, LocalCMResponseTimeout: 31, RetryCount: 7, PartitionKey: 0xffff,
 			PathMTU: 15, RDCExists: true, RNRRetryCount: 7, MaxCMRetries: 15, SRQ: true, ExtendedTransport: 7,
 			Primary: maxPath, Alternate: maxPath, SAPSupported: true,
-			PrivateData: bytes.Repeat([]byte{0xff}, ReqPrivateDataSize),
+			PrivateData: bytes.Repeat([]byte{0xff}, REQPrivateDataSize),
 		},
 		data: `
 		000: ffffffff 00000000 ffffffff ffffffff # reserved 4..7
@@ -263,8 +263,8 @@ var maxCases = []struct {
 	},
 	{
 		name: "REJ",
-		msg: &Rej{LocalCommID: ^uint32(0), RemoteCommID: ^uint32(0), MessageRejected: 3, Reason: 0xffff,
-			ARI: bytes.Repeat([]byte{0xff}, RejARISize), PrivateData: bytes.Repeat([]byte{0xff}, RejPrivateDataSize)},
+		msg: &REJ{LocalCommID: ^uint32(0), RemoteCommID: ^uint32(0), MessageRejected: 3, Reason: 0xffff,
+			ARI: bytes.Repeat([]byte{0xff}, REJARISize), PrivateData: bytes.Repeat([]byte{0xff}, REJPrivateDataSize)},
 		data: `
 		000: ffffffff ffffffff c090ffff # 6 reserved | ARI length 72<<1, 1 reserved
 		00c..0e7: ff
@@ -272,10 +272,10 @@ var maxCases = []struct {
 	},
 	{
 		name: "REP",
-		msg: &Rep{LocalCommID: ^uint32(0), RemoteCommID: ^uint32(0), LocalQKey: ^uint32(0), LocalQPN: 1<<24 - 1,
+		msg: &REP{LocalCommID: ^uint32(0), RemoteCommID: ^uint32(0), LocalQKey: ^uint32(0), LocalQPN: 1<<24 - 1,
 			LocalEECN: 1<<24 - 1, StartingPSN: 1<<24 - 1, ResponderResources: 0xff, InitiatorDepth: 0xff,
 			TargetACKDelay: 31, FailoverAccepted: 3, EndToEndFlowControl: true, RNRRetryCount: 7, SRQ: true,
-			LocalCAGUID: ^uint64(0), PrivateData: bytes.Repeat([]byte{0xff}, RepPrivateDataSize)},
+			LocalCAGUID: ^uint64(0), PrivateData: bytes.Repeat([]byte{0xff}, REPPrivateDataSize)},
 		data: `
 		000: ffffffff ffffffff ffffffff ffffff00 # QPN, reserved
 		010: ffffff00 ffffff00 fffffff0          # EECN, PSN, RNR/SRQ + 4 reserved
@@ -289,7 +289,7 @@ var maxCases = []struct {
 	},
 	{
 		name: "DREQ",
-		msg:  &DReq{LocalCommID: ^uint32(0), RemoteCommID: ^uint32(0), RemoteQPN: 1<<24 - 1, PrivateData: bytes.Repeat([]byte{0xff}, DReqPrivateDataSize)},
+		msg:  &DREQ{LocalCommID: ^uint32(0), RemoteCommID: ^uint32(0), RemoteQPN: 1<<24 - 1, PrivateData: bytes.Repeat([]byte{0xff}, DREQPrivateDataSize)},
 		data: `
 		000: ffffffff ffffffff ffffff00
 		00c..0e7: ff
@@ -297,7 +297,7 @@ var maxCases = []struct {
 	},
 	{
 		name: "DREP",
-		msg:  &DRep{LocalCommID: ^uint32(0), RemoteCommID: ^uint32(0), PrivateData: bytes.Repeat([]byte{0xff}, DRepPrivateDataSize)},
+		msg:  &DREP{LocalCommID: ^uint32(0), RemoteCommID: ^uint32(0), PrivateData: bytes.Repeat([]byte{0xff}, DREPPrivateDataSize)},
 		data: `000..0e7: ff`,
 	},
 	{
@@ -323,7 +323,7 @@ var maxCases = []struct {
 	},
 	{
 		name: "SIDR_REQ",
-		msg:  &SIDRReq{RequestID: ^uint32(0), PartitionKey: 0xffff, ServiceID: ^uint64(0), PrivateData: bytes.Repeat([]byte{0xff}, SIDRReqPrivateDataSize)},
+		msg:  &SIDRREQ{RequestID: ^uint32(0), PartitionKey: 0xffff, ServiceID: ^uint64(0), PrivateData: bytes.Repeat([]byte{0xff}, SIDRREQPrivateDataSize)},
 		data: `
 		000: ffffffff ffff0000
 		008..0e7: ff
@@ -331,8 +331,8 @@ var maxCases = []struct {
 	},
 	{
 		name: "SIDR_REP",
-		msg: &SIDRRep{RequestID: ^uint32(0), Status: 0xff, QPN: 1<<24 - 1, ServiceID: ^uint64(0), QKey: ^uint32(0),
-			Info: bytes.Repeat([]byte{0xff}, SIDRRepInfoSize), PrivateData: bytes.Repeat([]byte{0xff}, SIDRRepPrivateDataSize)},
+		msg: &SIDRREP{RequestID: ^uint32(0), Status: 0xff, QPN: 1<<24 - 1, ServiceID: ^uint64(0), QKey: ^uint32(0),
+			Info: bytes.Repeat([]byte{0xff}, SIDRREPInfoSize), PrivateData: bytes.Repeat([]byte{0xff}, SIDRREPPrivateDataSize)},
 		data: `
 		000: ffffffff ff480000 ffffff00 # status, info length 72, reserved | QPN, reserved
 		00c..0e7: ff
@@ -373,12 +373,12 @@ func TestMaxValuesReservedZero(t *testing.T) {
 				ones[i] = 0xff
 			}
 			switch tc.msg.(type) {
-			case *Rej:
-				ones[HeaderSize+9] = RejARISize<<1 | 1
+			case *REJ:
+				ones[HeaderSize+9] = REJARISize<<1 | 1
 			case *APR:
 				ones[HeaderSize+8] = APRInfoSize
-			case *SIDRRep:
-				ones[HeaderSize+5] = SIDRRepInfoSize
+			case *SIDRREP:
+				ones[HeaderSize+5] = SIDRREPInfoSize
 			}
 			_, m, err := Decode(&ones)
 			if err != nil {
@@ -398,42 +398,42 @@ func TestEncodeRejectsOverflow(t *testing.T) {
 		msg  Message
 		want error
 	}{
-		{"REQ local QPN", &Req{LocalQPN: 1 << 24}, ErrFieldOverflow},
-		{"REQ local EECN", &Req{LocalEECN: 1 << 24}, ErrFieldOverflow},
-		{"REQ remote EECN", &Req{RemoteEECN: 1 << 24}, ErrFieldOverflow},
-		{"REQ starting PSN", &Req{StartingPSN: 1 << 24}, ErrFieldOverflow},
-		{"REQ remote CM timeout", &Req{RemoteCMResponseTimeout: 32}, ErrFieldOverflow},
-		{"REQ transport type", &Req{TransportType: 4}, ErrFieldOverflow},
-		{"REQ local CM timeout", &Req{LocalCMResponseTimeout: 32}, ErrFieldOverflow},
-		{"REQ retry count", &Req{RetryCount: 8}, ErrFieldOverflow},
-		{"REQ path MTU", &Req{PathMTU: 16}, ErrFieldOverflow},
-		{"REQ RNR retry", &Req{RNRRetryCount: 8}, ErrFieldOverflow},
-		{"REQ max CM retries", &Req{MaxCMRetries: 16}, ErrFieldOverflow},
-		{"REQ extended transport", &Req{ExtendedTransport: 8}, ErrFieldOverflow},
-		{"REQ primary flow label", &Req{Primary: Path{FlowLabel: 1 << 20}}, ErrFieldOverflow},
-		{"REQ primary rate", &Req{Primary: Path{PacketRate: 64}}, ErrFieldOverflow},
-		{"REQ primary SL", &Req{Primary: Path{SL: 16}}, ErrFieldOverflow},
-		{"REQ primary ACK timeout", &Req{Primary: Path{LocalACKTimeout: 32}}, ErrFieldOverflow},
-		{"REQ alternate flow label", &Req{Alternate: Path{FlowLabel: 1 << 20}}, ErrFieldOverflow},
-		{"REQ alternate ACK timeout", &Req{Alternate: Path{LocalACKTimeout: 32}}, ErrFieldOverflow},
-		{"REQ private data", &Req{PrivateData: long(ReqPrivateDataSize)}, ErrTooLong},
+		{"REQ local QPN", &REQ{LocalQPN: 1 << 24}, ErrFieldOverflow},
+		{"REQ local EECN", &REQ{LocalEECN: 1 << 24}, ErrFieldOverflow},
+		{"REQ remote EECN", &REQ{RemoteEECN: 1 << 24}, ErrFieldOverflow},
+		{"REQ starting PSN", &REQ{StartingPSN: 1 << 24}, ErrFieldOverflow},
+		{"REQ remote CM timeout", &REQ{RemoteCMResponseTimeout: 32}, ErrFieldOverflow},
+		{"REQ transport type", &REQ{TransportType: 4}, ErrFieldOverflow},
+		{"REQ local CM timeout", &REQ{LocalCMResponseTimeout: 32}, ErrFieldOverflow},
+		{"REQ retry count", &REQ{RetryCount: 8}, ErrFieldOverflow},
+		{"REQ path MTU", &REQ{PathMTU: 16}, ErrFieldOverflow},
+		{"REQ RNR retry", &REQ{RNRRetryCount: 8}, ErrFieldOverflow},
+		{"REQ max CM retries", &REQ{MaxCMRetries: 16}, ErrFieldOverflow},
+		{"REQ extended transport", &REQ{ExtendedTransport: 8}, ErrFieldOverflow},
+		{"REQ primary flow label", &REQ{Primary: Path{FlowLabel: 1 << 20}}, ErrFieldOverflow},
+		{"REQ primary rate", &REQ{Primary: Path{PacketRate: 64}}, ErrFieldOverflow},
+		{"REQ primary SL", &REQ{Primary: Path{SL: 16}}, ErrFieldOverflow},
+		{"REQ primary ACK timeout", &REQ{Primary: Path{LocalACKTimeout: 32}}, ErrFieldOverflow},
+		{"REQ alternate flow label", &REQ{Alternate: Path{FlowLabel: 1 << 20}}, ErrFieldOverflow},
+		{"REQ alternate ACK timeout", &REQ{Alternate: Path{LocalACKTimeout: 32}}, ErrFieldOverflow},
+		{"REQ private data", &REQ{PrivateData: long(REQPrivateDataSize)}, ErrTooLong},
 		{"MRA message MRAed", &MRA{MessageMRAed: 4}, ErrFieldOverflow},
 		{"MRA service timeout", &MRA{ServiceTimeout: 32}, ErrFieldOverflow},
 		{"MRA private data", &MRA{PrivateData: long(MRAPrivateDataSize)}, ErrTooLong},
-		{"REJ message rejected", &Rej{MessageRejected: 4}, ErrFieldOverflow},
-		{"REJ ARI", &Rej{ARI: long(RejARISize)}, ErrTooLong},
-		{"REJ private data", &Rej{PrivateData: long(RejPrivateDataSize)}, ErrTooLong},
-		{"REP local QPN", &Rep{LocalQPN: 1 << 24}, ErrFieldOverflow},
-		{"REP local EECN", &Rep{LocalEECN: 1 << 24}, ErrFieldOverflow},
-		{"REP starting PSN", &Rep{StartingPSN: 1 << 24}, ErrFieldOverflow},
-		{"REP target ACK delay", &Rep{TargetACKDelay: 32}, ErrFieldOverflow},
-		{"REP failover", &Rep{FailoverAccepted: 4}, ErrFieldOverflow},
-		{"REP RNR retry", &Rep{RNRRetryCount: 8}, ErrFieldOverflow},
-		{"REP private data", &Rep{PrivateData: long(RepPrivateDataSize)}, ErrTooLong},
+		{"REJ message rejected", &REJ{MessageRejected: 4}, ErrFieldOverflow},
+		{"REJ ARI", &REJ{ARI: long(REJARISize)}, ErrTooLong},
+		{"REJ private data", &REJ{PrivateData: long(REJPrivateDataSize)}, ErrTooLong},
+		{"REP local QPN", &REP{LocalQPN: 1 << 24}, ErrFieldOverflow},
+		{"REP local EECN", &REP{LocalEECN: 1 << 24}, ErrFieldOverflow},
+		{"REP starting PSN", &REP{StartingPSN: 1 << 24}, ErrFieldOverflow},
+		{"REP target ACK delay", &REP{TargetACKDelay: 32}, ErrFieldOverflow},
+		{"REP failover", &REP{FailoverAccepted: 4}, ErrFieldOverflow},
+		{"REP RNR retry", &REP{RNRRetryCount: 8}, ErrFieldOverflow},
+		{"REP private data", &REP{PrivateData: long(REPPrivateDataSize)}, ErrTooLong},
 		{"RTU private data", &RTU{PrivateData: long(RTUPrivateDataSize)}, ErrTooLong},
-		{"DREQ remote QPN", &DReq{RemoteQPN: 1 << 24}, ErrFieldOverflow},
-		{"DREQ private data", &DReq{PrivateData: long(DReqPrivateDataSize)}, ErrTooLong},
-		{"DREP private data", &DRep{PrivateData: long(DRepPrivateDataSize)}, ErrTooLong},
+		{"DREQ remote QPN", &DREQ{RemoteQPN: 1 << 24}, ErrFieldOverflow},
+		{"DREQ private data", &DREQ{PrivateData: long(DREQPrivateDataSize)}, ErrTooLong},
+		{"DREP private data", &DREP{PrivateData: long(DREPPrivateDataSize)}, ErrTooLong},
 		{"LAP remote QPN", &LAP{RemoteQPN: 1 << 24}, ErrFieldOverflow},
 		{"LAP CM timeout", &LAP{RemoteCMResponseTimeout: 32}, ErrFieldOverflow},
 		{"LAP flow label", &LAP{Alternate: Path{FlowLabel: 1 << 20}}, ErrFieldOverflow},
@@ -442,10 +442,10 @@ func TestEncodeRejectsOverflow(t *testing.T) {
 		{"LAP private data", &LAP{PrivateData: long(LAPPrivateDataSize)}, ErrTooLong},
 		{"APR info", &APR{Info: long(APRInfoSize)}, ErrTooLong},
 		{"APR private data", &APR{PrivateData: long(APRPrivateDataSize)}, ErrTooLong},
-		{"SIDR_REQ private data", &SIDRReq{PrivateData: long(SIDRReqPrivateDataSize)}, ErrTooLong},
-		{"SIDR_REP QPN", &SIDRRep{QPN: 1 << 24}, ErrFieldOverflow},
-		{"SIDR_REP info", &SIDRRep{Info: long(SIDRRepInfoSize)}, ErrTooLong},
-		{"SIDR_REP private data", &SIDRRep{PrivateData: long(SIDRRepPrivateDataSize)}, ErrTooLong},
+		{"SIDR_REQ private data", &SIDRREQ{PrivateData: long(SIDRREQPrivateDataSize)}, ErrTooLong},
+		{"SIDR_REP QPN", &SIDRREP{QPN: 1 << 24}, ErrFieldOverflow},
+		{"SIDR_REP info", &SIDRREP{Info: long(SIDRREPInfoSize)}, ErrTooLong},
+		{"SIDR_REP private data", &SIDRREP{PrivateData: long(SIDRREPPrivateDataSize)}, ErrTooLong},
 	}
 	for _, tc := range cases {
 		var mad hw.MAD
@@ -458,7 +458,7 @@ func TestEncodeRejectsOverflow(t *testing.T) {
 
 func TestEncodeRejectsNil(t *testing.T) {
 	var mad hw.MAD
-	for _, m := range []Message{nil, (*Req)(nil), (*Rej)(nil), (*SIDRRep)(nil)} {
+	for _, m := range []Message{nil, (*REQ)(nil), (*REJ)(nil), (*SIDRREP)(nil)} {
 		if err := Encode(&mad, 0, m); err == nil {
 			t.Errorf("Encode(%#v) succeeded", m)
 		}
@@ -468,7 +468,7 @@ func TestEncodeRejectsNil(t *testing.T) {
 func TestDecodeRejects(t *testing.T) {
 	valid := func() *hw.MAD {
 		var m hw.MAD
-		if err := Encode(&m, 9, &DRep{LocalCommID: 1}); err != nil {
+		if err := Encode(&m, 9, &DREP{LocalCommID: 1}); err != nil {
 			t.Fatal(err)
 		}
 		return &m
@@ -507,7 +507,7 @@ func TestDecodeRejects(t *testing.T) {
 // are reused.
 func TestDecodeDoesNotAlias(t *testing.T) {
 	var mad hw.MAD
-	if err := Encode(&mad, 0, &Rej{ARI: []byte{1, 2}, PrivateData: []byte{3}}); err != nil {
+	if err := Encode(&mad, 0, &REJ{ARI: []byte{1, 2}, PrivateData: []byte{3}}); err != nil {
 		t.Fatal(err)
 	}
 	_, m, err := Decode(&mad)
@@ -515,7 +515,7 @@ func TestDecodeDoesNotAlias(t *testing.T) {
 		t.Fatal(err)
 	}
 	clear(mad[:])
-	r := m.(*Rej)
+	r := m.(*REJ)
 	if !bytes.Equal(r.ARI, []byte{1, 2}) || r.PrivateData[0] != 3 {
 		t.Errorf("decoded REJ changed with its MAD: ARI %x, private data %x", r.ARI, r.PrivateData[:1])
 	}

@@ -96,10 +96,10 @@ func diffMAD(t testing.TB, got, want *hw.MAD) {
 }
 
 var privateDataSize = map[uint16]int{
-	AttrREQ: ReqPrivateDataSize, AttrMRA: MRAPrivateDataSize, AttrREJ: RejPrivateDataSize,
-	AttrREP: RepPrivateDataSize, AttrRTU: RTUPrivateDataSize, AttrDREQ: DReqPrivateDataSize,
-	AttrDREP: DRepPrivateDataSize, AttrLAP: LAPPrivateDataSize, AttrAPR: APRPrivateDataSize,
-	AttrSIDRReq: SIDRReqPrivateDataSize, AttrSIDRRep: SIDRRepPrivateDataSize,
+	AttrREQ: REQPrivateDataSize, AttrMRA: MRAPrivateDataSize, AttrREJ: REJPrivateDataSize,
+	AttrREP: REPPrivateDataSize, AttrRTU: RTUPrivateDataSize, AttrDREQ: DREQPrivateDataSize,
+	AttrDREP: DREPPrivateDataSize, AttrLAP: LAPPrivateDataSize, AttrAPR: APRPrivateDataSize,
+	AttrSIDRREQ: SIDRREQPrivateDataSize, AttrSIDRREP: SIDRREPPrivateDataSize,
 }
 
 // padded returns a copy of m with PrivateData zero-padded to its full area:

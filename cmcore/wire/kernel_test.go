@@ -48,7 +48,7 @@ func isZero(b []byte) bool { return bytes.Count(b, []byte{0}) == len(b) }
 // The hand-made REQ that the kernel accepted, rebuilt from its parameters.
 func TestReqtestREQ(t *testing.T) {
 	want := readCapture(t, "reqtest-req.hex")
-	req := &Req{
+	req := &REQ{
 		LocalCommID:             0x0c0ffe3a,
 		ServiceID:               0x000000000106270f,
 		LocalCAGUID:             0x505400fffe770002,
@@ -77,7 +77,7 @@ func TestReqtestREQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	diffMAD(t, &got, want)
-	_, dec := mustDecode[*Req](t, want)
+	_, dec := mustDecode[*REQ](t, want)
 	if exp := padded(req); !reflect.DeepEqual(dec, exp) {
 		t.Errorf("decoded %+v, want %+v", dec, exp)
 	}
@@ -88,25 +88,25 @@ func TestReqtestREQ(t *testing.T) {
 // i.e. 0; remote comm ID = the REQ's local comm ID; the REQ's TID echoed).
 func TestKernelREJInvalidServiceID(t *testing.T) {
 	capture := readCapture(t, "kernel-6.1-rej-invalid-sid.hex")
-	h, rej := mustDecode[*Rej](t, capture)
+	h, rej := mustDecode[*REJ](t, capture)
 	if h.TID != 0x000000030c0ffe3a || h.AttrID != AttrREJ {
 		t.Errorf("header TID %#x attr %#x", h.TID, h.AttrID)
 	}
 	if rej.LocalCommID != 0 || rej.RemoteCommID != 0x0c0ffe3a || rej.MessageRejected != MessageREQ ||
-		rej.Reason != RejInvalidServiceID || rej.ARI != nil || len(rej.PrivateData) != RejPrivateDataSize || !isZero(rej.PrivateData) {
+		rej.Reason != REJInvalidServiceID || rej.ARI != nil || len(rej.PrivateData) != REJPrivateDataSize || !isZero(rej.PrivateData) {
 		t.Errorf("REJ %+v", rej)
 	}
 	roundTrip(t, h, rej, capture)
 
 	// Our answer to the same REQ. umad gave it TID upper half 3 in flight.
 	reqMAD := readCapture(t, "reqtest-req.hex")
-	rh, req := mustDecode[*Req](t, reqMAD)
+	rh, req := mustDecode[*REQ](t, reqMAD)
 	tid := 3<<32 | rh.TID
-	ours := &Rej{
+	ours := &REJ{
 		LocalCommID:     0,
 		RemoteCommID:    req.LocalCommID,
 		MessageRejected: MessageREQ,
-		Reason:          RejInvalidServiceID,
+		Reason:          REJInvalidServiceID,
 	}
 	var got hw.MAD
 	if err := Encode(&got, tid, ours); err != nil {
@@ -117,7 +117,7 @@ func TestKernelREJInvalidServiceID(t *testing.T) {
 
 func TestKernelREQ(t *testing.T) {
 	capture := readCapture(t, "kernel-6.1-req.hex")
-	h, req := mustDecode[*Req](t, capture)
+	h, req := mustDecode[*REQ](t, capture)
 	if h.TID != 0x00000002ee9b3b4a || h.AttrID != AttrREQ {
 		t.Errorf("header TID %#x attr %#x", h.TID, h.AttrID)
 	}
@@ -126,7 +126,7 @@ func TestKernelREQ(t *testing.T) {
 	if got := bits.ReverseBytes32(uint32(h.TID)); got != req.LocalCommID {
 		t.Errorf("TID low half byte-swapped = %#x, local comm ID %#x", got, req.LocalCommID)
 	}
-	want := &Req{
+	want := &REQ{
 		LocalCommID:             0x4a3b9bee,
 		ServiceID:               0x0000000001061c06, // RDMA_PS_TCP << 16 | 7174
 		LocalCAGUID:             0x505400fffe770001,
@@ -166,7 +166,7 @@ func TestKernelREQ(t *testing.T) {
 	// rdma_cm's cma_hdr: version 0, IPv4, source port, then two 16-byte
 	// addresses with the IPv4 address in the last 4 bytes.
 	pd := req.PrivateData
-	if len(pd) != ReqPrivateDataSize || pd[0] != 0 || pd[1] != 0x40 || pd[2] != 0x8e || pd[3] != 0x8d ||
+	if len(pd) != REQPrivateDataSize || pd[0] != 0 || pd[1] != 0x40 || pd[2] != 0x8e || pd[3] != 0x8d ||
 		!bytes.Equal(pd[16:20], []byte{192, 168, 77, 1}) || !bytes.Equal(pd[32:36], []byte{192, 168, 77, 2}) {
 		t.Errorf("private data %x", pd)
 	}
@@ -174,7 +174,7 @@ func TestKernelREQ(t *testing.T) {
 
 	// What B answered (reqtest rejsrv; A's rping reported REJECTED, error 8).
 	var rej hw.MAD
-	if err := Encode(&rej, h.TID, &Rej{RemoteCommID: req.LocalCommID, MessageRejected: MessageREQ, Reason: RejInvalidServiceID}); err != nil {
+	if err := Encode(&rej, h.TID, &REJ{RemoteCommID: req.LocalCommID, MessageRejected: MessageREQ, Reason: REJInvalidServiceID}); err != nil {
 		t.Fatal(err)
 	}
 	diffMAD(t, &rej, madOf(t, "01070203 00000000 00000002 ee9b3b4a 00120000 00000000",
@@ -183,11 +183,11 @@ func TestKernelREQ(t *testing.T) {
 
 func TestKernelREP(t *testing.T) {
 	capture := readCapture(t, "kernel-6.1-rep.hex")
-	h, rep := mustDecode[*Rep](t, capture)
+	h, rep := mustDecode[*REP](t, capture)
 	if h.TID != 0x000000060c0ffe10 || h.AttrID != AttrREP {
 		t.Errorf("header TID %#x attr %#x", h.TID, h.AttrID)
 	}
-	want := Rep{
+	want := REP{
 		LocalCommID:        0x2370595e,
 		RemoteCommID:       0x0c0ffe10,
 		LocalQPN:           0x13,
@@ -204,7 +204,7 @@ func TestKernelREP(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("REP\n%+v\nwant\n%+v", got, want)
 	}
-	if len(rep.PrivateData) != RepPrivateDataSize {
+	if len(rep.PrivateData) != REPPrivateDataSize {
 		t.Errorf("private data %d bytes", len(rep.PrivateData))
 	}
 	roundTrip(t, h, rep, capture)
@@ -219,7 +219,7 @@ func TestKernelREP(t *testing.T) {
 	diffMAD(t, &rtu, madOf(t, "01070203 00000000 00000000 0c0ffe10 00140000 00000000",
 		"000: 0c0ffe10 2370595e"))
 	var dreq hw.MAD
-	if err := Encode(&dreq, 0x8c0ffe10, &DReq{LocalCommID: rep.RemoteCommID, RemoteCommID: rep.LocalCommID, RemoteQPN: rep.LocalQPN}); err != nil {
+	if err := Encode(&dreq, 0x8c0ffe10, &DREQ{LocalCommID: rep.RemoteCommID, RemoteCommID: rep.LocalCommID, RemoteQPN: rep.LocalQPN}); err != nil {
 		t.Fatal(err)
 	}
 	diffMAD(t, &dreq, madOf(t, "01070203 00000000 00000000 8c0ffe10 00150000 00000000",

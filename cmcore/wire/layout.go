@@ -139,7 +139,7 @@ var (
 	reqPrimary                 = reqPath("primary", 52)
 	reqAlternate               = reqPath("alternate", 96)
 	reqSAPSupported            = fBits("SAP supported", 139, 0x04)
-	reqPrivateData             = area{"private data", 140, ReqPrivateDataSize}
+	reqPrivateData             = area{"private data", 140, REQPrivateDataSize}
 )
 
 // MRA, IBTA table 107.
@@ -158,8 +158,8 @@ var (
 	rejMessageRejected = fBits("message rejected", 8, 0xC0)
 	rejARILength       = fBits("ARI length", 9, 0xFE)
 	rejReason          = f16("reason", 10)
-	rejARI             = area{"ARI", 12, RejARISize}
-	rejPrivateData     = area{"private data", 84, RejPrivateDataSize}
+	rejARI             = area{"ARI", 12, REJARISize}
+	rejPrivateData     = area{"private data", 84, REJPrivateDataSize}
 )
 
 // REP, IBTA table 110.
@@ -178,7 +178,7 @@ var (
 	repRNRRetryCount       = fBits("RNR retry count", 27, 0xE0)
 	repSRQ                 = fBits("SRQ", 27, 0x10)
 	repLocalCAGUID         = f64("local CA GUID", 28) // only 4-byte aligned
-	repPrivateData         = area{"private data", 36, RepPrivateDataSize}
+	repPrivateData         = area{"private data", 36, REPPrivateDataSize}
 )
 
 // RTU, IBTA table 111.
@@ -193,14 +193,14 @@ var (
 	dreqLocalCommID  = f32("local comm ID", 0)
 	dreqRemoteCommID = f32("remote comm ID", 4)
 	dreqRemoteQPN    = f24("remote QPN/EECN", 8)
-	dreqPrivateData  = area{"private data", 12, DReqPrivateDataSize}
+	dreqPrivateData  = area{"private data", 12, DREQPrivateDataSize}
 )
 
 // DREP, IBTA table 113.
 var (
 	drepLocalCommID  = f32("local comm ID", 0)
 	drepRemoteCommID = f32("remote comm ID", 4)
-	drepPrivateData  = area{"private data", 8, DRepPrivateDataSize}
+	drepPrivateData  = area{"private data", 8, DREPPrivateDataSize}
 )
 
 // LAP, IBTA table 115. The alternate path puts the traffic class next to
@@ -238,20 +238,20 @@ var (
 
 // SIDR_REQ, IBTA table 119.
 var (
-	sidrReqRequestID    = f32("request ID", 0)
-	sidrReqPartitionKey = f16("partition key", 4)
-	sidrReqServiceID    = f64("service ID", 8)
-	sidrReqPrivateData  = area{"private data", 16, SIDRReqPrivateDataSize}
+	sidrREQRequestID    = f32("request ID", 0)
+	sidrREQPartitionKey = f16("partition key", 4)
+	sidrREQServiceID    = f64("service ID", 8)
+	sidrREQPrivateData  = area{"private data", 16, SIDRREQPrivateDataSize}
 )
 
 // SIDR_REP, IBTA table 120.
 var (
-	sidrRepRequestID   = f32("request ID", 0)
-	sidrRepStatus      = f8("status", 4)
-	sidrRepInfoLength  = f8("additional information length", 5)
-	sidrRepQPN         = f24("QPN", 8)
-	sidrRepServiceID   = f64("service ID", 12) // only 4-byte aligned
-	sidrRepQKey        = f32("Q_Key", 20)
-	sidrRepInfo        = area{"additional information", 24, SIDRRepInfoSize}
-	sidrRepPrivateData = area{"private data", 96, SIDRRepPrivateDataSize}
+	sidrREPRequestID   = f32("request ID", 0)
+	sidrREPStatus      = f8("status", 4)
+	sidrREPInfoLength  = f8("additional information length", 5)
+	sidrREPQPN         = f24("QPN", 8)
+	sidrREPServiceID   = f64("service ID", 12) // only 4-byte aligned
+	sidrREPQKey        = f32("Q_Key", 20)
+	sidrREPInfo        = area{"additional information", 24, SIDRREPInfoSize}
+	sidrREPPrivateData = area{"private data", 96, SIDRREPPrivateDataSize}
 )

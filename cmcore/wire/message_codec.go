@@ -3,7 +3,7 @@ package wire
 // Per-message encode and decode. Decode allocates each message together
 // with the arrays backing its byte slices: one allocation per message.
 
-func (m *Req) encode(e *encoder) {
+func (m *REQ) encode(e *encoder) {
 	if !e.start("REQ", m == nil) {
 		return
 	}
@@ -35,12 +35,12 @@ func (m *Req) encode(e *encoder) {
 	e.bytes(reqPrivateData, m.PrivateData)
 }
 
-func decodeReq(d []byte) (*Req, error) {
+func decodeREQ(d []byte) (*REQ, error) {
 	b := new(struct {
-		m  Req
-		pd [ReqPrivateDataSize]byte
+		m  REQ
+		pd [REQPrivateDataSize]byte
 	})
-	b.m = Req{
+	b.m = REQ{
 		LocalCommID:             uint32(reqLocalCommID.get(d)),
 		ServiceID:               reqServiceID.get(d),
 		LocalCAGUID:             reqLocalCAGUID.get(d),
@@ -99,7 +99,7 @@ func decodeMRA(d []byte) (*MRA, error) {
 	return &b.m, nil
 }
 
-func (m *Rej) encode(e *encoder) {
+func (m *REJ) encode(e *encoder) {
 	if !e.start("REJ", m == nil) {
 		return
 	}
@@ -112,17 +112,17 @@ func (m *Rej) encode(e *encoder) {
 	e.bytes(rejPrivateData, m.PrivateData)
 }
 
-func decodeRej(d []byte) (*Rej, error) {
+func decodeREJ(d []byte) (*REJ, error) {
 	ari, n, err := variable("REJ", d, rejARI, &rejARILength)
 	if err != nil {
 		return nil, err
 	}
 	b := new(struct {
-		m   Rej
-		ari [RejARISize]byte
-		pd  [RejPrivateDataSize]byte
+		m   REJ
+		ari [REJARISize]byte
+		pd  [REJPrivateDataSize]byte
 	})
-	b.m = Rej{
+	b.m = REJ{
 		LocalCommID:     uint32(rejLocalCommID.get(d)),
 		RemoteCommID:    uint32(rejRemoteCommID.get(d)),
 		MessageRejected: uint8(rejMessageRejected.get(d)),
@@ -135,7 +135,7 @@ func decodeRej(d []byte) (*Rej, error) {
 	return &b.m, nil
 }
 
-func (m *Rep) encode(e *encoder) {
+func (m *REP) encode(e *encoder) {
 	if !e.start("REP", m == nil) {
 		return
 	}
@@ -156,12 +156,12 @@ func (m *Rep) encode(e *encoder) {
 	e.bytes(repPrivateData, m.PrivateData)
 }
 
-func decodeRep(d []byte) (*Rep, error) {
+func decodeREP(d []byte) (*REP, error) {
 	b := new(struct {
-		m  Rep
-		pd [RepPrivateDataSize]byte
+		m  REP
+		pd [REPPrivateDataSize]byte
 	})
-	b.m = Rep{
+	b.m = REP{
 		LocalCommID:         uint32(repLocalCommID.get(d)),
 		RemoteCommID:        uint32(repRemoteCommID.get(d)),
 		LocalQKey:           uint32(repLocalQKey.get(d)),
@@ -205,7 +205,7 @@ func decodeRTU(d []byte) (*RTU, error) {
 	return &b.m, nil
 }
 
-func (m *DReq) encode(e *encoder) {
+func (m *DREQ) encode(e *encoder) {
 	if !e.start("DREQ", m == nil) {
 		return
 	}
@@ -215,12 +215,12 @@ func (m *DReq) encode(e *encoder) {
 	e.bytes(dreqPrivateData, m.PrivateData)
 }
 
-func decodeDReq(d []byte) (*DReq, error) {
+func decodeDREQ(d []byte) (*DREQ, error) {
 	b := new(struct {
-		m  DReq
-		pd [DReqPrivateDataSize]byte
+		m  DREQ
+		pd [DREQPrivateDataSize]byte
 	})
-	b.m = DReq{
+	b.m = DREQ{
 		LocalCommID:  uint32(dreqLocalCommID.get(d)),
 		RemoteCommID: uint32(dreqRemoteCommID.get(d)),
 		RemoteQPN:    uint32(dreqRemoteQPN.get(d)),
@@ -230,7 +230,7 @@ func decodeDReq(d []byte) (*DReq, error) {
 	return &b.m, nil
 }
 
-func (m *DRep) encode(e *encoder) {
+func (m *DREP) encode(e *encoder) {
 	if !e.start("DREP", m == nil) {
 		return
 	}
@@ -239,12 +239,12 @@ func (m *DRep) encode(e *encoder) {
 	e.bytes(drepPrivateData, m.PrivateData)
 }
 
-func decodeDRep(d []byte) (*DRep, error) {
+func decodeDREP(d []byte) (*DREP, error) {
 	b := new(struct {
-		m  DRep
-		pd [DRepPrivateDataSize]byte
+		m  DREP
+		pd [DREPPrivateDataSize]byte
 	})
-	b.m = DRep{
+	b.m = DREP{
 		LocalCommID:  uint32(drepLocalCommID.get(d)),
 		RemoteCommID: uint32(drepRemoteCommID.get(d)),
 		PrivateData:  b.pd[:],
@@ -316,66 +316,66 @@ func decodeAPR(d []byte) (*APR, error) {
 	return &b.m, nil
 }
 
-func (m *SIDRReq) encode(e *encoder) {
+func (m *SIDRREQ) encode(e *encoder) {
 	if !e.start("SIDR_REQ", m == nil) {
 		return
 	}
-	e.put(&sidrReqRequestID, uint64(m.RequestID))
-	e.put(&sidrReqPartitionKey, uint64(m.PartitionKey))
-	e.put(&sidrReqServiceID, m.ServiceID)
-	e.bytes(sidrReqPrivateData, m.PrivateData)
+	e.put(&sidrREQRequestID, uint64(m.RequestID))
+	e.put(&sidrREQPartitionKey, uint64(m.PartitionKey))
+	e.put(&sidrREQServiceID, m.ServiceID)
+	e.bytes(sidrREQPrivateData, m.PrivateData)
 }
 
-func decodeSIDRReq(d []byte) (*SIDRReq, error) {
+func decodeSIDRREQ(d []byte) (*SIDRREQ, error) {
 	b := new(struct {
-		m  SIDRReq
-		pd [SIDRReqPrivateDataSize]byte
+		m  SIDRREQ
+		pd [SIDRREQPrivateDataSize]byte
 	})
-	b.m = SIDRReq{
-		RequestID:    uint32(sidrReqRequestID.get(d)),
-		PartitionKey: uint16(sidrReqPartitionKey.get(d)),
-		ServiceID:    sidrReqServiceID.get(d),
+	b.m = SIDRREQ{
+		RequestID:    uint32(sidrREQRequestID.get(d)),
+		PartitionKey: uint16(sidrREQPartitionKey.get(d)),
+		ServiceID:    sidrREQServiceID.get(d),
 		PrivateData:  b.pd[:],
 	}
-	copy(b.pd[:], sidrReqPrivateData.get(d))
+	copy(b.pd[:], sidrREQPrivateData.get(d))
 	return &b.m, nil
 }
 
-func (m *SIDRRep) encode(e *encoder) {
+func (m *SIDRREP) encode(e *encoder) {
 	if !e.start("SIDR_REP", m == nil) {
 		return
 	}
-	e.put(&sidrRepRequestID, uint64(m.RequestID))
-	e.put(&sidrRepStatus, uint64(m.Status))
-	e.bytes(sidrRepInfo, m.Info)
-	e.put(&sidrRepInfoLength, uint64(len(m.Info)))
-	e.put(&sidrRepQPN, uint64(m.QPN))
-	e.put(&sidrRepServiceID, m.ServiceID)
-	e.put(&sidrRepQKey, uint64(m.QKey))
-	e.bytes(sidrRepPrivateData, m.PrivateData)
+	e.put(&sidrREPRequestID, uint64(m.RequestID))
+	e.put(&sidrREPStatus, uint64(m.Status))
+	e.bytes(sidrREPInfo, m.Info)
+	e.put(&sidrREPInfoLength, uint64(len(m.Info)))
+	e.put(&sidrREPQPN, uint64(m.QPN))
+	e.put(&sidrREPServiceID, m.ServiceID)
+	e.put(&sidrREPQKey, uint64(m.QKey))
+	e.bytes(sidrREPPrivateData, m.PrivateData)
 }
 
-func decodeSIDRRep(d []byte) (*SIDRRep, error) {
-	info, n, err := variable("SIDR_REP", d, sidrRepInfo, &sidrRepInfoLength)
+func decodeSIDRREP(d []byte) (*SIDRREP, error) {
+	info, n, err := variable("SIDR_REP", d, sidrREPInfo, &sidrREPInfoLength)
 	if err != nil {
 		return nil, err
 	}
 	b := new(struct {
-		m    SIDRRep
-		info [SIDRRepInfoSize]byte
-		pd   [SIDRRepPrivateDataSize]byte
+		m    SIDRREP
+		info [SIDRREPInfoSize]byte
+		pd   [SIDRREPPrivateDataSize]byte
 	})
-	b.m = SIDRRep{
-		RequestID:   uint32(sidrRepRequestID.get(d)),
-		Status:      uint8(sidrRepStatus.get(d)),
-		QPN:         uint32(sidrRepQPN.get(d)),
-		ServiceID:   sidrRepServiceID.get(d),
-		QKey:        uint32(sidrRepQKey.get(d)),
+	b.m = SIDRREP{
+		RequestID:   uint32(sidrREPRequestID.get(d)),
+		Status:      uint8(sidrREPStatus.get(d)),
+		QPN:         uint32(sidrREPQPN.get(d)),
+		ServiceID:   sidrREPServiceID.get(d),
+		QKey:        uint32(sidrREPQKey.get(d)),
 		Info:        fit(b.info[:], n),
 		PrivateData: b.pd[:],
 	}
 	copy(b.info[:], info[:n])
-	copy(b.pd[:], sidrRepPrivateData.get(d))
+	copy(b.pd[:], sidrREPPrivateData.get(d))
 	return &b.m, nil
 }
 

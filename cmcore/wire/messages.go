@@ -2,8 +2,8 @@ package wire
 
 import "github.com/ucmd/ucmd/hw"
 
-// Message is one decoded CM message: *Req, *MRA, *Rej, *Rep, *RTU, *DReq,
-// *DRep, *LAP, *APR, *SIDRReq or *SIDRRep.
+// Message is one decoded CM message: *REQ, *MRA, *REJ, *REP, *RTU, *DREQ,
+// *DREP, *LAP, *APR, *SIDRREQ or *SIDRREP.
 //
 // Fields narrower than their Go type (24-bit QPNs and PSNs, 20-bit flow
 // labels, 5-bit timeouts, ...) must fit their wire width: Encode refuses
@@ -29,8 +29,8 @@ type Path struct {
 	LocalACKTimeout uint8 // 5 bits, 4.096 µs * 2^t
 }
 
-// Req is a Connection Request (IBTA table 106).
-type Req struct {
+// REQ is a Connection Request (IBTA table 106).
+type REQ struct {
 	LocalCommID             uint32
 	ServiceID               uint64
 	LocalCAGUID             uint64 // node GUID of the sender's CA
@@ -58,7 +58,7 @@ type Req struct {
 	// Linux tells, so an alternate path with LID 0 (RoCE) is never seen.
 	Alternate    Path
 	SAPSupported bool
-	PrivateData  []byte // at most ReqPrivateDataSize
+	PrivateData  []byte // at most REQPrivateDataSize
 }
 
 // MRA is a Message Receipt Acknowledgement (IBTA table 107).
@@ -70,20 +70,20 @@ type MRA struct {
 	PrivateData    []byte
 }
 
-// Rej is a Reject (IBTA table 108).
-type Rej struct {
+// REJ is a Reject (IBTA table 108).
+type REJ struct {
 	LocalCommID     uint32
 	RemoteCommID    uint32
 	MessageRejected uint8 // 2 bits: MessageREQ, MessageREP or MessageOther
 	Reason          uint16
 	// ARI is the Additional Rejection Information; its length is the
-	// 7-bit ARI length field, at most RejARISize.
+	// 7-bit ARI length field, at most REJARISize.
 	ARI         []byte
 	PrivateData []byte
 }
 
-// Rep is a Reply to a REQ (IBTA table 110).
-type Rep struct {
+// REP is a Reply to a REQ (IBTA table 110).
+type REP struct {
 	LocalCommID         uint32
 	RemoteCommID        uint32
 	LocalQKey           uint32
@@ -108,16 +108,16 @@ type RTU struct {
 	PrivateData  []byte
 }
 
-// DReq is a Disconnection Request (IBTA table 112).
-type DReq struct {
+// DREQ is a Disconnection Request (IBTA table 112).
+type DREQ struct {
 	LocalCommID  uint32
 	RemoteCommID uint32
 	RemoteQPN    uint32 // 24 bits: the receiver's QPN (or EECN)
 	PrivateData  []byte
 }
 
-// DRep is a Disconnection Reply (IBTA table 113).
-type DRep struct {
+// DREP is a Disconnection Reply (IBTA table 113).
+type DREP struct {
 	LocalCommID  uint32
 	RemoteCommID uint32
 	PrivateData  []byte
@@ -144,34 +144,34 @@ type APR struct {
 	PrivateData []byte
 }
 
-// SIDRReq is a Service ID Resolution Request (IBTA table 119).
-type SIDRReq struct {
+// SIDRREQ is a Service ID Resolution Request (IBTA table 119).
+type SIDRREQ struct {
 	RequestID    uint32
 	PartitionKey uint16
 	ServiceID    uint64
 	PrivateData  []byte
 }
 
-// SIDRRep is a Service ID Resolution Response (IBTA table 120).
-type SIDRRep struct {
+// SIDRREP is a Service ID Resolution Response (IBTA table 120).
+type SIDRREP struct {
 	RequestID uint32
 	Status    uint8
 	QPN       uint32 // 24 bits
 	ServiceID uint64
 	QKey      uint32
-	// Info is the Additional Information, at most SIDRRepInfoSize.
+	// Info is the Additional Information, at most SIDRREPInfoSize.
 	Info        []byte
 	PrivateData []byte
 }
 
-func (*Req) AttrID() uint16     { return AttrREQ }
+func (*REQ) AttrID() uint16     { return AttrREQ }
 func (*MRA) AttrID() uint16     { return AttrMRA }
-func (*Rej) AttrID() uint16     { return AttrREJ }
-func (*Rep) AttrID() uint16     { return AttrREP }
+func (*REJ) AttrID() uint16     { return AttrREJ }
+func (*REP) AttrID() uint16     { return AttrREP }
 func (*RTU) AttrID() uint16     { return AttrRTU }
-func (*DReq) AttrID() uint16    { return AttrDREQ }
-func (*DRep) AttrID() uint16    { return AttrDREP }
+func (*DREQ) AttrID() uint16    { return AttrDREQ }
+func (*DREP) AttrID() uint16    { return AttrDREP }
 func (*LAP) AttrID() uint16     { return AttrLAP }
 func (*APR) AttrID() uint16     { return AttrAPR }
-func (*SIDRReq) AttrID() uint16 { return AttrSIDRReq }
-func (*SIDRRep) AttrID() uint16 { return AttrSIDRRep }
+func (*SIDRREQ) AttrID() uint16 { return AttrSIDRREQ }
+func (*SIDRREP) AttrID() uint16 { return AttrSIDRREP }

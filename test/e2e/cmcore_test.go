@@ -46,7 +46,7 @@ func (s *cmSide) handle(ev *cmcore.Event) cmcore.Outcome {
 		err = s.react(ev)
 	}
 	st, _ := ev.ID.State()
-	e := cmEvent{typ: ev.Type, id: ev.ID, reason: ev.Rej.Reason, state: st}
+	e := cmEvent{typ: ev.Type, id: ev.ID, reason: ev.REJ.Reason, state: st}
 	s.mu.Lock()
 	s.log = append(s.log, e)
 	s.mu.Unlock()
@@ -136,8 +136,8 @@ func roceLinkLocalPath(t *testing.T, from, to hw.Device) *cmcore.PathRecord {
 	}
 }
 
-func cmReqParams(path *cmcore.PathRecord, sid uint64, qpn uint32) *cmcore.ReqParams {
-	return &cmcore.ReqParams{
+func cmREQParams(path *cmcore.PathRecord, sid uint64, qpn uint32) *cmcore.REQParams {
+	return &cmcore.REQParams{
 		Primary: path, ServiceID: sid, QPN: qpn, QPType: cmcore.QPTypeRC,
 		StartingPSN: 0x123456, ResponderResources: 1, InitiatorDepth: 1,
 		RemoteCMResponseTimeout: 18, LocalCMResponseTimeout: 18,
@@ -161,26 +161,26 @@ func TestCMConnectDisconnectUMAD(t *testing.T) {
 	a := startCM(t, "rxe0", d0)
 	b := startCM(t, "rxe1", d1)
 	const sid = 0x0000000001060000 | 20079
-	var reqParam cmcore.ReqEventParam
-	var repParam cmcore.RepEventParam
+	var reqParam cmcore.REQEventParam
+	var repParam cmcore.REPEventParam
 	var reqPD []byte
 	b.react = func(ev *cmcore.Event) error {
 		switch ev.Type {
-		case cmcore.EventReqReceived:
-			reqParam = ev.Req
+		case cmcore.EventREQReceived:
+			reqParam = ev.REQ
 			reqPD = slices.Clone(ev.PrivateData)
-			return ev.ID.SendREP(&cmcore.RepParams{
+			return ev.ID.SendREP(&cmcore.REPParams{
 				QPN: 0x000b0b, StartingPSN: 0x654321, ResponderResources: 1, InitiatorDepth: 1,
 				RNRRetryCount: 7, PrivateData: []byte("e2e cmcore REP"),
 			})
-		case cmcore.EventDReqReceived:
+		case cmcore.EventDREQReceived:
 			return ev.ID.SendDREP(nil)
 		}
 		return nil
 	}
 	a.react = func(ev *cmcore.Event) error {
-		if ev.Type == cmcore.EventRepReceived {
-			repParam = ev.Rep
+		if ev.Type == cmcore.EventREPReceived {
+			repParam = ev.REP
 			return ev.ID.SendRTU(nil)
 		}
 		return nil
@@ -195,17 +195,17 @@ func TestCMConnectDisconnectUMAD(t *testing.T) {
 	id := a.cm.CreateID(a.handle)
 	defer id.Destroy()
 	t0 := time.Now()
-	if err := id.SendREQ(cmReqParams(path, sid, 0x000a0a)); err != nil {
+	if err := id.SendREQ(cmREQParams(path, sid, 0x000a0a)); err != nil {
 		t.Fatal(err)
 	}
-	checkState(t, "active after REQ", id, cmcore.StateReqSent)
+	checkState(t, "active after REQ", id, cmcore.StateREQSent)
 
 	const wait = 20 * time.Second
-	breq := b.wait(t, cmcore.EventReqReceived, wait)
-	if breq.state != cmcore.StateRepSent {
+	breq := b.wait(t, cmcore.EventREQReceived, wait)
+	if breq.state != cmcore.StateREPSent {
 		t.Errorf("passive after REP: %v, want REP_SENT", breq.state)
 	}
-	are := a.wait(t, cmcore.EventRepReceived, wait)
+	are := a.wait(t, cmcore.EventREPReceived, wait)
 	if are.state != cmcore.StateEstablished {
 		t.Errorf("active after RTU: %v, want ESTABLISHED", are.state)
 	}
@@ -239,11 +239,11 @@ func TestCMConnectDisconnectUMAD(t *testing.T) {
 	if err := id.SendDREQ(nil); err != nil {
 		t.Fatal(err)
 	}
-	bd := b.wait(t, cmcore.EventDReqReceived, wait)
+	bd := b.wait(t, cmcore.EventDREQReceived, wait)
 	if bd.state != cmcore.StateTimewait {
 		t.Errorf("passive after DREP: %v, want TIMEWAIT", bd.state)
 	}
-	ad := a.wait(t, cmcore.EventDRepReceived, wait)
+	ad := a.wait(t, cmcore.EventDREPReceived, wait)
 	if ad.state != cmcore.StateTimewait {
 		t.Errorf("active after DREP: %v, want TIMEWAIT", ad.state)
 	}
@@ -260,8 +260,8 @@ func TestCMConnectDisconnectUMAD(t *testing.T) {
 			t.Errorf("%s: stats %+v: want no retransmission, timeout or send error", s.name, st)
 		}
 	}
-	wantSeq(t, "active", a.types(), cmcore.EventRepReceived, cmcore.EventDRepReceived, cmcore.EventTimewaitExit)
-	wantSeq(t, "passive", b.types(), cmcore.EventReqReceived, cmcore.EventRTUReceived, cmcore.EventDReqReceived, cmcore.EventTimewaitExit)
+	wantSeq(t, "active", a.types(), cmcore.EventREPReceived, cmcore.EventDREPReceived, cmcore.EventTimewaitExit)
+	wantSeq(t, "passive", b.types(), cmcore.EventREQReceived, cmcore.EventRTUReceived, cmcore.EventDREQReceived, cmcore.EventTimewaitExit)
 }
 
 // TestCMRejectInvalidServiceIDUMAD: a REQ for a service id nobody listens
@@ -278,12 +278,12 @@ func TestCMRejectInvalidServiceIDUMAD(t *testing.T) {
 	defer l.Destroy()
 	id := a.cm.CreateID(a.handle)
 	defer id.Destroy()
-	if err := id.SendREQ(cmReqParams(roceLinkLocalPath(t, d0, d1), 0x1235, 0x000a0b)); err != nil {
+	if err := id.SendREQ(cmREQParams(roceLinkLocalPath(t, d0, d1), 0x1235, 0x000a0b)); err != nil {
 		t.Fatal(err)
 	}
-	e := a.wait(t, cmcore.EventRejReceived, 20*time.Second)
-	if e.reason != wire.RejInvalidServiceID {
-		t.Errorf("REJ reason %d, want %d (invalid service id)", e.reason, wire.RejInvalidServiceID)
+	e := a.wait(t, cmcore.EventREJReceived, 20*time.Second)
+	if e.reason != wire.REJInvalidServiceID {
+		t.Errorf("REJ reason %d, want %d (invalid service id)", e.reason, wire.REJInvalidServiceID)
 	}
 	checkState(t, "active after REJ", id, cmcore.StateIdle)
 	if got := b.types(); len(got) != 0 {

@@ -60,10 +60,10 @@ func runHolder(sidText string) error {
 	}
 	path := conformance.LoopbackPath(gidRXE0, 0)
 	path.DGID = gidRXE1
-	if err := c.SendREQ(c.Req(id, sid, path, 0x4242)); err != nil {
+	if err := c.SendREQ(c.REQ(id, sid, path, 0x4242)); err != nil {
 		return err
 	}
-	if _, err := c.Expect(abi.CMRepReceived, 10*time.Second); err != nil {
+	if _, err := c.Expect(abi.CMREPReceived, 10*time.Second); err != nil {
 		return err
 	}
 	if err := c.SendPrivateData(abi.CmdSendRTU, id, nil); err != nil {
@@ -117,12 +117,12 @@ func TestDaemonClientKilled(t *testing.T) {
 	}
 	defer holder.Process.Kill()
 
-	req, err := srv.Expect(abi.CMReqReceived, 10*time.Second)
+	req, err := srv.Expect(abi.CMREQReceived, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	child := req.ID
-	if err := srv.SendREP(&abi.Rep{UID: 0x22, ID: child, QPN: 0x777, PSN: 9, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 6}); err != nil {
+	if err := srv.SendREP(&abi.REP{UID: 0x22, ID: child, QPN: 0x777, PSN: 9, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 6}); err != nil {
 		t.Fatal(err)
 	}
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
@@ -156,10 +156,10 @@ func TestDaemonClientKilled(t *testing.T) {
 	holder.Wait()
 	// The kernel releases the holder's file; ucmd destroys its ids, which
 	// sends a DREQ to the peer.
-	if _, err := srv.Expect(abi.CMDReqReceived, 10*time.Second); err != nil {
+	if _, err := srv.Expect(abi.CMDREQReceived, 10*time.Second); err != nil {
 		t.Fatalf("peer after SIGKILL of the client: %v", err)
 	}
-	if err := srv.SendPrivateData(abi.CmdSendDRep, child, nil); err != nil {
+	if err := srv.SendPrivateData(abi.CmdSendDREP, child, nil); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

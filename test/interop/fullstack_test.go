@@ -145,13 +145,13 @@ func TestFullStackUcmd(t *testing.T) {
 			DGID: gidAv4, SGID: gidB, HopLimit: 64, PKey: 0xffff, MTU: 3,
 			PacketLifeTime: 18, Reversible: 1, NumbPath: 1,
 		}
-		r := c.Req(id, tcpSID(portFullActive), path, nextQPN())
+		r := c.REQ(id, tcpSID(portFullActive), path, nextQPN())
 		r.Data, r.Len = c.Data(cmaHdr(ipB, ipA, srcPortActive, "ucm-req"))
 		if err := c.SendREQ(r); err != nil {
 			t.Fatal(err)
 		}
-		ev := expect(t, c, abi.CMRepReceived)
-		if rep := ev.U.Rep(); rep.RemoteCAGUID != guidA || !bytes.HasPrefix(ev.Data, []byte("kernel-rep")) {
+		ev := expect(t, c, abi.CMREPReceived)
+		if rep := ev.U.REP(); rep.RemoteCAGUID != guidA || !bytes.HasPrefix(ev.Data, []byte("kernel-rep")) {
 			t.Errorf("REP event: CA GUID %#x, data %q", rep.RemoteCAGUID, ev.Data)
 		}
 		req := srv.waitFor(t, wait, "RDMA_CM_EVENT_CONNECT_REQUEST")
@@ -162,10 +162,10 @@ func TestFullStackUcmd(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.waitFor(t, wait, "RDMA_CM_EVENT_ESTABLISHED")
-		if err := c.SendPrivateData(abi.CmdSendDReq, id, nil); err != nil {
+		if err := c.SendPrivateData(abi.CmdSendDREQ, id, nil); err != nil {
 			t.Fatal(err)
 		}
-		expect(t, c, abi.CMDRepReceived)
+		expect(t, c, abi.CMDREPReceived)
 		srv.waitFor(t, wait, "RDMA_CM_EVENT_DISCONNECTED")
 		expect(t, c, abi.CMTimewaitExit)
 		if _, err := c.DestroyID(id); err != nil {
@@ -183,16 +183,16 @@ func TestFullStackUcmd(t *testing.T) {
 			t.Fatal(err)
 		}
 		cli := runA(t, "client", ipB.String(), strconv.Itoa(portFullPassive), "kernel-req", "300")
-		ev := expect(t, c, abi.CMReqReceived)
+		ev := expect(t, c, abi.CMREQReceived)
 		id := ev.ID
 		ipver, src, dst, _, ok := parseCMAHdr(ev.Data)
 		if !ok || ipver != 4 || src != ipA || dst != ipB || !bytes.HasPrefix(ev.Data[cmaHdrSize:], []byte("kernel-req")) {
 			t.Errorf("REQ event data % x", ev.Data)
 		}
-		if q := ev.U.Req(); q.RemoteCAGUID != guidA || q.PrimaryPath.DGID != gidAv4 {
+		if q := ev.U.REQ(); q.RemoteCAGUID != guidA || q.PrimaryPath.DGID != gidAv4 {
 			t.Errorf("REQ event: CA GUID %#x, path DGID %v", q.RemoteCAGUID, q.PrimaryPath.DGID)
 		}
-		rep := &abi.Rep{UID: 0x3333, ID: id, QPN: nextQPN(), PSN: 0x4242, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}
+		rep := &abi.REP{UID: 0x3333, ID: id, QPN: nextQPN(), PSN: 0x4242, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}
 		rep.Data, rep.Len = c.Data([]byte("ucm-rep"))
 		if err := c.SendREP(rep); err != nil {
 			t.Fatal(err)
@@ -202,8 +202,8 @@ func TestFullStackUcmd(t *testing.T) {
 		if !strings.HasPrefix(field(est, "pd"), hexPD("ucm-rep")) {
 			t.Errorf("A's ESTABLISHED data %s, want our REP's", field(est, "pd"))
 		}
-		expect(t, c, abi.CMDReqReceived)
-		if err := c.SendPrivateData(abi.CmdSendDRep, id, nil); err != nil {
+		expect(t, c, abi.CMDREQReceived)
+		if err := c.SendPrivateData(abi.CmdSendDREP, id, nil); err != nil {
 			t.Fatal(err)
 		}
 		cli.waitFor(t, wait, "disconnected")

@@ -90,12 +90,12 @@ const goldenGUIDA = 0x505400fffe770001
 
 // The kernel's REQ (rdma_connect to 192.168.77.2:7481 with "kernel-req").
 func TestGoldenKernelREQ(t *testing.T) {
-	_, h, m := decodeGolden[*wire.Req](t, "kernel-6.1-interop-req-pd.hex")
+	_, h, m := decodeGolden[*wire.REQ](t, "kernel-6.1-interop-req-pd.hex")
 	// cm_form_tid: hi_tid 2, comm ID byte-swapped (docs/ib-cm.md §8.4)
 	if h.TID != 0x0000000257005999 || m.LocalCommID != 0x99590057 {
 		t.Errorf("TID %#x comm ID %#x", h.TID, m.LocalCommID)
 	}
-	want := wire.Req{
+	want := wire.REQ{
 		LocalCommID: 0x99590057, ServiceID: 0x0000000001060000 | 7481, LocalCAGUID: goldenGUIDA,
 		LocalQPN: 0x13, ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20,
 		TransportType: wire.TransportRC, StartingPSN: 0x0983dc, LocalCMResponseTimeout: 20,
@@ -112,20 +112,20 @@ func TestGoldenKernelREQ(t *testing.T) {
 		t.Errorf("REQ\n got %+v\nwant %+v", *m, want)
 	}
 	// cma_hdr: version 0, IPv4, source port, 192.168.77.1 → .2, then the user's
-	if len(pd) != wire.ReqPrivateDataSize || pd[0] != 0 || pd[1] != 0x40 ||
+	if len(pd) != wire.REQPrivateDataSize || pd[0] != 0 || pd[1] != 0x40 ||
 		!bytes.Equal(pd[16:20], []byte{192, 168, 77, 1}) || !bytes.Equal(pd[32:36], []byte{192, 168, 77, 2}) {
 		t.Errorf("cma_hdr % x", pd[:36])
 	}
-	wantPD(t, "REQ user", pd[36:], "kernel-req", wire.ReqPrivateDataSize-36)
+	wantPD(t, "REQ user", pd[36:], "kernel-req", wire.REQPrivateDataSize-36)
 }
 
 // The kernel's REP (rdma_accept with "kernel-rep") to cmcore's REQ.
 func TestGoldenKernelREP(t *testing.T) {
-	_, h, m := decodeGolden[*wire.Rep](t, "kernel-6.1-interop-rep-pd.hex")
+	_, h, m := decodeGolden[*wire.REP](t, "kernel-6.1-interop-rep-pd.hex")
 	if h.TID != 0x00000003c1865908 { // our REQ's, as umad sent it
 		t.Errorf("TID %#x", h.TID)
 	}
-	want := wire.Rep{
+	want := wire.REP{
 		LocalCommID: 0x90590057, RemoteCommID: 0xc1865908, LocalQPN: 0x11, StartingPSN: 0x3e62de,
 		ResponderResources: 1, InitiatorDepth: 1, TargetACKDelay: 15, RNRRetryCount: 7,
 		LocalCAGUID: goldenGUIDA,
@@ -135,17 +135,17 @@ func TestGoldenKernelREP(t *testing.T) {
 	if !reflect.DeepEqual(*m, want) {
 		t.Errorf("REP\n got %+v\nwant %+v", *m, want)
 	}
-	wantPD(t, "REP", pd, "kernel-rep", wire.RepPrivateDataSize)
+	wantPD(t, "REP", pd, "kernel-rep", wire.REPPrivateDataSize)
 }
 
 // rdma_reject("kernel-rej"): REJ 28 of the REQ, no ARI.
 func TestGoldenKernelREJConsumer(t *testing.T) {
-	_, h, m := decodeGolden[*wire.Rej](t, "kernel-6.1-interop-rej-consumer.hex")
+	_, h, m := decodeGolden[*wire.REJ](t, "kernel-6.1-interop-rej-consumer.hex")
 	if h.TID != 0x00000009a88d87f9 || m.LocalCommID != 0x96590057 || m.RemoteCommID != 0xa88d87f9 ||
-		m.MessageRejected != wire.MessageREQ || m.Reason != wire.RejConsumerDefined || len(m.ARI) != 0 {
+		m.MessageRejected != wire.MessageREQ || m.Reason != wire.REJConsumerDefined || len(m.ARI) != 0 {
 		t.Errorf("TID %#x REJ %+v", h.TID, *m)
 	}
-	wantPD(t, "REJ", m.PrivateData, "kernel-rej", wire.RejPrivateDataSize)
+	wantPD(t, "REJ", m.PrivateData, "kernel-rej", wire.REJPrivateDataSize)
 }
 
 // The kernel's RTU and DREQ (rdma_disconnect) as the active side: both
@@ -156,21 +156,21 @@ func TestGoldenKernelRTUDREQ(t *testing.T) {
 		t.Errorf("RTU TID %#x %+v", h.TID, *rtu)
 	}
 	wantPD(t, "RTU", rtu.PrivateData, "", wire.RTUPrivateDataSize)
-	_, h, dreq := decodeGolden[*wire.DReq](t, "kernel-6.1-interop-dreq.hex")
+	_, h, dreq := decodeGolden[*wire.DREQ](t, "kernel-6.1-interop-dreq.hex")
 	if h.TID != 0x0000000257005999 || dreq.LocalCommID != 0x99590057 || dreq.RemoteCommID != 0x4671503b ||
 		dreq.RemoteQPN != 0x095107 { // the QPN of cmcore's REP
 		t.Errorf("DREQ TID %#x %+v", h.TID, *dreq)
 	}
-	wantPD(t, "DREQ", dreq.PrivateData, "", wire.DReqPrivateDataSize)
+	wantPD(t, "DREQ", dreq.PrivateData, "", wire.DREQPrivateDataSize)
 }
 
 // The kernel's DREP echoes our DREQ's TID (umad's hi_tid 3 | our comm ID).
 func TestGoldenKernelDREP(t *testing.T) {
-	_, h, m := decodeGolden[*wire.DRep](t, "kernel-6.1-interop-drep.hex")
+	_, h, m := decodeGolden[*wire.DREP](t, "kernel-6.1-interop-drep.hex")
 	if h.TID != 0x00000003c1865908 || m.LocalCommID != 0x90590057 || m.RemoteCommID != 0xc1865908 {
 		t.Errorf("DREP TID %#x %+v", h.TID, *m)
 	}
-	wantPD(t, "DREP", m.PrivateData, "", wire.DRepPrivateDataSize)
+	wantPD(t, "DREP", m.PrivateData, "", wire.DREPPrivateDataSize)
 }
 
 // SIDR with rdma_cm's UDP port space: the kernel's SIDR_REPs to cmcore
@@ -179,17 +179,17 @@ func TestGoldenKernelDREP(t *testing.T) {
 func TestGoldenKernelSIDR(t *testing.T) {
 	for _, c := range []struct {
 		file   string
-		want   wire.SIDRRep
+		want   wire.SIDRREP
 		prefix string
 	}{
-		{"kernel-6.1-interop-sidr-rep.hex", wire.SIDRRep{RequestID: 0xfe644480, Status: wire.SIDRSuccess,
+		{"kernel-6.1-interop-sidr-rep.hex", wire.SIDRREP{RequestID: 0xfe644480, Status: wire.SIDRSuccess,
 			QPN: 0x19, ServiceID: 0x0000000001110000 | 7491, QKey: 0x01234567}, "kernel-sidr"},
-		{"kernel-6.1-interop-sidr-rep-reject.hex", wire.SIDRRep{RequestID: 0xfe644481, Status: wire.SIDRReject,
+		{"kernel-6.1-interop-sidr-rep-reject.hex", wire.SIDRREP{RequestID: 0xfe644481, Status: wire.SIDRReject,
 			ServiceID: 0x0000000001110000 | 7492}, "kernel-no"},
-		{"kernel-6.1-interop-sidr-rep-unsupported.hex", wire.SIDRRep{RequestID: 0xfe644482, Status: wire.SIDRUnsupported,
+		{"kernel-6.1-interop-sidr-rep-unsupported.hex", wire.SIDRREP{RequestID: 0xfe644482, Status: wire.SIDRUnsupported,
 			ServiceID: 0x0000000001110000 | 7591}, ""},
 	} {
-		_, h, m := decodeGolden[*wire.SIDRRep](t, c.file)
+		_, h, m := decodeGolden[*wire.SIDRREP](t, c.file)
 		if uint32(h.TID) != c.want.RequestID { // echoes our SIDR_REQ's TID
 			t.Errorf("%s: TID %#x", c.file, h.TID)
 		}
@@ -201,21 +201,21 @@ func TestGoldenKernelSIDR(t *testing.T) {
 		if !reflect.DeepEqual(*m, c.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.file, *m, c.want)
 		}
-		wantPD(t, c.file, pd, c.prefix, wire.SIDRRepPrivateDataSize)
+		wantPD(t, c.file, pd, c.prefix, wire.SIDRREPPrivateDataSize)
 	}
 
-	_, h, req := decodeGolden[*wire.SIDRReq](t, "kernel-6.1-interop-sidr-req.hex")
+	_, h, req := decodeGolden[*wire.SIDRREQ](t, "kernel-6.1-interop-sidr-req.hex")
 	// cm_form_tid again: the request ID byte-swapped in the TID's low half
 	if h.TID != 0x000000020a2d2f79 || req.RequestID != 0x792f2d0a || req.PartitionKey != 0xffff ||
 		req.ServiceID != 0x0000000001110000|7493 {
 		t.Errorf("SIDR_REQ TID %#x %+v", h.TID, *req)
 	}
 	pd := req.PrivateData
-	if len(pd) != wire.SIDRReqPrivateDataSize || pd[0] != 0 || pd[1] != 0x40 ||
+	if len(pd) != wire.SIDRREQPrivateDataSize || pd[0] != 0 || pd[1] != 0x40 ||
 		!bytes.Equal(pd[16:20], []byte{192, 168, 77, 1}) || !bytes.Equal(pd[32:36], []byte{192, 168, 77, 2}) {
 		t.Errorf("cma_hdr % x", pd[:36])
 	}
-	wantPD(t, "SIDR_REQ user", pd[36:], "kernel-sidr", wire.SIDRReqPrivateDataSize-36)
+	wantPD(t, "SIDR_REQ user", pd[36:], "kernel-sidr", wire.SIDRREQPrivateDataSize-36)
 }
 
 // rdma_cm's lazy MRA, sent by ib_cm on our retransmitted REQ: MRA of the

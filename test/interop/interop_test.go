@@ -24,7 +24,7 @@ const (
 	portLoss      = 7473
 	portNobody    = 9999 // nobody listens in A
 	portOurs      = 7481 // our listeners in B
-	portOursRej   = 7482
+	portOursREJ   = 7482
 	portOursNone  = 7483 // nobody listens in B
 	portOursLoss  = 7484
 	srcPortActive = 0x3039
@@ -36,7 +36,7 @@ const (
 func activeConnect(t *testing.T, s *side, srv *job, port uint16, to hw.GID) {
 	t.Helper()
 	s.react = func(ev *cmcore.Event) error {
-		if ev.Type == cmcore.EventRepReceived {
+		if ev.Type == cmcore.EventREPReceived {
 			return ev.ID.SendRTU(nil)
 		}
 		return nil
@@ -49,7 +49,7 @@ func activeConnect(t *testing.T, s *side, srv *job, port uint16, to hw.GID) {
 	if err := id.SendREQ(p); err != nil {
 		t.Fatal(err)
 	}
-	e := s.wait(t, cmcore.EventRepReceived, wait)
+	e := s.wait(t, cmcore.EventREPReceived, wait)
 	t.Logf("REQ → REP in %v", time.Since(t0))
 	if e.state != cmcore.StateEstablished {
 		t.Errorf("after REP and our RTU: %v, want ESTABLISHED", e.state)
@@ -83,7 +83,7 @@ func activeConnect(t *testing.T, s *side, srv *job, port uint16, to hw.GID) {
 	if err := id.SendDREQ(nil); err != nil {
 		t.Fatal(err)
 	}
-	e = s.wait(t, cmcore.EventDRepReceived, wait)
+	e = s.wait(t, cmcore.EventDREPReceived, wait)
 	t.Logf("DREQ → DREP in %v", time.Since(t1))
 	if e.state != cmcore.StateTimewait {
 		t.Errorf("after DREP: %v, want TIMEWAIT", e.state)
@@ -104,14 +104,14 @@ func TestOursActiveKernelPassive(t *testing.T) {
 	t.Run("IPv4MappedGID", func(t *testing.T) {
 		s := startSide(t, nil)
 		activeConnect(t, s, srv, portAccept, gidAv4)
-		wantEvents(t, s, cmcore.EventRepReceived, cmcore.EventDRepReceived, cmcore.EventTimewaitExit)
+		wantEvents(t, s, cmcore.EventREPReceived, cmcore.EventDREPReceived, cmcore.EventTimewaitExit)
 		wantCounts(t, s.f, s.f.sent, map[uint16]int{wire.AttrREQ: 1, wire.AttrRTU: 1, wire.AttrDREQ: 1})
 		wantCounts(t, s.f, s.f.recv, map[uint16]int{wire.AttrREP: 1, wire.AttrDREP: 1})
 	})
 	t.Run("LinkLocalGID", func(t *testing.T) {
 		s := startSide(t, nil)
 		activeConnect(t, s, srv, portAccept, gidAll)
-		wantEvents(t, s, cmcore.EventRepReceived, cmcore.EventDRepReceived, cmcore.EventTimewaitExit)
+		wantEvents(t, s, cmcore.EventREPReceived, cmcore.EventDREPReceived, cmcore.EventTimewaitExit)
 	})
 	t.Run("InvalidServiceID", func(t *testing.T) {
 		s := startSide(t, nil)
@@ -121,9 +121,9 @@ func TestOursActiveKernelPassive(t *testing.T) {
 			if err := id.SendREQ(p); err != nil {
 				t.Fatal(err)
 			}
-			e := s.wait(t, cmcore.EventRejReceived, wait)
-			if e.reason != wire.RejInvalidServiceID {
-				t.Errorf("to %v: REJ reason %d, want %d (invalid service ID)", to, e.reason, wire.RejInvalidServiceID)
+			e := s.wait(t, cmcore.EventREJReceived, wait)
+			if e.reason != wire.REJInvalidServiceID {
+				t.Errorf("to %v: REJ reason %d, want %d (invalid service ID)", to, e.reason, wire.REJInvalidServiceID)
 			}
 			checkState(t, "after REJ", id, cmcore.StateIdle)
 			id.Destroy()
@@ -134,7 +134,7 @@ func TestOursActiveKernelPassive(t *testing.T) {
 		if err := id.SendREQ(reqParams(s.path(t, gidAv4), 0x1234567890abcdef, nil)); err != nil {
 			t.Fatal(err)
 		}
-		if e := s.wait(t, cmcore.EventRejReceived, wait); e.reason != wire.RejInvalidServiceID {
+		if e := s.wait(t, cmcore.EventREJReceived, wait); e.reason != wire.REJInvalidServiceID {
 			t.Errorf("REJ reason %d, want 8", e.reason)
 		}
 	})
@@ -148,8 +148,8 @@ func TestOursActiveKernelPassive(t *testing.T) {
 		if err := id.SendREQ(p); err != nil {
 			t.Fatal(err)
 		}
-		e := s.wait(t, cmcore.EventRejReceived, wait)
-		if e.reason != wire.RejConsumerDefined || !bytes.HasPrefix(e.pd, []byte("kernel-rej")) {
+		e := s.wait(t, cmcore.EventREJReceived, wait)
+		if e.reason != wire.REJConsumerDefined || !bytes.HasPrefix(e.pd, []byte("kernel-rej")) {
 			t.Errorf("REJ reason %d private data %q, want 28 and %q", e.reason, e.pd, "kernel-rej")
 		}
 		checkState(t, "after REJ", id, cmcore.StateIdle)
@@ -165,15 +165,15 @@ func passiveSide(t *testing.T, port uint16, accept bool, drop map[uint16]int) (*
 	s := startSide(t, drop)
 	s.react = func(ev *cmcore.Event) error {
 		switch ev.Type {
-		case cmcore.EventReqReceived:
+		case cmcore.EventREQReceived:
 			if !accept {
-				return ev.ID.SendREJ(wire.RejConsumerDefined, nil, []byte("ours-rej"))
+				return ev.ID.SendREJ(wire.REJConsumerDefined, nil, []byte("ours-rej"))
 			}
-			return ev.ID.SendREP(&cmcore.RepParams{
+			return ev.ID.SendREP(&cmcore.REPParams{
 				QPN: nextQPN(), StartingPSN: 0x13579b, ResponderResources: 1, InitiatorDepth: 1,
 				RNRRetryCount: 7, PrivateData: []byte("ours-rep"),
 			})
-		case cmcore.EventDReqReceived:
+		case cmcore.EventDREQReceived:
 			return ev.ID.SendDREP(nil)
 		}
 		return nil
@@ -191,8 +191,8 @@ func passiveSide(t *testing.T, port uint16, accept bool, drop map[uint16]int) (*
 func passiveConnect(t *testing.T, s *side, port uint16) *cmcore.ID {
 	t.Helper()
 	cli := runA(t, "client", ipB.String(), strconv.Itoa(int(port)), "kernel-req", "300")
-	e := s.wait(t, cmcore.EventReqReceived, wait)
-	if e.state != cmcore.StateRepSent {
+	e := s.wait(t, cmcore.EventREQReceived, wait)
+	if e.state != cmcore.StateREPSent {
 		t.Errorf("after our REP: %v, want REP_SENT", e.state)
 	}
 	id := e.id
@@ -219,7 +219,7 @@ func passiveConnect(t *testing.T, s *side, port uint16) *cmcore.ID {
 		t.Errorf("A's ESTABLISHED private data %s, want our REP's %s", got, hexPD("ours-rep"))
 	}
 	// the kernel disconnects: DREQ, our DREP
-	e = s.wait(t, cmcore.EventDReqReceived, wait)
+	e = s.wait(t, cmcore.EventDREQReceived, wait)
 	if e.state != cmcore.StateTimewait {
 		t.Errorf("after DREQ and our DREP: %v, want TIMEWAIT", e.state)
 	}
@@ -243,14 +243,14 @@ func TestKernelActiveOursPassive(t *testing.T) {
 	t.Run("Accept", func(t *testing.T) {
 		s, _ := passiveSide(t, portOurs, true, nil)
 		passiveConnect(t, s, portOurs)
-		wantEvents(t, s, cmcore.EventReqReceived, cmcore.EventRTUReceived, cmcore.EventDReqReceived, cmcore.EventTimewaitExit)
+		wantEvents(t, s, cmcore.EventREQReceived, cmcore.EventRTUReceived, cmcore.EventDREQReceived, cmcore.EventTimewaitExit)
 		wantCounts(t, s.f, s.f.sent, map[uint16]int{wire.AttrREP: 1, wire.AttrDREP: 1})
 		wantCounts(t, s.f, s.f.recv, map[uint16]int{wire.AttrREQ: 1, wire.AttrRTU: 1, wire.AttrDREQ: 1})
 	})
 	t.Run("ConsumerReject", func(t *testing.T) {
-		s, _ := passiveSide(t, portOursRej, false, nil)
-		cli := runA(t, "client", ipB.String(), strconv.Itoa(portOursRej), "kernel-req")
-		s.wait(t, cmcore.EventReqReceived, wait)
+		s, _ := passiveSide(t, portOursREJ, false, nil)
+		cli := runA(t, "client", ipB.String(), strconv.Itoa(portOursREJ), "kernel-req")
+		s.wait(t, cmcore.EventREQReceived, wait)
 		line := cli.waitFor(t, wait, "rejected reason=")
 		if field(line, "reason") != "28" || !strings.HasPrefix(field(line, "pd"), hexPD("ours-rej")) {
 			t.Errorf("A: %q, want reason 28 and our private data %s", line, hexPD("ours-rej"))
@@ -284,7 +284,7 @@ func TestLoss(t *testing.T) {
 		srv.waitFor(t, wait, "listening")
 		s := startSide(t, map[uint16]int{wire.AttrRTU: 1})
 		activeConnect(t, s, srv, portLoss, gidAv4)
-		wantEvents(t, s, cmcore.EventRepReceived, cmcore.EventDRepReceived, cmcore.EventTimewaitExit)
+		wantEvents(t, s, cmcore.EventREPReceived, cmcore.EventDREPReceived, cmcore.EventTimewaitExit)
 		wantCounts(t, s.f, s.f.lost, map[uint16]int{wire.AttrRTU: 1})
 		if n := s.f.count(s.f.recv, wire.AttrREP); n < 2 {
 			t.Errorf("received %d REPs, want the kernel's retransmission too", n)
@@ -302,7 +302,7 @@ func TestLoss(t *testing.T) {
 	t.Run("KernelActiveREPLost", func(t *testing.T) {
 		s, _ := passiveSide(t, portOursLoss, true, map[uint16]int{wire.AttrREP: 1})
 		passiveConnect(t, s, portOursLoss)
-		wantEvents(t, s, cmcore.EventReqReceived, cmcore.EventRTUReceived, cmcore.EventDReqReceived, cmcore.EventTimewaitExit)
+		wantEvents(t, s, cmcore.EventREQReceived, cmcore.EventRTUReceived, cmcore.EventDREQReceived, cmcore.EventTimewaitExit)
 		wantCounts(t, s.f, s.f.lost, map[uint16]int{wire.AttrREP: 1})
 		if st := s.cm.Stats(); st.Retransmitted < 1 {
 			t.Errorf("stats %+v: want our REP retransmitted", st)

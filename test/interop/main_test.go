@@ -201,7 +201,7 @@ func attrOf(m *hw.MAD) uint16 { return uint16(m[16])<<8 | uint16(m[17]) }
 var attrNames = map[uint16]string{
 	wire.AttrREQ: "REQ", wire.AttrMRA: "MRA", wire.AttrREJ: "REJ", wire.AttrREP: "REP",
 	wire.AttrRTU: "RTU", wire.AttrDREQ: "DREQ", wire.AttrDREP: "DREP",
-	wire.AttrSIDRReq: "SIDR_REQ", wire.AttrSIDRRep: "SIDR_REP", wire.AttrLAP: "LAP", wire.AttrAPR: "APR",
+	wire.AttrSIDRREQ: "SIDR_REQ", wire.AttrSIDRREP: "SIDR_REP", wire.AttrLAP: "LAP", wire.AttrAPR: "APR",
 }
 
 func attrName(a uint16) string {
@@ -292,8 +292,8 @@ type cmEvent struct {
 	state  cmcore.State
 	reason uint16
 	pd     []byte
-	req    cmcore.ReqEventParam
-	rep    cmcore.RepEventParam
+	req    cmcore.REQEventParam
+	rep    cmcore.REPEventParam
 }
 
 // side is our CM on B's rxe0 with an event log; react runs in the handler.
@@ -314,8 +314,8 @@ func (s *side) handle(ev *cmcore.Event) cmcore.Outcome {
 		err = s.react(ev)
 	}
 	st, _ := ev.ID.State()
-	e := cmEvent{typ: ev.Type, id: ev.ID, state: st, reason: ev.Rej.Reason,
-		pd: append([]byte(nil), ev.PrivateData...), req: ev.Req, rep: ev.Rep}
+	e := cmEvent{typ: ev.Type, id: ev.ID, state: st, reason: ev.REJ.Reason,
+		pd: append([]byte(nil), ev.PrivateData...), req: ev.REQ, rep: ev.REP}
 	s.mu.Lock()
 	s.types = append(s.types, ev.Type)
 	s.mu.Unlock()
@@ -466,8 +466,8 @@ func init() { qpnSeq.Store(uint32(os.Getpid()&0xff)<<12 | 0x100) }
 
 func nextQPN() uint32 { return qpnSeq.Add(1) & 0xFFFFFF }
 
-func reqParams(path *cmcore.PathRecord, sid uint64, pd []byte) *cmcore.ReqParams {
-	return &cmcore.ReqParams{
+func reqParams(path *cmcore.PathRecord, sid uint64, pd []byte) *cmcore.REQParams {
+	return &cmcore.REQParams{
 		Primary: path, ServiceID: sid, QPN: nextQPN(), QPType: cmcore.QPTypeRC,
 		StartingPSN: 0x2468ac, ResponderResources: 1, InitiatorDepth: 1,
 		RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 16,

@@ -22,20 +22,20 @@ func TestKernelActiveOursMRA(t *testing.T) {
 	s := startSide(t, nil)
 	s.react = func(ev *cmcore.Event) error {
 		switch ev.Type {
-		case cmcore.EventReqReceived:
+		case cmcore.EventREQReceived:
 			id := ev.ID
 			if err := id.SendMRA(23, nil); err != nil { // ms(23) ≈ 33 s
 				return err
 			}
 			time.AfterFunc(delay, func() {
-				if err := id.SendREP(&cmcore.RepParams{
+				if err := id.SendREP(&cmcore.REPParams{
 					QPN: nextQPN(), StartingPSN: 0x2468, ResponderResources: 1, InitiatorDepth: 1,
 					RNRRetryCount: 7, PrivateData: []byte("ours-rep"),
 				}); err != nil {
 					t.Errorf("late REP: %v", err)
 				}
 			})
-		case cmcore.EventDReqReceived:
+		case cmcore.EventDREQReceived:
 			return ev.ID.SendDREP(nil)
 		}
 		return nil
@@ -46,8 +46,8 @@ func TestKernelActiveOursMRA(t *testing.T) {
 	}
 	defer l.Destroy()
 	cli := runA(t, "client", ipB.String(), strconv.Itoa(portOursSlow), "kernel-req", "300")
-	e := s.wait(t, cmcore.EventReqReceived, wait)
-	if e.state != cmcore.StateMRAReqSent {
+	e := s.wait(t, cmcore.EventREQReceived, wait)
+	if e.state != cmcore.StateMRAREQSent {
 		t.Errorf("after our MRA: %v, want MRA_REQ_SENT", e.state)
 	}
 	t0 := time.Now()
@@ -56,7 +56,7 @@ func TestKernelActiveOursMRA(t *testing.T) {
 		t.Errorf("RTU %v after the REQ, before our late REP", d)
 	}
 	cli.waitFor(t, wait, "RDMA_CM_EVENT_ESTABLISHED")
-	s.wait(t, cmcore.EventDReqReceived, wait)
+	s.wait(t, cmcore.EventDREQReceived, wait)
 	cli.waitFor(t, wait, "disconnected")
 	if rc, out := cli.waitExit(t, wait); rc != 0 {
 		t.Errorf("A's client exit status %d:\n%s", rc, out)
@@ -84,7 +84,7 @@ func TestOursActiveKernelMRA(t *testing.T) {
 		switch ev.Type {
 		case cmcore.EventMRAReceived:
 			mraTimeout = ev.MRA.ServiceTimeout
-		case cmcore.EventRepReceived:
+		case cmcore.EventREPReceived:
 			return ev.ID.SendRTU(nil)
 		}
 		return nil
@@ -101,10 +101,10 @@ func TestOursActiveKernelMRA(t *testing.T) {
 	}
 	e := s.wait(t, cmcore.EventMRAReceived, wait)
 	t.Logf("MRA after %v, service timeout %d", time.Since(t0), mraTimeout)
-	if e.state != cmcore.StateMRAReqRcvd || mraTimeout != 24 {
+	if e.state != cmcore.StateMRAREQRcvd || mraTimeout != 24 {
 		t.Errorf("after the MRA: %v, service timeout %d; want MRA_REQ_RCVD, 24", e.state, mraTimeout)
 	}
-	e = s.wait(t, cmcore.EventRepReceived, wait)
+	e = s.wait(t, cmcore.EventREPReceived, wait)
 	if d := time.Since(t0); d < 2*time.Second || e.state != cmcore.StateEstablished {
 		t.Errorf("REP after %v, state %v: want the late REP (3 s) and ESTABLISHED", d, e.state)
 	}
@@ -112,7 +112,7 @@ func TestOursActiveKernelMRA(t *testing.T) {
 	if err := id.SendDREQ(nil); err != nil {
 		t.Fatal(err)
 	}
-	s.wait(t, cmcore.EventDRepReceived, wait)
+	s.wait(t, cmcore.EventDREPReceived, wait)
 	srv.waitFor(t, wait, "RDMA_CM_EVENT_DISCONNECTED")
 	s.wait(t, cmcore.EventTimewaitExit, wait)
 	if st := s.cm.Stats(); st.Retransmitted < 1 || st.TimedOut != 0 {

@@ -20,7 +20,7 @@ import (
 const (
 	rdmaUDPQKey  = 0x01234567
 	portUDP      = 7491
-	portUDPRej   = 7492
+	portUDPREJ   = 7492
 	portOursUDP  = 7493
 	portOursUDPR = 7494
 )
@@ -38,27 +38,27 @@ func TestSIDR(t *testing.T) {
 	t.Run("OursToKernel", func(t *testing.T) {
 		srv := runA(t, "userver", strconv.Itoa(portUDP), "accept", "kernel-sidr")
 		srv.waitFor(t, wait, "listening")
-		rej := runA(t, "userver", strconv.Itoa(portUDPRej), "reject", "kernel-no")
+		rej := runA(t, "userver", strconv.Itoa(portUDPREJ), "reject", "kernel-no")
 		rej.waitFor(t, wait, "listening")
 		s := startSide(t, nil)
 		got := make(chan sidrEvent, 4)
 		s.react = func(ev *cmcore.Event) error {
-			if ev.Type == cmcore.EventSIDRRepReceived {
-				got <- sidrEvent{ev.SIDRRep.Status, ev.SIDRRep.QKey, ev.SIDRRep.QPN, append([]byte(nil), ev.PrivateData...)}
+			if ev.Type == cmcore.EventSIDRREPReceived {
+				got <- sidrEvent{ev.SIDRREP.Status, ev.SIDRREP.QKey, ev.SIDRREP.QPN, append([]byte(nil), ev.PrivateData...)}
 			}
 			return nil
 		}
 		resolve := func(port uint16) (sidrEvent, *cmcore.ID) {
 			id := s.cm.CreateID(s.handle)
 			t.Cleanup(id.Destroy)
-			err := id.SendSIDRReq(&cmcore.SIDRReqParams{
+			err := id.SendSIDRREQ(&cmcore.SIDRREQParams{
 				Path: s.path(t, gidAv4), ServiceID: udpSID(port), TimeoutMs: 1000, MaxCMRetries: 3,
 				PrivateData: cmaHdr(ipB, ipA, srcPortActive, "ours-sidr"),
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.wait(t, cmcore.EventSIDRRepReceived, wait)
+			s.wait(t, cmcore.EventSIDRREPReceived, wait)
 			return <-got, id
 		}
 		e, id := resolve(portUDP)
@@ -75,7 +75,7 @@ func TestSIDR(t *testing.T) {
 		}
 		checkState(t, "after SIDR_REP", id, cmcore.StateIdle)
 
-		e, _ = resolve(portUDPRej)
+		e, _ = resolve(portUDPREJ)
 		if e.status != wire.SIDRReject || !bytes.HasPrefix(e.pd, []byte("kernel-no")) {
 			t.Errorf("rdma_reject: SIDR_REP status %d private data %q, want %d and %q", e.status, e.pd, wire.SIDRReject, "kernel-no")
 		}
@@ -92,14 +92,14 @@ func TestSIDR(t *testing.T) {
 		const ourQPN = 0x00abcd
 		var reqPD []byte
 		s.react = func(ev *cmcore.Event) error {
-			if ev.Type != cmcore.EventSIDRReqReceived {
+			if ev.Type != cmcore.EventSIDRREQReceived {
 				return nil
 			}
 			reqPD = append([]byte(nil), ev.PrivateData...)
-			if ev.SIDRReq.ServiceID == udpSID(portOursUDPR) {
-				return ev.ID.SendSIDRRep(&cmcore.SIDRRepParams{Status: wire.SIDRReject, PrivateData: []byte("ours-no")})
+			if ev.SIDRREQ.ServiceID == udpSID(portOursUDPR) {
+				return ev.ID.SendSIDRREP(&cmcore.SIDRREPParams{Status: wire.SIDRReject, PrivateData: []byte("ours-no")})
 			}
-			return ev.ID.SendSIDRRep(&cmcore.SIDRRepParams{
+			return ev.ID.SendSIDRREP(&cmcore.SIDRREPParams{
 				Status: wire.SIDRSuccess, QPN: ourQPN, QKey: rdmaUDPQKey, PrivateData: []byte("ours-sidr"),
 			})
 		}
@@ -111,7 +111,7 @@ func TestSIDR(t *testing.T) {
 			t.Cleanup(l.Destroy)
 		}
 		cli := runA(t, "uclient", ipB.String(), strconv.Itoa(portOursUDP), "kernel-sidr")
-		s.wait(t, cmcore.EventSIDRReqReceived, wait)
+		s.wait(t, cmcore.EventSIDRREQReceived, wait)
 		ipver, src, dst, _, ok := parseCMAHdr(reqPD)
 		if !ok || ipver != 4 || src != ipA || dst != ipB || !bytes.HasPrefix(reqPD[cmaHdrSize:], []byte("kernel-sidr")) {
 			t.Errorf("SIDR_REQ private data % x", reqPD)
@@ -125,7 +125,7 @@ func TestSIDR(t *testing.T) {
 		}
 
 		cli = runA(t, "uclient", ipB.String(), strconv.Itoa(portOursUDPR), "kernel-sidr")
-		s.wait(t, cmcore.EventSIDRReqReceived, wait)
+		s.wait(t, cmcore.EventSIDRREQReceived, wait)
 		line = cli.waitFor(t, wait, "unresolved")
 		if !strings.Contains(line, "UNREACHABLE") {
 			t.Errorf("A after our SIDR reject: %q, want UNREACHABLE", line)
