@@ -1,0 +1,225 @@
+package storm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/clock"
+	"github.com/ucmd/ucmd/hw/sim"
+)
+
+// CM management attribute IDs (IBTA vol. 1 table 12.6.2), for the counts
+// taken from the fabric's trace.
+const (
+	attrREQ  = 0x0010
+	attrMRA  = 0x0011
+	attrREJ  = 0x0012
+	attrREP  = 0x0013
+	attrRTU  = 0x0014
+	attrDREQ = 0x0015
+	attrDREP = 0x0016
+)
+
+// Event type numbers (enum ib_cm_event_type, ABI-visible through ucm, so
+// stable whatever the Go names are).
+const (
+	evREQError       cmcore.EventType = 0
+	evREQReceived    cmcore.EventType = 1
+	evREPError       cmcore.EventType = 2
+	evREPReceived    cmcore.EventType = 3
+	evRTUReceived    cmcore.EventType = 4
+	evDREQError      cmcore.EventType = 6
+	evDREQReceived   cmcore.EventType = 7
+	evDREPReceived   cmcore.EventType = 8
+	evMRAReceived    cmcore.EventType = 10
+	evREJReceived    cmcore.EventType = 11
+	stateEstablished cmcore.State     = 10
+)
+
+// simNet is N CMs on one hw/sim fabric driven by one fake clock, one
+// goroutine at a time: a pump on the driving goroutine hands each MAD that
+// reached a port to that port's CM receive goroutine and waits until the
+// goroutine is back in Recv, and timers (the fabric's latencies, the CMs'
+// retransmissions and timewaits, the harness's own) fire on the driving
+// goroutine inside Advance. So a seed replays exactly and the simulated
+// clock only moves when every CM is idle: processing takes no simulated
+// time, and the wall clock measures what it costs.
+type simNet struct {
+	clk *clock.Fake
+	f   *sim.Fabric
+
+	mu     sync.Mutex // guards ready, head and sends (trace runs under the fabric's lock)
+	ready  []*pumpEP  // ports with a MAD queued, in arrival order
+	head   int
+	sends  [32]uint64 // MADs sent per attribute ID - 0x10 (retransmissions included)
+	byPort map[sim.PortID]*pumpEP
+	eps    []*pumpEP
+}
+
+func newSimNet(seed uint64, knobs sim.Knobs, queueLen int) *simNet {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	n := &simNet{
+		clk:    clk,
+		f:      sim.New(sim.Config{Seed: seed, Clock: clk, Knobs: knobs, QueueLen: queueLen}),
+		byPort: make(map[sim.PortID]*pumpEP),
+	}
+	n.f.SetTrace(n.trace)
+	return n
+}
+
+func (n *simNet) trace(e sim.Event) {
+	switch e.Kind {
+	case sim.EventDelivered:
+		ep := n.byPort[e.Dst]
+		n.mu.Lock()
+		n.ready = append(n.ready, ep)
+		n.mu.Unlock()
+	case sim.EventSend:
+		if a := e.AttrID - attrREQ; a < uint16(len(n.sends)) {
+			n.mu.Lock()
+			n.sends[a]++
+			n.mu.Unlock()
+		}
+	}
+}
+
+func (n *simNet) sent(attr uint16) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sends[attr-attrREQ]
+}
+
+// addCM adds a device with one IB port and starts a CM on it.
+func (n *simNet) addCM(name string) (*cmcore.CM, *sim.Device, error) {
+	d, err := n.f.AddIB(name, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	pd := &pumpDev{Device: d}
+	for _, p := range d.Ports() {
+		pd.ports = append(pd.ports, &pumpPort{Port: p, sp: p.(*sim.Port), net: n})
+	}
+	cm := cmcore.New(pd, cmcore.Options{Clock: n.clk})
+	if err := cm.Start(); err != nil {
+		return nil, nil, err
+	}
+	return cm, d, nil
+}
+
+// settle delivers every queued MAD, and what they cause, until the fabric
+// is quiet at the current instant. It returns how many MADs it delivered.
+func (n *simNet) settle() int {
+	delivered := 0
+	for {
+		n.mu.Lock()
+		if n.head == len(n.ready) {
+			n.ready, n.head = n.ready[:0], 0
+			n.mu.Unlock()
+			return delivered
+		}
+		e := n.ready[n.head]
+		n.ready[n.head] = nil
+		n.head++
+		n.mu.Unlock()
+		r, err := e.inner.Recv(context.Background())
+		if err != nil {
+			continue // closed meanwhile
+		}
+		e.in <- r
+		<-e.back
+		delivered++
+	}
+}
+
+// runUntil settles and fires timers in deadline order until stop reports
+// true (checked at every instant), no timer is left, or deadline passes. It
+// reports whether stop ended it.
+func (n *simNet) runUntil(ctx context.Context, deadline time.Time, stop func() bool) (bool, error) {
+	for i := 0; ; i++ {
+		n.settle()
+		if stop != nil && stop() {
+			return true, nil
+		}
+		if i&1023 == 0 && ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		next, ok := n.clk.Next()
+		if !ok {
+			return false, nil
+		}
+		if next.After(deadline) {
+			return false, fmt.Errorf("storm: simulated deadline %s passed", deadline.Sub(time.Unix(1_000_000, 0)))
+		}
+		n.clk.Advance(next.Sub(n.clk.Now()))
+	}
+}
+
+type pumpDev struct {
+	hw.Device
+	ports []*pumpPort
+}
+
+func (d *pumpDev) Ports() []hw.Port {
+	ps := make([]hw.Port, len(d.ports))
+	for i, p := range d.ports {
+		ps[i] = p
+	}
+	return ps
+}
+
+type pumpPort struct {
+	hw.Port
+	sp  *sim.Port
+	net *simNet
+}
+
+func (p *pumpPort) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
+	inner, err := p.Port.OpenMAD(reg)
+	if err != nil {
+		return nil, err
+	}
+	e := &pumpEP{inner: inner, in: make(chan hw.Received), back: make(chan struct{})}
+	n := p.net
+	n.f.SetTrace(nil) // byPort is read by the trace without a lock
+	n.byPort[p.sp.ID()] = e
+	n.eps = append(n.eps, e)
+	n.f.SetTrace(n.trace)
+	return e, nil
+}
+
+// pumpEP is the endpoint a CM sees: sends go straight to the fabric,
+// receives come only from the pump.
+type pumpEP struct {
+	inner hw.Endpoint
+	in    chan hw.Received
+	back  chan struct{}
+	busy  bool // CM goroutine only: a MAD was handed out
+}
+
+func (e *pumpEP) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
+	return e.inner.Send(ctx, dst, mad)
+}
+
+func (e *pumpEP) Recv(ctx context.Context) (hw.Received, error) {
+	if e.busy {
+		e.busy = false
+		select {
+		case e.back <- struct{}{}:
+		case <-ctx.Done():
+			return hw.Received{}, ctx.Err()
+		}
+	}
+	select {
+	case r := <-e.in:
+		e.busy = true
+		return r, nil
+	case <-ctx.Done():
+		return hw.Received{}, ctx.Err()
+	}
+}
+
+func (e *pumpEP) Close() error { return e.inner.Close() }
