@@ -38,28 +38,34 @@ const (
 // CmdEstablish is the ABI-4 name of command 4 (struct {u32 id}, in == 4).
 const CmdEstablish = CmdNotify
 
-var cmdInfo = [NumCmds]struct {
+// commands is the ABI's command table (the kernel's ucm_cmd_table without
+// the handlers): per command number its name, sizeof its command struct
+// (in), the size of its response (out) and the struct its bytes decode
+// into. Cmd's methods and ParseCommand read it; ucm's handler table
+// (ucm/dispatch.go) is indexed by the same numbers.
+var commands = [NumCmds]struct {
 	name    string
 	in, out int
+	new     func() Command
 }{
-	CmdCreateID:    {"CREATE_ID", CreateIDSize, CreateIDRespSize},
-	CmdDestroyID:   {"DESTROY_ID", DestroyIDSize, DestroyIDRespSize},
-	CmdAttrID:      {"ATTR_ID", AttrIDSize, AttrIDRespSize},
-	CmdListen:      {"LISTEN", ListenSize, 0},
-	CmdNotify:      {"NOTIFY", NotifySize, 0},
-	CmdSendREQ:     {"SEND_REQ", REQSize, 0},
-	CmdSendREP:     {"SEND_REP", REPSize, 0},
-	CmdSendRTU:     {"SEND_RTU", PrivateDataSize, 0},
-	CmdSendDREQ:    {"SEND_DREQ", PrivateDataSize, 0},
-	CmdSendDREP:    {"SEND_DREP", PrivateDataSize, 0},
-	CmdSendREJ:     {"SEND_REJ", InfoSize, 0},
-	CmdSendMRA:     {"SEND_MRA", MRASize, 0},
-	CmdSendLAP:     {"SEND_LAP", LAPSize, 0},
-	CmdSendAPR:     {"SEND_APR", InfoSize, 0},
-	CmdSendSIDRREQ: {"SEND_SIDR_REQ", SIDRREQSize, 0},
-	CmdSendSIDRREP: {"SEND_SIDR_REP", SIDRREPSize, 0},
-	CmdEvent:       {"EVENT", EventGetSize, EventRespSize},
-	CmdInitQPAttr:  {"INIT_QP_ATTR", InitQPAttrSize, QPAttrSize},
+	CmdCreateID:    {"CREATE_ID", CreateIDSize, CreateIDRespSize, func() Command { return new(CreateID) }},
+	CmdDestroyID:   {"DESTROY_ID", DestroyIDSize, DestroyIDRespSize, func() Command { return new(DestroyID) }},
+	CmdAttrID:      {"ATTR_ID", AttrIDSize, AttrIDRespSize, func() Command { return new(AttrID) }},
+	CmdListen:      {"LISTEN", ListenSize, 0, func() Command { return new(Listen) }},
+	CmdNotify:      {"NOTIFY", NotifySize, 0, func() Command { return new(Notify) }},
+	CmdSendREQ:     {"SEND_REQ", REQSize, 0, func() Command { return new(REQ) }},
+	CmdSendREP:     {"SEND_REP", REPSize, 0, func() Command { return new(REP) }},
+	CmdSendRTU:     {"SEND_RTU", PrivateDataSize, 0, func() Command { return new(PrivateData) }},
+	CmdSendDREQ:    {"SEND_DREQ", PrivateDataSize, 0, func() Command { return new(PrivateData) }},
+	CmdSendDREP:    {"SEND_DREP", PrivateDataSize, 0, func() Command { return new(PrivateData) }},
+	CmdSendREJ:     {"SEND_REJ", InfoSize, 0, func() Command { return new(Info) }},
+	CmdSendMRA:     {"SEND_MRA", MRASize, 0, func() Command { return new(MRA) }},
+	CmdSendLAP:     {"SEND_LAP", LAPSize, 0, func() Command { return new(LAP) }},
+	CmdSendAPR:     {"SEND_APR", InfoSize, 0, func() Command { return new(Info) }},
+	CmdSendSIDRREQ: {"SEND_SIDR_REQ", SIDRREQSize, 0, func() Command { return new(SIDRREQ) }},
+	CmdSendSIDRREP: {"SEND_SIDR_REP", SIDRREPSize, 0, func() Command { return new(SIDRREP) }},
+	CmdEvent:       {"EVENT", EventGetSize, EventRespSize, func() Command { return new(EventGet) }},
+	CmdInitQPAttr:  {"INIT_QP_ATTR", InitQPAttrSize, QPAttrSize, func() Command { return new(InitQPAttr) }},
 }
 
 // Valid reports whether c names a command (c < NumCmds).
@@ -70,7 +76,7 @@ func (c Cmd) String() string {
 	if !c.Valid() {
 		return fmt.Sprintf("Cmd(%d)", uint32(c))
 	}
-	return cmdInfo[c].name
+	return commands[c].name
 }
 
 // InLen is the size of the command struct the kernel handler copied from the
@@ -80,7 +86,7 @@ func (c Cmd) InLen() int {
 	if !c.Valid() {
 		return 0
 	}
-	return cmdInfo[c].in
+	return commands[c].in
 }
 
 // OutLen is the size of the response the handler writes to cmd.response, or 0
@@ -90,7 +96,7 @@ func (c Cmd) OutLen() int {
 	if !c.Valid() {
 		return 0
 	}
-	return cmdInfo[c].out
+	return commands[c].out
 }
 
 // HeaderSize is sizeof(struct ib_ucm_cmd_hdr).

@@ -31,41 +31,13 @@ func (*SIDRREQ) isCommand()     {}
 func (*SIDRREP) isCommand()     {}
 func (*EventGet) isCommand()    {}
 
-// NewCommand returns a zero command struct for c, or nil if c is not a command.
+// NewCommand returns a zero command struct for c (from the command
+// table), or nil if c is not a command.
 func NewCommand(c Cmd) Command {
-	switch c {
-	case CmdCreateID:
-		return new(CreateID)
-	case CmdDestroyID:
-		return new(DestroyID)
-	case CmdAttrID:
-		return new(AttrID)
-	case CmdListen:
-		return new(Listen)
-	case CmdNotify:
-		return new(Notify)
-	case CmdSendREQ:
-		return new(REQ)
-	case CmdSendREP:
-		return new(REP)
-	case CmdSendRTU, CmdSendDREQ, CmdSendDREP:
-		return new(PrivateData)
-	case CmdSendREJ, CmdSendAPR:
-		return new(Info)
-	case CmdSendMRA:
-		return new(MRA)
-	case CmdSendLAP:
-		return new(LAP)
-	case CmdSendSIDRREQ:
-		return new(SIDRREQ)
-	case CmdSendSIDRREP:
-		return new(SIDRREP)
-	case CmdEvent:
-		return new(EventGet)
-	case CmdInitQPAttr:
-		return new(InitQPAttr)
+	if !c.Valid() {
+		return nil
 	}
-	return nil
+	return commands[c].new()
 }
 
 // ParseHeader applies the checks of the kernel's ib_ucm_write, in its order,

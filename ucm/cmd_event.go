@@ -6,16 +6,15 @@ import (
 	"slices"
 
 	"github.com/ucmd/ucmd/abi"
-	"github.com/ucmd/ucmd/cuse"
 	"golang.org/x/sys/unix"
 )
 
 // getEvent is ib_ucm_event: wait for the file's head event (EAGAIN in
 // O_NONBLOCK mode, EINTR when interrupted), copy it out, and only when
 // every copy succeeded dequeue it and count it. Any error leaves it queued.
-func (c *call) getEvent(ctx context.Context, req cuse.Request, m *abi.EventGet) error {
+func (c *call) getEvent(ctx context.Context, m *abi.EventGet) error {
 	f := c.f
-	e, err := f.takeHead(ctx, req.Nonblock())
+	e, err := f.takeHead(ctx, c.nonblock)
 	if err != nil {
 		return err
 	}

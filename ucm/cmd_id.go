@@ -60,7 +60,7 @@ func (c *call) destroyID(ctx context.Context, m *abi.DestroyID) error {
 }
 
 // attrID is ib_ucm_attr_id.
-func (c *call) attrID(m *abi.AttrID) error {
+func (c *call) attrID(_ context.Context, m *abi.AttrID) error {
 	x, err := c.f.d.ids.get(c.f, m.ID)
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func (c *call) attrID(m *abi.AttrID) error {
 }
 
 // initQPAttr is ib_ucm_init_qp_attr.
-func (c *call) initQPAttr(m *abi.InitQPAttr) error {
+func (c *call) initQPAttr(_ context.Context, m *abi.InitQPAttr) error {
 	x, err := c.f.d.ids.get(c.f, m.ID)
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func validateListen(sid, mask uint64) error {
 }
 
 // listen is ib_ucm_listen: id lookup first, then the range check.
-func (c *call) listen(m *abi.Listen) error {
+func (c *call) listen(_ context.Context, m *abi.Listen) error {
 	x, err := c.f.d.ids.get(c.f, m.ID)
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func (c *call) listen(m *abi.Listen) error {
 }
 
 // notify is ib_ucm_notify.
-func (c *call) notify(m *abi.Notify) error {
+func (c *call) notify(_ context.Context, m *abi.Notify) error {
 	x, err := c.f.d.ids.get(c.f, m.ID)
 	if err != nil {
 		return err

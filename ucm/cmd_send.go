@@ -1,6 +1,8 @@
 package ucm
 
 import (
+	"context"
+
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
 )
@@ -9,7 +11,7 @@ import (
 // as the kernel did: a bad pointer is EFAULT even with a bad id.
 
 // sendREQ is ib_ucm_send_req: data, primary path, alternate path, id.
-func (c *call) sendREQ(m *abi.REQ) error {
+func (c *call) sendREQ(_ context.Context, m *abi.REQ) error {
 	pd, err := c.data(m.Data, m.Len, "private data")
 	if err != nil {
 		return err
@@ -58,7 +60,7 @@ func (c *call) sendREQ(m *abi.REQ) error {
 
 // sendREP is ib_ucm_send_rep. It sets the id's uid before the CM call,
 // success or not: that is how a new connection gets its cookie.
-func (c *call) sendREP(m *abi.REP) error {
+func (c *call) sendREP(_ context.Context, m *abi.REP) error {
 	pd, err := c.data(m.Data, m.Len, "private data")
 	if err != nil {
 		return err
@@ -85,51 +87,55 @@ func (c *call) sendREP(m *abi.REP) error {
 }
 
 // sendPrivateData is ib_ucm_send_private_data: SEND_RTU, SEND_DREQ and
-// SEND_DREP.
-func (c *call) sendPrivateData(cmd abi.Cmd, m *abi.PrivateData) error {
-	pd, err := c.data(m.Data, m.Len, "private data")
-	if err != nil {
-		return err
-	}
-	x, err := c.f.d.ids.get(c.f, m.ID)
-	if err != nil {
-		return err
-	}
-	defer x.put()
-	switch cmd {
-	case abi.CmdSendRTU:
-		return x.cmID.SendRTU(pd)
-	case abi.CmdSendDREQ:
-		return x.cmID.SendDREQ(pd)
-	default:
-		return x.cmID.SendDREP(pd)
+// SEND_DREP, each with its CM call.
+func sendPrivateData(send func(id *cmcore.ID, pd []byte) error) func(*call, context.Context, *abi.PrivateData) error {
+	return func(c *call, _ context.Context, m *abi.PrivateData) error {
+		pd, err := c.data(m.Data, m.Len, "private data")
+		if err != nil {
+			return err
+		}
+		x, err := c.f.d.ids.get(c.f, m.ID)
+		if err != nil {
+			return err
+		}
+		defer x.put()
+		return send(x.cmID, pd)
 	}
 }
 
-// sendInfo is ib_ucm_send_info: SEND_REJ and SEND_APR, data before info.
-func (c *call) sendInfo(cmd abi.Cmd, m *abi.Info) error {
-	pd, err := c.data(m.Data, m.DataLen, "private data")
-	if err != nil {
-		return err
+// sendInfo is ib_ucm_send_info: SEND_REJ and SEND_APR (sendREJ, sendAPR),
+// data before info.
+func sendInfo(send func(id *cmcore.ID, status uint32, info, pd []byte) error) func(*call, context.Context, *abi.Info) error {
+	return func(c *call, _ context.Context, m *abi.Info) error {
+		pd, err := c.data(m.Data, m.DataLen, "private data")
+		if err != nil {
+			return err
+		}
+		info, err := c.data(m.Info, m.InfoLen, "info")
+		if err != nil {
+			return err
+		}
+		x, err := c.f.d.ids.get(c.f, m.ID)
+		if err != nil {
+			return err
+		}
+		defer x.put()
+		return send(x.cmID, m.Status, info, pd)
 	}
-	info, err := c.data(m.Info, m.InfoLen, "info")
-	if err != nil {
-		return err
-	}
-	x, err := c.f.d.ids.get(c.f, m.ID)
-	if err != nil {
-		return err
-	}
-	defer x.put()
-	if cmd == abi.CmdSendREJ {
-		// The kernel passed the u32 status as an int to a u16 reason.
-		return x.cmID.SendREJ(uint16(m.Status), info, pd)
-	}
-	return x.cmID.SendAPR(uint8(m.Status), info, pd)
+}
+
+// sendREJ: the kernel passed the u32 status as an int to a u16 reason.
+func sendREJ(id *cmcore.ID, status uint32, ari, pd []byte) error {
+	return id.SendREJ(uint16(status), ari, pd)
+}
+
+// sendAPR: the kernel passed the u32 status as an int to a u8 status.
+func sendAPR(id *cmcore.ID, status uint32, info, pd []byte) error {
+	return id.SendAPR(uint8(status), info, pd)
 }
 
 // sendMRA is ib_ucm_send_mra.
-func (c *call) sendMRA(m *abi.MRA) error {
+func (c *call) sendMRA(_ context.Context, m *abi.MRA) error {
 	pd, err := c.data(m.Data, m.Len, "private data")
 	if err != nil {
 		return err
@@ -143,7 +149,7 @@ func (c *call) sendMRA(m *abi.MRA) error {
 }
 
 // sendLAP is ib_ucm_send_lap: data, then the alternate path.
-func (c *call) sendLAP(m *abi.LAP) error {
+func (c *call) sendLAP(_ context.Context, m *abi.LAP) error {
 	pd, err := c.data(m.Data, m.Len, "private data")
 	if err != nil {
 		return err
@@ -166,7 +172,7 @@ func (c *call) sendLAP(m *abi.LAP) error {
 
 // sendSIDRREQ is ib_ucm_send_sidr_req: data, then the path (required by
 // the CM: EINVAL without). reserved_pkey is ignored since 2006.
-func (c *call) sendSIDRREQ(m *abi.SIDRREQ) error {
+func (c *call) sendSIDRREQ(_ context.Context, m *abi.SIDRREQ) error {
 	pd, err := c.data(m.Data, m.Len, "private data")
 	if err != nil {
 		return err
@@ -193,7 +199,7 @@ func (c *call) sendSIDRREQ(m *abi.SIDRREQ) error {
 }
 
 // sendSIDRREP is ib_ucm_send_sidr_rep: data, then info.
-func (c *call) sendSIDRREP(m *abi.SIDRREP) error {
+func (c *call) sendSIDRREP(_ context.Context, m *abi.SIDRREP) error {
 	pd, err := c.data(m.Data, m.DataLen, "private data")
 	if err != nil {
 		return err

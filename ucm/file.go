@@ -72,8 +72,8 @@ func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, e
 	if out := hdr.Cmd.OutLen(); int(hdr.Out) < out {
 		return 0, fmt.Errorf("ucm: %v: out %d < %d: %w", hdr.Cmd, hdr.Out, out, unix.ENOSPC)
 	}
-	c := call{f: f, pid: req.Caller.Pid}
-	if err := c.dispatch(ctx, req, hdr, cmd); err != nil {
+	c := call{f: f, pid: req.Caller.Pid, nonblock: req.Nonblock()}
+	if err := c.dispatch(ctx, hdr, cmd); err != nil {
 		return 0, fmt.Errorf("ucm: %v: %w", hdr.Cmd, err)
 	}
 	return len(data), nil

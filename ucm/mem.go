@@ -10,8 +10,9 @@ import (
 // call is one command in flight: the file and the thread blocked in
 // write(2), whose memory the command may touch until it answers.
 type call struct {
-	f   *file
-	pid int
+	f        *file
+	pid      int  // the writing thread, whose memory the pointers address
+	nonblock bool // the file is O_NONBLOCK: GET_EVENT does not wait
 }
 
 // read is copy_from_user: n bytes at addr, or EFAULT.
