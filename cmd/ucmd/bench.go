@@ -1,0 +1,316 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ucmd/ucmd/internal/storm"
+)
+
+func init() { extraCommands = append(extraCommands, newBenchCmd) }
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "measure the CM at fabric scale on the simulated fabric",
+		Long: `Benchmarks that need no HCA, no CUSE and no privileges: many simulated nodes,
+each with its own CM, on one in-process simulated fabric (package
+internal/storm). See "ucmd bench storm --help" and "ucmd bench listener --help".`,
+		Example: `  ucmd bench storm --nodes 256 --latency 100us --loss 0.001
+  ucmd bench listener --accept-rate 1000 --mra delayed`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newBenchStormCmd(), newBenchListenerCmd())
+	return cmd
+}
+
+type profFlags struct{ cpu, mem string }
+
+func (p *profFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of the runs to `FILE`")
+	cmd.Flags().StringVar(&p.mem, "memprofile", "", "write a heap profile (at the end of the last run) to `FILE`")
+}
+
+func (p *profFlags) start() (stop func() error, err error) {
+	var f *os.File
+	if p.cpu != "" {
+		if f, err = os.Create(p.cpu); err != nil {
+			return nil, err
+		}
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return func() error {
+		if f != nil {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				return err
+			}
+		}
+		if p.mem != "" {
+			m, err := os.Create(p.mem)
+			if err != nil {
+				return err
+			}
+			runtime.GC()
+			if err := pprof.WriteHeapProfile(m); err != nil {
+				m.Close()
+				return err
+			}
+			return m.Close()
+		}
+		return nil
+	}, nil
+}
+
+func timeoutFlags(cmd *cobra.Command, t *storm.Timeouts) {
+	*t = storm.DefaultTimeouts
+	cmd.Flags().Uint8Var(&t.PacketLifeTime, "packet-lifetime", t.PacketLifeTime, "path packet lifetime (5-bit IBTA time)")
+	cmd.Flags().Uint8Var(&t.RemoteCMResponseTimeout, "response-timeout", t.RemoteCMResponseTimeout, "REQ's remote CM response timeout (5-bit; REQ interval = 2 ms(plt) + ms(this))")
+	cmd.Flags().Uint8Var(&t.LocalCMResponseTimeout, "local-response-timeout", t.LocalCMResponseTimeout, "REQ's local CM response timeout (5-bit; the REP interval)")
+	cmd.Flags().Uint8Var(&t.MaxCMRetries, "retries", t.MaxCMRetries, "max CM retries (4 bits)")
+}
+
+func newBenchStormCmd() *cobra.Command {
+	var cfg storm.Config
+	var nodes []int
+	var pattern string
+	var asJSON bool
+	var prof profFlags
+	cmd := &cobra.Command{
+		Use:   "storm",
+		Short: "wire up N simulated nodes and report time, MADs and memory per connection",
+		Long: `Run an MPI-style connection storm: N simulated nodes, each a full CM with a
+listener, connect all-to-all (every pair once, N(N-1)/2 connections, every
+node sending about as many REQs as it receives) or in a ring plus on-demand
+connections to random peers. The fabric has the given one-way latency,
+uniform jitter and loss. Simulated time runs on a fake clock that moves only
+when every CM is idle, so "sim" is the protocol's time to full mesh and
+"wall" what the CPU work took; one seed replays exactly.
+
+After the mesh every connection must be ESTABLISHED on both sides; then all
+are disconnected and, once timewait is over, no id (but the listeners), no
+event and no timer may remain. The command fails otherwise.
+
+Per N it prints: connections, simulated and wall time to full mesh,
+connections per wall second, REQ retransmissions, MRAs, timeouts, MADs lost,
+the peak heap and the live heap per connection (live heap at full mesh minus
+after setup), and the ids' states per node when half the mesh was up
+(total, min-max per node).`,
+		Example: `  ucmd bench storm --nodes 32
+  ucmd bench storm --nodes 64,128,256 --latency 100us --loss 0.001
+  ucmd bench storm --nodes 1024 --cpuprofile cpu.out --memprofile mem.out
+  ucmd bench storm --nodes 128 --pattern ring --on-demand 16 --jitter 50us --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Pattern = storm.Pattern(pattern)
+			stop, err := prof.start()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			var results []*storm.Result
+			var runErr error
+			for _, n := range nodes {
+				c := cfg
+				c.Nodes = n
+				res, err := storm.Run(cmd.Context(), c)
+				if res != nil {
+					results = append(results, res)
+					if !asJSON {
+						printStorm(out, res)
+					}
+				}
+				if err != nil {
+					runErr = fmt.Errorf("%d nodes: %w", n, err)
+					break
+				}
+			}
+			if err := stop(); err != nil && runErr == nil {
+				runErr = err
+			}
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(results); err != nil {
+					return err
+				}
+			} else if len(results) > 1 {
+				printStormTable(out, results)
+			}
+			return runErr
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&nodes, "nodes", []int{64}, "number of nodes; a list runs one storm per value")
+	f.StringVar(&pattern, "pattern", string(storm.AllToAll), "wire-up: all-to-all or ring (ring neighbours, then --on-demand random peers)")
+	f.IntVar(&cfg.OnDemand, "on-demand", 8, "ring: random peers each node connects to on first use")
+	f.DurationVar(&cfg.OnDemandSpread, "on-demand-spread", 10*time.Millisecond, "ring: first uses fall within this time")
+	f.DurationVar(&cfg.StartSpread, "start-spread", 0, "each node starts at a random time within this (0: all at once)")
+	f.DurationVar(&cfg.Latency, "latency", 100*time.Microsecond, "one-way fabric latency")
+	f.DurationVar(&cfg.Jitter, "jitter", 0, "uniform extra latency per MAD, in [0, jitter)")
+	f.Float64Var(&cfg.Loss, "loss", 0.001, "probability that a MAD is lost")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the fabric and of the pattern")
+	f.IntVar(&cfg.QueueLen, "queue", 0, "receive queue per port in MADs (0: the simulator's 1024)")
+	f.DurationVar(&cfg.Deadline, "sim-deadline", 10*time.Minute, "give up after this much simulated time")
+	f.BoolVar(&cfg.NoTeardown, "no-teardown", false, "skip the disconnect phase and its leak check")
+	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
+	timeoutFlags(cmd, &cfg.Timeouts)
+	prof.register(cmd)
+	return cmd
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func printStorm(w io.Writer, r *storm.Result) {
+	c := r.Config
+	fmt.Fprintf(w, "%s, %d nodes, %d connections (latency %v, jitter %v, loss %g, seed %d)\n",
+		c.Pattern, c.Nodes, r.Connections, c.Latency, c.Jitter, c.Loss, c.Seed)
+	fmt.Fprintf(w, "  full mesh: %d established on both sides, %d failed, %d not established on both ends\n",
+		r.Established, r.Failed, r.NotBothSides)
+	fmt.Fprintf(w, "  time: %v simulated, %v wall (%.0f connections/s)\n",
+		r.SimTime.Round(time.Microsecond), r.WallTime.Round(time.Millisecond), r.ConnsPerSec)
+	fmt.Fprintf(w, "  MADs: %d REQ (%d retransmitted), %d REP, %d RTU, %d MRA, %d REJ; %d retransmissions, %d timeouts; %d lost, %d overflowed\n",
+		r.REQs, r.REQRetransmits, r.REPs, r.RTUs, r.MRAs, r.REJs, r.Retransmits, r.Timeouts, r.Lost, r.Overflow)
+	fmt.Fprintf(w, "  memory: peak heap %s (runtime total %s), live %s after setup, %s at full mesh: %.0f B/connection\n",
+		mib(r.PeakHeap), mib(r.PeakTotal), mib(r.BaseHeap), mib(r.MeshHeap), r.BytesPerConn)
+	if len(r.HalfStates) > 0 {
+		names := make([]string, 0, len(r.HalfStates))
+		for s := range r.HalfStates {
+			names = append(names, s)
+		}
+		slices.Sort(names)
+		var b strings.Builder
+		for _, s := range names {
+			v := r.HalfStates[s]
+			fmt.Fprintf(&b, " %s %d (%d-%d)", s, v[0], v[1], v[2])
+		}
+		fmt.Fprintf(w, "  states at half mesh (total, min-max per node):%s\n", b.String())
+	}
+	if !c.NoTeardown {
+		fmt.Fprintf(w, "  teardown: %v wall; leaked %d ids, %d events, %d timers\n",
+			r.TeardownWall.Round(time.Millisecond), r.LeakedIDs, r.LeakedEvents, r.LeakedTimers)
+	}
+}
+
+func printStormTable(w io.Writer, rs []*storm.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "nodes\tconnections\tsim\twall\tconns/s\tµs/conn\tB/conn\tpeak heap\tREQ rexmit\ttimeouts\t")
+	for _, r := range rs {
+		us := 0.0
+		if r.Established > 0 {
+			us = float64(r.WallTime.Microseconds()) / float64(r.Established)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%v\t%v\t%.0f\t%.1f\t%.0f\t%s\t%d\t%d\t\n", r.Config.Nodes, r.Connections,
+			r.SimTime.Round(time.Millisecond), r.WallTime.Round(time.Millisecond), r.ConnsPerSec, us,
+			r.BytesPerConn, mib(r.PeakHeap), r.REQRetransmits, r.Timeouts)
+	}
+	tw.Flush()
+}
+
+func newBenchListenerCmd() *cobra.Command {
+	var cfg storm.ListenerConfig
+	var mra string
+	var asJSON bool
+	var prof profFlags
+	cmd := &cobra.Command{
+		Use:   "listener",
+		Short: "storm one listener with REQs and accept them at a fixed rate",
+		Long: `Send --requests REQs evenly within --within from --senders simulated nodes to one
+listening id whose application accepts (REP) --accept-rate new connections
+per second, oldest first, as a libibcm server after GET_EVENT. With --mra off
+the application never sends MRA (as libibcm programs and the kernel's ib_cm);
+delayed gives every REQ it cannot accept at once a delayed MRA (rdma_cm's
+IB_CM_MRA_FLAG_DELAY: an MRA answers only a retransmitted REQ); immediate
+sends an MRA at once when --mra-queue connections are waiting.
+
+Reports how many connections were established and how many REQs timed out,
+REQ retransmissions and MRAs, the longest queue and wait, and the live heap
+per waiting connection. It fails if any id, event or timer is left after
+every id is destroyed.`,
+		Example: `  ucmd bench listener --accept-rate 2000 --mra delayed
+  ucmd bench listener --accept-rate 1000 --mra off --response-timeout 16
+  ucmd bench listener --requests 10000 --within 10ms --accept-rate 500 --mra immediate --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.MRA = storm.MRAMode(mra)
+			stop, err := prof.start()
+			if err != nil {
+				return err
+			}
+			res, runErr := storm.RunListener(cmd.Context(), cfg)
+			if err := stop(); err != nil && runErr == nil {
+				runErr = err
+			}
+			out := cmd.OutOrStdout()
+			if res != nil {
+				if asJSON {
+					enc := json.NewEncoder(out)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(res); err != nil {
+						return err
+					}
+				} else {
+					printListener(out, res)
+				}
+			}
+			return runErr
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Requests, "requests", 10_000, "REQs in the storm")
+	f.DurationVar(&cfg.Within, "within", 10*time.Millisecond, "the REQs are sent evenly within this time")
+	f.IntVar(&cfg.Senders, "senders", 100, "active nodes sending them")
+	f.Float64Var(&cfg.AcceptRate, "accept-rate", 1000, "new connections accepted per second (0: at once, in the handler)")
+	f.StringVar(&mra, "mra", string(storm.MRAOff), "MRA policy: off, delayed or immediate")
+	f.Uint8Var(&cfg.MRAServiceTimeout, "mra-timeout", 24, "MRA service timeout (5-bit IBTA time)")
+	f.IntVar(&cfg.MRAQueue, "mra-queue", 1, "immediate: send MRA when this many connections are waiting")
+	f.DurationVar(&cfg.Latency, "latency", 100*time.Microsecond, "one-way fabric latency")
+	f.DurationVar(&cfg.Jitter, "jitter", 0, "uniform extra latency per MAD, in [0, jitter)")
+	f.Float64Var(&cfg.Loss, "loss", 0, "probability that a MAD is lost")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the fabric")
+	f.DurationVar(&cfg.Deadline, "sim-deadline", 30*time.Minute, "give up after this much simulated time")
+	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	timeoutFlags(cmd, &cfg.Timeouts)
+	prof.register(cmd)
+	return cmd
+}
+
+func printListener(w io.Writer, r *storm.ListenerResult) {
+	c := r.Config
+	to := c.Timeouts
+	fmt.Fprintf(w, "%d REQs within %v from %d senders at one listener; accept %g/s; MRA %s (service timeout %d)\n",
+		c.Requests, c.Within, c.Senders, c.AcceptRate, c.MRA, c.MRAServiceTimeout)
+	fmt.Fprintf(w, "  timeouts: packet lifetime %d, response %d, retries %d (REQ every %v, gives up after %v)\n",
+		to.PacketLifeTime, to.RemoteCMResponseTimeout, to.MaxCMRetries, reqInterval(to), time.Duration(int(to.MaxCMRetries)+1)*reqInterval(to))
+	fmt.Fprintf(w, "  %d established on both sides, %d REQs timed out, %d failed; last established after %v simulated (%v wall)\n",
+		r.Established, r.Timeouts, r.Failed, r.LastEst.Round(time.Millisecond), r.WallTime.Round(time.Millisecond))
+	fmt.Fprintf(w, "  MADs: %d REQ (%d retransmitted), %d MRA (%d received), %d REP, %d REJ; %d lost, %d overflowed\n",
+		r.REQs, r.REQRetransmits, r.MRAs, r.MRAsReceived, r.REPs, r.REJs, r.Lost, r.Overflow)
+	fmt.Fprintf(w, "  queue: at most %d waiting (ucm's per-file event limit %d), longest wait %v; %.0f B live heap per waiting connection\n",
+		r.MaxQueue, r.UCMMaxEvents, r.MaxWait.Round(time.Millisecond), r.HeapPerQueued)
+	fmt.Fprintf(w, "  after destroy: leaked %d ids, %d events, %d timers\n", r.LeakedIDs, r.LeakedEvents, r.LeakedTimers)
+}
+
+// reqInterval is cmcore's REQ retransmission interval for t.
+func reqInterval(t storm.Timeouts) time.Duration {
+	ms := func(x uint8) time.Duration {
+		if x > 8 {
+			return time.Duration(1<<(x-8)) * time.Millisecond
+		}
+		return time.Millisecond
+	}
+	return 2*ms(t.PacketLifeTime) + ms(t.RemoteCMResponseTimeout)
+}
