@@ -264,7 +264,7 @@ func (c *channel) writev(h fuse.OutHeader, fixed, payload []byte) error {
 	}
 	nfixed := copy(w.fixed[:], fixed)
 	h.Length = uint32(len(w.hdr) + nfixed + len(payload))
-	wire.PutOutHeader(w.hdr[:], h)
+	wire.EncodeOutHeader(w.hdr[:], h)
 	w.niov = 0
 	for _, p := range [3][]byte{w.hdr[:], w.fixed[:nfixed], payload} {
 		if len(p) > 0 {

@@ -268,8 +268,8 @@ func (s *Server) write(r *request) {
 }
 
 func (s *Server) poll(r *request) {
-	in, err := wire.DecodePollIn(r.body)
-	if err != nil {
+	var in wire.PollIn
+	if err := in.Decode(r.body); err != nil {
 		s.bad(r, err)
 		return
 	}

@@ -165,8 +165,8 @@ func (s *Server) init(ctx context.Context) error {
 	if op := wire.Opcode(h.Opcode); op != wire.CUSE_INIT {
 		return fmt.Errorf("first request is %v, want CUSE_INIT", op)
 	}
-	in, err := wire.DecodeCuseInitIn(body)
-	if err != nil {
+	var in wire.CuseInitIn
+	if err := in.Decode(body); err != nil {
 		return err
 	}
 	if in.Major != wire.FUSE_KERNEL_VERSION || in.Minor < wire.CUSE_MIN_MINOR {

@@ -197,8 +197,8 @@ func (k *Kernel) readInit() error {
 	case oh.Unique != 1 || oh.Status != 0:
 		return fmt.Errorf("CUSE_INIT reply: unique %d, error %d", oh.Unique, oh.Status)
 	}
-	out, err := wire.DecodeCuseInitOut(msg[wire.SizeofOutHeader:])
-	if err != nil {
+	var out wire.CuseInitOut
+	if err := out.Decode(msg[wire.SizeofOutHeader:]); err != nil {
 		return err
 	}
 	if out.Major != wire.FUSE_KERNEL_VERSION || out.Minor < wire.CUSE_MIN_MINOR {

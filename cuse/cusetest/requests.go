@@ -37,7 +37,8 @@ func (r Reply) Fh() uint64 {
 
 // Revents decodes the fuse_poll_out of a POLL reply.
 func (r Reply) Revents() uint32 {
-	out, _ := wire.DecodePollOut(r.Body)
+	var out wire.PollOut
+	_ = out.Decode(r.Body)
 	return out.Revents
 }
 
@@ -380,7 +381,8 @@ func (k *Kernel) notify(oh fuse.OutHeader, body []byte) {
 		k.violate("notification code %d, want only FUSE_NOTIFY_POLL", oh.Status)
 		return
 	}
-	w, err := wire.DecodeNotifyPollWakeupOut(body)
+	var w wire.NotifyPollWakeupOut
+	err := w.Decode(body)
 	if err != nil || len(body) != wire.SizeofNotifyPollWakeupOut {
 		k.violate("FUSE_NOTIFY_POLL with a %d-byte body", len(body))
 		return

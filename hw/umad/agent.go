@@ -60,11 +60,11 @@ func (p *Port) registerAgent(fd int, reg hw.Registration, path string) (uint32, 
 		}
 	}
 	var buf [uapi.SizeofRegReq]byte
-	req.MarshalTo(buf[:])
+	req.Encode(buf[:])
 	if err := ioctl(fd, uapi.IB_USER_MAD_REGISTER_AGENT, buf[:]); err != nil {
 		return 0, p.registerError(reg, path, err)
 	}
-	agent, _ := uapi.UnmarshalRegReqID(buf[:])
+	agent, _ := uapi.DecodeRegReqID(buf[:])
 	return agent, nil
 }
 

@@ -188,7 +188,7 @@ func (e *Endpoint) readLoop() {
 // deliver queues one packet read from the receive file.
 func (e *Endpoint) deliver(b []byte) {
 	var h uapi.UserMADHdr
-	if h.Unmarshal(b) != nil {
+	if h.Decode(b) != nil {
 		e.malformed.Add(1)
 		return
 	}
@@ -292,7 +292,7 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	}
 	defer e.release(sf)
 	h := hdrForSend(sf.agent, &dst)
-	h.MarshalTo(sf.buf[:])
+	h.Encode(sf.buf[:])
 	copy(sf.buf[uapi.SizeofUserMADHdr:], mad[:])
 	for {
 		_, err = unix.Write(sf.fd, sf.buf[:uapi.SizeofUserMADHdr+hw.MADSize])

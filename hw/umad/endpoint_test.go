@@ -78,7 +78,7 @@ func newTestEndpoint(t testing.TB, ll hw.LinkLayer, opts Options) (*Endpoint, *f
 // deliver writes hdr+mad as the kernel would on receipt.
 func (k *fakeKernel) deliver(h uapi.UserMADHdr, payload []byte) {
 	b := make([]byte, uapi.SizeofUserMADHdr+len(payload))
-	h.MarshalTo(b)
+	h.Encode(b)
 	copy(b[uapi.SizeofUserMADHdr:], payload)
 	if _, err := unix.Write(k.recv, b); err != nil {
 		k.t.Fatal(err)
@@ -93,7 +93,7 @@ func (k *fakeKernel) sent(fd int) (uapi.UserMADHdr, []byte) {
 		k.t.Fatal(err)
 	}
 	var h uapi.UserMADHdr
-	if err := h.Unmarshal(b[:n]); err != nil {
+	if err := h.Decode(b[:n]); err != nil {
 		k.t.Fatal(err)
 	}
 	return h, b[uapi.SizeofUserMADHdr:n]

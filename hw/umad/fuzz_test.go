@@ -11,7 +11,7 @@ import (
 // panics the reader.
 func FuzzDeliver(f *testing.F) {
 	good := make([]byte, uapi.SizeofUserMADHdr+hw.MADSize)
-	(&uapi.UserMADHdr{QPN: 1, GRHPresent: 1}).MarshalTo(good)
+	(&uapi.UserMADHdr{QPN: 1, GRHPresent: 1}).Encode(good)
 	f.Add(good)
 	f.Add(good[:70])
 	f.Add([]byte{})

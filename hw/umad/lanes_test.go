@@ -58,7 +58,7 @@ func (m *umadModel) complete(fd int) {
 			return
 		}
 		var h uapi.UserMADHdr
-		if err := h.Unmarshal(buf[:n]); err != nil {
+		if err := h.Decode(buf[:n]); err != nil {
 			m.t.Error(err)
 			return
 		}

@@ -76,8 +76,8 @@ func AppendOutHeader(b []byte, h fuse.OutHeader) []byte {
 	return ne.AppendUint64(b, h.Unique)
 }
 
-// PutOutHeader writes struct fuse_out_header into b[:SizeofOutHeader].
-func PutOutHeader(b []byte, h fuse.OutHeader) {
+// EncodeOutHeader writes struct fuse_out_header into b[:SizeofOutHeader].
+func EncodeOutHeader(b []byte, h fuse.OutHeader) {
 	_ = b[SizeofOutHeader-1]
 	ne.PutUint32(b[0:], h.Length)
 	ne.PutUint32(b[4:], uint32(h.Status))
@@ -263,17 +263,18 @@ type CuseInitIn struct {
 	Flags  uint32 // the kernel always offers CUSE_UNRESTRICTED_IOCTL
 }
 
-// DecodeCuseInitIn decodes struct cuse_init_in.
-func DecodeCuseInitIn(b []byte) (CuseInitIn, error) {
+// Decode reads struct cuse_init_in from b.
+func (in *CuseInitIn) Decode(b []byte) error {
 	if err := need("cuse_init_in", b, SizeofCuseInitIn); err != nil {
-		return CuseInitIn{}, err
+		return err
 	}
-	return CuseInitIn{
+	*in = CuseInitIn{
 		Major:  ne.Uint32(b[0:]),
 		Minor:  ne.Uint32(b[4:]),
 		Unused: ne.Uint32(b[8:]),
 		Flags:  ne.Uint32(b[12:]),
-	}, nil
+	}
+	return nil
 }
 
 // Append appends struct cuse_init_in.
@@ -298,12 +299,12 @@ type CuseInitOut struct {
 	Spare    [10]uint32
 }
 
-// DecodeCuseInitOut decodes struct cuse_init_out.
-func DecodeCuseInitOut(b []byte) (CuseInitOut, error) {
+// Decode reads struct cuse_init_out from b.
+func (out *CuseInitOut) Decode(b []byte) error {
 	if err := need("cuse_init_out", b, SizeofCuseInitOut); err != nil {
-		return CuseInitOut{}, err
+		return err
 	}
-	out := CuseInitOut{
+	*out = CuseInitOut{
 		Major:    ne.Uint32(b[0:]),
 		Minor:    ne.Uint32(b[4:]),
 		Unused:   ne.Uint32(b[8:]),
@@ -316,7 +317,7 @@ func DecodeCuseInitOut(b []byte) (CuseInitOut, error) {
 	for i := range out.Spare {
 		out.Spare[i] = ne.Uint32(b[32+4*i:])
 	}
-	return out, nil
+	return nil
 }
 
 // Append appends struct cuse_init_out.
@@ -339,17 +340,18 @@ type PollIn struct {
 	Events uint32 // requested POLL* events, userspace values
 }
 
-// DecodePollIn decodes struct fuse_poll_in.
-func DecodePollIn(b []byte) (PollIn, error) {
+// Decode reads struct fuse_poll_in from b.
+func (in *PollIn) Decode(b []byte) error {
 	if err := need("fuse_poll_in", b, SizeofPollIn); err != nil {
-		return PollIn{}, err
+		return err
 	}
-	return PollIn{
+	*in = PollIn{
 		Fh:     ne.Uint64(b[0:]),
 		Kh:     ne.Uint64(b[8:]),
 		Flags:  ne.Uint32(b[16:]),
 		Events: ne.Uint32(b[20:]),
-	}, nil
+	}
+	return nil
 }
 
 // Append appends struct fuse_poll_in.
@@ -366,12 +368,13 @@ type PollOut struct {
 	Padding uint32
 }
 
-// DecodePollOut decodes struct fuse_poll_out.
-func DecodePollOut(b []byte) (PollOut, error) {
+// Decode reads struct fuse_poll_out from b.
+func (out *PollOut) Decode(b []byte) error {
 	if err := need("fuse_poll_out", b, SizeofPollOut); err != nil {
-		return PollOut{}, err
+		return err
 	}
-	return PollOut{Revents: ne.Uint32(b[0:]), Padding: ne.Uint32(b[4:])}, nil
+	*out = PollOut{Revents: ne.Uint32(b[0:]), Padding: ne.Uint32(b[4:])}
+	return nil
 }
 
 // Append appends struct fuse_poll_out.
@@ -386,12 +389,13 @@ type NotifyPollWakeupOut struct {
 	Kh uint64
 }
 
-// DecodeNotifyPollWakeupOut decodes struct fuse_notify_poll_wakeup_out.
-func DecodeNotifyPollWakeupOut(b []byte) (NotifyPollWakeupOut, error) {
+// Decode reads struct fuse_notify_poll_wakeup_out from b.
+func (out *NotifyPollWakeupOut) Decode(b []byte) error {
 	if err := need("fuse_notify_poll_wakeup_out", b, SizeofNotifyPollWakeupOut); err != nil {
-		return NotifyPollWakeupOut{}, err
+		return err
 	}
-	return NotifyPollWakeupOut{Kh: ne.Uint64(b[0:])}, nil
+	*out = NotifyPollWakeupOut{Kh: ne.Uint64(b[0:])}
+	return nil
 }
 
 // Append appends struct fuse_notify_poll_wakeup_out.

@@ -9,6 +9,11 @@
 // go-fuse lacks or keeps unexported (cuse_init_in/out, fuse_poll_in/out,
 // fuse_notify_poll_wakeup_out) are defined here.
 //
+// The codec follows the repository's convention (docs/design.md §10.3):
+// the structs defined here have Decode and Append methods; go-fuse's
+// structs, which cannot have methods here, get functions named after them
+// (DecodeOpenIn, AppendOpenIn, EncodeOutHeader into a fixed buffer).
+//
 // All integers are in host byte order, as the kernel writes them. No decoder
 // casts foreign bytes to a struct: each field is read with encoding/binary.
 package wire

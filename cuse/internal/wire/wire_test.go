@@ -156,22 +156,22 @@ func TestGolden(t *testing.T) {
 		{
 			"fuse_poll_in", (&PollIn{Fh: 1, Kh: 2, Flags: 1, Events: 0x41}).Append(nil),
 			le(uint64(1), uint64(2), uint32(1), uint32(0x41)),
-			func(b []byte) (any, error) { return DecodePollIn(b) }, PollIn{Fh: 1, Kh: 2, Flags: 1, Events: 0x41},
+			func(b []byte) (any, error) { var v PollIn; err := v.Decode(b); return v, err }, PollIn{Fh: 1, Kh: 2, Flags: 1, Events: 0x41},
 		},
 		{
 			"fuse_poll_out", PollOut{Revents: 5, Padding: 6}.Append(nil),
 			le(uint32(5), uint32(6)),
-			func(b []byte) (any, error) { return DecodePollOut(b) }, PollOut{Revents: 5, Padding: 6},
+			func(b []byte) (any, error) { var v PollOut; err := v.Decode(b); return v, err }, PollOut{Revents: 5, Padding: 6},
 		},
 		{
 			"fuse_notify_poll_wakeup_out", NotifyPollWakeupOut{Kh: 0xdead}.Append(nil),
 			le(uint64(0xdead)),
-			func(b []byte) (any, error) { return DecodeNotifyPollWakeupOut(b) }, NotifyPollWakeupOut{Kh: 0xdead},
+			func(b []byte) (any, error) { var v NotifyPollWakeupOut; err := v.Decode(b); return v, err }, NotifyPollWakeupOut{Kh: 0xdead},
 		},
 		{
 			"cuse_init_in", (&CuseInitIn{Major: 7, Minor: 38, Unused: 3, Flags: 1}).Append(nil),
 			le(uint32(7), uint32(38), uint32(3), uint32(1)),
-			func(b []byte) (any, error) { return DecodeCuseInitIn(b) }, CuseInitIn{Major: 7, Minor: 38, Unused: 3, Flags: 1},
+			func(b []byte) (any, error) { var v CuseInitIn; err := v.Decode(b); return v, err }, CuseInitIn{Major: 7, Minor: 38, Unused: 3, Flags: 1},
 		},
 		{
 			"cuse_init_out",
@@ -179,7 +179,7 @@ func TestGolden(t *testing.T) {
 				Spare: [10]uint32{9: 0x99}}).Append(nil),
 			append(le(uint32(7), uint32(31), uint32(3), uint32(1), uint32(5), uint32(6), uint32(231), uint32(224)),
 				le(uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0x99))...),
-			func(b []byte) (any, error) { return DecodeCuseInitOut(b) },
+			func(b []byte) (any, error) { var v CuseInitOut; err := v.Decode(b); return v, err },
 			CuseInitOut{Major: 7, Minor: 31, Unused: 3, Flags: 1, MaxRead: 5, MaxWrite: 6, DevMajor: 231, DevMinor: 224, Spare: [10]uint32{9: 0x99}},
 		},
 	}

@@ -12,14 +12,14 @@ func FuzzUserMADHdr(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff}, SizeofUserMADHdr))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h UserMADHdr
-		if err := h.Unmarshal(b); err != nil {
+		if err := h.Decode(b); err != nil {
 			if len(b) >= SizeofUserMADHdr {
 				t.Fatalf("%d bytes refused: %v", len(b), err)
 			}
 			return
 		}
 		out := make([]byte, SizeofUserMADHdr)
-		if err := h.MarshalTo(out); err != nil {
+		if err := h.Encode(out); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(out[:58], b[:58]) || !bytes.Equal(out[58:], make([]byte, 6)) {

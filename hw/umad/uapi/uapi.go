@@ -73,8 +73,9 @@ type UserMADHdr struct {
 // ErrShort reports a buffer smaller than the struct it should hold.
 var ErrShort = errors.New("umad: buffer too short")
 
-// MarshalTo encodes h into b[:SizeofUserMADHdr], zeroing the reserved bytes.
-func (h *UserMADHdr) MarshalTo(b []byte) error {
+// Encode writes h into b[:SizeofUserMADHdr], zeroing the reserved bytes;
+// ErrShort if b is shorter.
+func (h *UserMADHdr) Encode(b []byte) error {
 	if len(b) < SizeofUserMADHdr {
 		return ErrShort
 	}
@@ -100,8 +101,8 @@ func (h *UserMADHdr) MarshalTo(b []byte) error {
 	return nil
 }
 
-// Unmarshal decodes b[:SizeofUserMADHdr] into h.
-func (h *UserMADHdr) Unmarshal(b []byte) error {
+// Decode reads h from b[:SizeofUserMADHdr]; ErrShort if b is shorter.
+func (h *UserMADHdr) Decode(b []byte) error {
 	if len(b) < SizeofUserMADHdr {
 		return ErrShort
 	}
@@ -150,10 +151,10 @@ func (r *RegReq) SetMethod(m uint8) bool {
 	return true
 }
 
-// MarshalTo encodes r into b[:SizeofRegReq]. method_mask is an array of
+// Encode writes r into b[:SizeofRegReq] (ErrShort if shorter). method_mask is an array of
 // unsigned long used as a kernel bitmap (bit m is bit m%W of long m/W),
 // so its bytes depend on the word size and byte order.
-func (r *RegReq) MarshalTo(b []byte) error {
+func (r *RegReq) Encode(b []byte) error {
 	if len(b) < SizeofRegReq {
 		return ErrShort
 	}
@@ -182,9 +183,9 @@ func (r *RegReq) MarshalTo(b []byte) error {
 	return nil
 }
 
-// UnmarshalRegReqID reads back the agent id the kernel stored in an
+// DecodeRegReqID reads back the agent id the kernel stored in an
 // encoded ib_user_mad_reg_req.
-func UnmarshalRegReqID(b []byte) (uint32, error) {
+func DecodeRegReqID(b []byte) (uint32, error) {
 	if len(b) < 4 {
 		return 0, ErrShort
 	}

@@ -76,14 +76,14 @@ func TestUserMADHdrWithGRH(t *testing.T) {
 		t.Fatalf("golden is %d bytes", len(want))
 	}
 	got := bytes.Repeat([]byte{0xee}, SizeofUserMADHdr) // reserved must be cleared
-	if err := h.MarshalTo(got); err != nil {
+	if err := h.Encode(got); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("encoded\n%x\nwant\n%x", got, want)
 	}
 	var back UserMADHdr
-	if err := back.Unmarshal(want); err != nil || back != h {
+	if err := back.Decode(want); err != nil || back != h {
 		t.Fatalf("decoded %+v (%v), want %+v", back, err, h)
 	}
 }
@@ -99,7 +99,7 @@ func TestUserMADHdrWithoutGRH(t *testing.T) {
 		00000000 00000000 00000000 00000000
 		00000000 0100 000000000000`)
 	var h UserMADHdr
-	if err := h.Unmarshal(in); err != nil {
+	if err := h.Decode(in); err != nil {
 		t.Fatal(err)
 	}
 	want := UserMADHdr{ID: 5, Length: 320, QPN: 1, LID: 0x0102, SL: 5, PathBits: 3, PKeyIndex: 1}
@@ -107,7 +107,7 @@ func TestUserMADHdrWithoutGRH(t *testing.T) {
 		t.Fatalf("decoded %+v, want %+v", h, want)
 	}
 	out := make([]byte, SizeofUserMADHdr)
-	h.MarshalTo(out)
+	h.Encode(out)
 	if !bytes.Equal(out, in) {
 		t.Fatalf("re-encoded\n%x\nwant\n%x", out, in)
 	}
@@ -133,28 +133,28 @@ func TestRegReq(t *testing.T) {
 		t.Fatalf("golden is %d bytes", len(want))
 	}
 	got := bytes.Repeat([]byte{0xee}, SizeofRegReq)
-	if err := r.MarshalTo(got); err != nil {
+	if err := r.Encode(got); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("encoded\n%x\nwant\n%x", got, want)
 	}
 	binary.NativeEndian.PutUint32(got, 7) // the kernel writes the id back
-	if id, err := UnmarshalRegReqID(got); err != nil || id != 7 {
+	if id, err := DecodeRegReqID(got); err != nil || id != 7 {
 		t.Errorf("agent id %d, %v", id, err)
 	}
 }
 
 func TestShortBuffers(t *testing.T) {
 	var h UserMADHdr
-	if h.MarshalTo(make([]byte, 63)) != ErrShort || h.Unmarshal(make([]byte, 63)) != ErrShort {
+	if h.Encode(make([]byte, 63)) != ErrShort || h.Decode(make([]byte, 63)) != ErrShort {
 		t.Error("63-byte header buffer accepted")
 	}
 	var r RegReq
-	if r.MarshalTo(make([]byte, 27)) != ErrShort {
+	if r.Encode(make([]byte, 27)) != ErrShort {
 		t.Error("27-byte registration buffer accepted")
 	}
-	if _, err := UnmarshalRegReqID(nil); err != ErrShort {
+	if _, err := DecodeRegReqID(nil); err != ErrShort {
 		t.Error("empty registration buffer accepted")
 	}
 }
