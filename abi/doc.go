@@ -15,6 +15,12 @@
 // Reserved padding is not represented: Decode ignores it, Encode writes zeroes.
 // (ib_ucm_sidr_req's named reserved_pkey is kept as SIDRREQ.ReservedPKey.)
 //
+// Encode and Decode (the Struct interface) are also the API for Go clients
+// of the device: a client encodes a Header and a command struct into one
+// write() and decodes the responses it reads back from its own memory, as
+// the conformance suite's client does (conformance/client.go). There is no
+// second codec: the codec convention is docs/design.md §10.3.
+//
 // # Parsing a write()
 //
 // ParseCommand applies the kernel's ib_ucm_write checks in the kernel's order

@@ -75,15 +75,14 @@ func TestEventRespUnionMembers(t *testing.T) {
 			want := make([]byte, EventRespSize)
 			copy(want, head)
 			copy(want[EventUnionOffset:], member)
-			got, _ := r.MarshalBinary()
+			got := make([]byte, EventRespSize)
+			r.Encode(got)
 			if !bytes.Equal(got, want) {
 				t.Fatalf("event response:\n got %x\nwant %x", got, want)
 			}
 
 			var back EventResp
-			if err := back.UnmarshalBinary(got); err != nil {
-				t.Fatal(err)
-			}
+			back.Decode(got)
 			if back != r {
 				t.Errorf("decoded %+v, want %+v", back, r)
 			}
@@ -101,7 +100,8 @@ func TestEventRespUnionMembers(t *testing.T) {
 		want := make([]byte, EventRespSize)
 		copy(want, head)
 		copy(want[EventUnionOffset:], []byte{0x19, 0x1a, 0x1b, 0x1c})
-		got, _ := r.MarshalBinary()
+		got := make([]byte, EventRespSize)
+		r.Encode(got)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("event response:\n got %x\nwant %x", got, want)
 		}

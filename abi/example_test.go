@@ -39,7 +39,7 @@ func ExampleEventResp() {
 	r := abi.EventResp{UID: 0x1000, ID: 3, Event: abi.CMREJReceived, Present: abi.PresData}
 	r.U.SetREJ(abi.REJEventResp{Reason: 28})
 	var buf [abi.EventRespSize]byte
-	out, _ := r.AppendBinary(buf[:0])
-	fmt.Println(len(out), r.Event, r.Present, r.U.REJ().Reason)
+	r.Encode(buf[:])
+	fmt.Println(len(buf), r.Event, r.Present, r.U.REJ().Reason)
 	// Output: 192 REJ_RECEIVED DATA 28
 }

@@ -2,7 +2,6 @@ package abi
 
 import (
 	"bytes"
-	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"reflect"
@@ -635,31 +634,6 @@ func TestGolden(t *testing.T) {
 			if !reflect.DeepEqual(got, tc.val) {
 				t.Errorf("Decode with reserved bytes set:\n got %+v\nwant %+v", got, tc.val)
 			}
-
-			// The encoding interfaces agree with Encode/Decode.
-			m, err := tc.val.(encoding.BinaryMarshaler).MarshalBinary()
-			if err != nil || !bytes.Equal(m, want) {
-				t.Errorf("MarshalBinary = %x, %v", m, err)
-			}
-			prefix := []byte("pre")
-			a, err := tc.val.(encoding.BinaryAppender).AppendBinary(bytes.Repeat([]byte{0xa5}, 64)[:0])
-			if err != nil || !bytes.Equal(a, want) {
-				t.Errorf("AppendBinary into dirty capacity = %x, %v", a, err)
-			}
-			a, _ = tc.val.(encoding.BinaryAppender).AppendBinary(prefix)
-			if !bytes.Equal(a, append([]byte("pre"), want...)) {
-				t.Errorf("AppendBinary after a prefix = %x", a)
-			}
-			got = newZero(tc.val)
-			if err := got.(encoding.BinaryUnmarshaler).UnmarshalBinary(want); err != nil || !reflect.DeepEqual(got, tc.val) {
-				t.Errorf("UnmarshalBinary = %+v, %v", got, err)
-			}
-			for _, n := range []int{0, tc.size - 1, tc.size + 1} {
-				err := newZero(tc.val).(encoding.BinaryUnmarshaler).UnmarshalBinary(make([]byte, n))
-				if err == nil || !strings.Contains(err.Error(), tc.name) {
-					t.Errorf("UnmarshalBinary(%d bytes) = %v, want an error naming %s", n, err, tc.name)
-				}
-			}
 		})
 	}
 }
@@ -706,9 +680,6 @@ func TestSizes(t *testing.T) {
 	} {
 		if got := tc.s.Size(); got != tc.want {
 			t.Errorf("%s: Size() = %d, want %d", tc.name, got, tc.want)
-		}
-		if b, _ := tc.s.(encoding.BinaryMarshaler).MarshalBinary(); len(b) != tc.want {
-			t.Errorf("%s: MarshalBinary gave %d bytes, want %d", tc.name, len(b), tc.want)
 		}
 	}
 	if EventUnionOffset != 24 || EventUnionSize != 168 || len(EventUnion{}) != 168 {
