@@ -180,8 +180,8 @@ func printStorm(w io.Writer, r *storm.Result) {
 		c.Pattern, c.Nodes, r.Connections, c.Latency, c.Jitter, c.Loss, c.Seed)
 	fmt.Fprintf(w, "  full mesh: %d established on both sides, %d failed, %d not established on both ends\n",
 		r.Established, r.Failed, r.NotBothSides)
-	fmt.Fprintf(w, "  time: %v simulated, %v wall (%.0f connections/s)\n",
-		r.SimTime.Round(time.Microsecond), r.WallTime.Round(time.Millisecond), r.ConnsPerSec)
+	fmt.Fprintf(w, "  time: %v simulated, %v wall (%.0f connections/s), %v CPU\n",
+		r.SimTime.Round(time.Microsecond), r.WallTime.Round(time.Millisecond), r.ConnsPerSec, r.CPUTime.Round(time.Millisecond))
 	fmt.Fprintf(w, "  MADs: %d REQ (%d retransmitted), %d REP, %d RTU, %d MRA, %d REJ; %d retransmissions, %d timeouts; %d lost, %d overflowed\n",
 		r.REQs, r.REQRetransmits, r.REPs, r.RTUs, r.MRAs, r.REJs, r.Retransmits, r.Timeouts, r.Lost, r.Overflow)
 	fmt.Fprintf(w, "  memory: peak heap %s (runtime total %s), live %s after setup, %s at full mesh: %.0f B/connection\n",
@@ -207,14 +207,15 @@ func printStorm(w io.Writer, r *storm.Result) {
 
 func printStormTable(w io.Writer, rs []*storm.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "nodes\tconnections\tsim\twall\tconns/s\tµs/conn\tB/conn\tpeak heap\tREQ rexmit\ttimeouts\t")
+	fmt.Fprintln(tw, "nodes\tconnections\tsim\twall\tconns/s\twall µs/conn\tCPU µs/conn\tB/conn\tpeak heap\tREQ rexmit\ttimeouts\t")
 	for _, r := range rs {
-		us := 0.0
+		us, cpu := 0.0, 0.0
 		if r.Established > 0 {
 			us = float64(r.WallTime.Microseconds()) / float64(r.Established)
+			cpu = float64(r.CPUTime.Microseconds()) / float64(r.Established)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%v\t%v\t%.0f\t%.1f\t%.0f\t%s\t%d\t%d\t\n", r.Config.Nodes, r.Connections,
-			r.SimTime.Round(time.Millisecond), r.WallTime.Round(time.Millisecond), r.ConnsPerSec, us,
+		fmt.Fprintf(tw, "%d\t%d\t%v\t%v\t%.0f\t%.1f\t%.1f\t%.0f\t%s\t%d\t%d\t\n", r.Config.Nodes, r.Connections,
+			r.SimTime.Round(time.Millisecond), r.WallTime.Round(time.Millisecond), r.ConnsPerSec, us, cpu,
 			r.BytesPerConn, mib(r.PeakHeap), r.REQRetransmits, r.Timeouts)
 	}
 	tw.Flush()

@@ -79,6 +79,7 @@ type Result struct {
 
 	SimTime     time.Duration // simulated time from the first REQ to the last connection established on both sides
 	WallTime    time.Duration // wall clock for the same
+	CPUTime     time.Duration // process CPU (user + system, GC included) for the same
 	ConnsPerSec float64       // connections per wall-clock second
 
 	REQs, REQRetransmits uint64 // REQ MADs sent; REQ MADs beyond one per connection
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Wire-up.
 	ms := startMemSampler()
-	wall := time.Now()
+	wall, cpu := time.Now(), cpuTime()
 	m.schedule()
 	half := false
 	total := int64(len(m.conns))
@@ -198,7 +199,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		return done == total
 	})
-	res.WallTime = time.Since(wall)
+	res.WallTime, res.CPUTime = time.Since(wall), cpuTime()-cpu
 	res.PeakHeap, res.PeakTotal = ms.end()
 	if err != nil {
 		return res, err
