@@ -26,24 +26,49 @@ func TestMesh32(t *testing.T) {
 	}
 }
 
-// TestListenerStorm: 10,000 REQs within 10 ms at one listener that accepts
-// 2,000 a second (5 s of backlog, beyond the 4.224 s REQ interval): with
-// rdma_cm's delayed MRA no REQ times out and each retransmitted REQ is
-// answered by an MRA.
+// TestListenerStorm is the listener storm scaled down for make check:
+// 2,000 REQs within 2 ms at one listener. Accepting 400 a second (5 s of
+// backlog, beyond the 4.224 s REQ interval), rdma_cm's delayed MRA answers
+// each retransmitted REQ and none times out. With REQs every 384 ms
+// (response timeout 16, 16 sends: 6.1 s) and 200 accepted a second (10 s),
+// the later REQs time out without MRA, and none does with it.
 func TestListenerStorm(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	res, err := RunListener(context.Background(), ListenerConfig{
-		AcceptRate: 2000, MRA: MRADelayed, Latency: 100 * time.Microsecond, Seed: 1,
-	})
-	if res != nil {
-		t.Logf("%+v", *res)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Timeouts != 0 || res.Established != res.Config.Requests {
-		t.Fatalf("%d established of %d, %d timeouts", res.Established, res.Config.Requests, res.Timeouts)
+	short := Timeouts{PacketLifeTime: 14, RemoteCMResponseTimeout: 16, LocalCMResponseTimeout: 20, MaxCMRetries: 15}
+	for _, tc := range []struct {
+		name     string
+		rate     float64
+		mra      MRAMode
+		to       Timeouts
+		timeouts bool
+	}{
+		{"delayed", 400, MRADelayed, DefaultTimeouts, false},
+		{"short-off", 200, MRAOff, short, true},
+		{"short-delayed", 200, MRADelayed, short, false},
+		{"short-immediate", 200, MRAImmediate, short, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := RunListener(context.Background(), ListenerConfig{
+				Requests: 2000, Within: 2 * time.Millisecond, Senders: 20,
+				AcceptRate: tc.rate, MRA: tc.mra, Timeouts: tc.to, Latency: 100 * time.Microsecond, Seed: 1,
+			})
+			if res != nil {
+				t.Logf("%+v", *res)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Timeouts > 0; got != tc.timeouts {
+				t.Fatalf("%d REQs timed out, want timeouts: %v", res.Timeouts, tc.timeouts)
+			}
+			if !tc.timeouts && res.Established != res.Config.Requests {
+				t.Fatalf("%d established of %d", res.Established, res.Config.Requests)
+			}
+			if res.Established+res.Failed != res.Config.Requests {
+				t.Fatalf("%d established + %d failed of %d", res.Established, res.Failed, res.Config.Requests)
+			}
+			if tc.mra != MRAOff && res.MRAsReceived == 0 {
+				t.Fatal("no MRA arrived")
+			}
+		})
 	}
 }
