@@ -92,3 +92,15 @@ deb-test:
 	@./test/vm/deb-test.sh
 
 FORCE:
+
+# The test VM booted by systemd (PID 1) with the package installed and
+# ucmd.service enabled, rdma-core's units active (test/vm/boot-test.sh).
+.PHONY: boot-test
+boot-test:
+	@./test/vm/boot-test.sh
+
+# The maintainer scripts are POSIX sh: part of make vet.
+.PHONY: vet-dist
+vet: vet-dist
+vet-dist:
+	@if command -v shellcheck >/dev/null; then shellcheck -s sh dist/deb/postinst dist/deb/prerm dist/deb/postrm; fi

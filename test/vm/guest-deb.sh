@@ -64,13 +64,14 @@ for node in 'infiniband!ucm0' 'infiniband!ucm1'; do
   [ -e "/sys/class/cuse/$node" ] || fail "no /sys/class/cuse/$node"
   t=$(udevadm test --action=add "/sys/class/cuse/$node" 2>&1) || true
   echo "$t" | grep -q '90-ucmd.rules:[0-9]*.*MODE.*0666' || { echo "$t" | tail -20; fail "the rule does not match $node"; }
-  echo "# $(echo "$t" | grep '90-ucmd.rules' | head -1)"
+  echo "$t" | grep '90-ucmd.rules:[0-9]' | sed 's/^/# /'
 done
 ok "udevadm test: 90-ucmd.rules sets MODE 0666 on infiniband/ucm0 and infiniband/ucm1"
 # the rule as it was (KERNEL=="ucm[0-9]*") does not match: what this fixes
 printf 'KERNEL=="ucm[0-9]*", SUBSYSTEM=="cuse", MODE="0666"\n' > /etc/udev/rules.d/89-old-ucmd.rules
 t=$(udevadm test --action=add '/sys/class/cuse/infiniband!ucm0' 2>&1) || true
-echo "$t" | grep -q '89-old-ucmd.rules:[0-9]*.*MODE' && fail "the old rule matched?"
+echo "$t" | grep -q 'Reading rules file: /etc/udev/rules.d/89-old-ucmd.rules' || fail "udevadm test did not read the old rule"
+echo "$t" | grep -q '89-old-ucmd.rules:[0-9]' && fail "the old rule matched?"
 rm /etc/udev/rules.d/89-old-ucmd.rules
 ok "the old KERNEL==\"ucm[0-9]*\" rule does not match"
 cmp -s "$rules" /lib/udev/rules.d/90-ucmd.rules || fail "packaged rule differs from dist/90-ucmd.rules"
@@ -96,7 +97,9 @@ ln -s /lib/systemd/system/ucmd.service /etc/systemd/system/multi-user.target.wan
 out=$(dpkg -r ucmd 2>&1) || fail "dpkg -r: $out"
 c=$(calls)
 case $c in "stop ucmd.service;"*daemon-reload*) ;; *) fail "remove asked systemctl for: $c" ;; esac
-[ ! -e /usr/sbin/ucmd ] && [ ! -e /lib/systemd/system/ucmd.service ] && [ ! -e /lib/udev/rules.d/90-ucmd.rules ] || fail "remove left files"
+for f in /usr/sbin/ucmd /lib/systemd/system/ucmd.service /lib/udev/rules.d/90-ucmd.rules; do
+  [ ! -e $f ] || fail "remove left $f"
+done
 [ -e /etc/default/ucmd ] || fail "remove deleted the conffile"
 ok "remove: stopped ucmd ($c), files gone, /etc/default/ucmd kept"
 out=$(dpkg -P ucmd 2>&1) || fail "dpkg -P: $out"

@@ -102,7 +102,7 @@ fi
 rwlist=$(IFS=,; echo "${RW[*]}")
 loglevel=quiet
 [ -n "$VERBOSE" ] && loglevel=loglevel=7
-append="console=ttyS0 panic=-1 $loglevel ucmdvm.stage2=$HERE/stage2.sh"
+append="console=ttyS0 panic=-1 $loglevel ucmdvm.stage2=${UCMD_VM_STAGE2:-$HERE/stage2.sh}"
 append+=" ucmdvm.moddir=$CACHE/lib/modules/$KVER ucmdvm.name=$NAME"
 [ -n "$rwlist" ] && append+=" ucmdvm.rw=$rwlist"
 [ -n "$INTERACTIVE" ] && append+=" ucmdvm.interactive=1"

@@ -1,0 +1,81 @@
+#!/bin/sh
+# Runs INSIDE the guest booted by systemd (make boot-test), as the command of
+# shellcheck disable=SC2015 # ok() and bad() always succeed
+# ucmd-vm-run.service, after multi-user.target: checks the installed ucmd as
+# a stock rdma-core host runs it. Env: UCMCLIENT_BIN (the legacy C client).
+set -u
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+bad() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+show() { systemctl show -P "$2" "$1"; }
+
+echo "# boot: $(systemd-analyze 2>/dev/null | head -1)"
+echo "# failed units: $(systemctl --failed --plain --no-legend | awk '{print $1}' | tr '\n' ' ')"
+
+# --- ucmd.service enabled, active, Type=notify, ready with both nodes --------
+[ "$(systemctl is-enabled ucmd.service)" = enabled ] && ok "ucmd.service enabled" || bad "ucmd.service not enabled"
+st=$(show ucmd.service ActiveState) res=$(show ucmd.service Result) rs=$(show ucmd.service NRestarts)
+if [ "$st" = active ] && [ "$rs" = 0 ]; then ok "ucmd.service active, no restarts"; else
+  bad "ucmd.service $st ($res), $rs restarts"; journalctl -b -u ucmd.service --no-pager | tail -30 | sed 's/^/# /'
+fi
+[ "$(show ucmd.service Type)" = notify ] && ok "Type=notify" || bad "Type=$(show ucmd.service Type)"
+status=$(show ucmd.service StatusText)
+[ "$status" = "serving /dev/infiniband/ucm0 /dev/infiniband/ucm1" ] && ok "READY=1 with STATUS=$status" || bad "StatusText '$status'"
+for i in 0 1; do
+  [ -c /dev/infiniband/ucm$i ] || bad "no /dev/infiniband/ucm$i"
+done
+# ready only after the nodes existed: their mode was set before READY=1
+ready=$(show ucmd.service ActiveEnterTimestampMonotonic)
+echo "# ucmd active at $((ready / 1000)) ms (monotonic)"
+journalctl -b -u ucmd.service -o short-monotonic --no-pager | grep -E 'serving|ucmd ready|waiting' | sed 's/^/# /'
+
+# --- the race with rdma-load-modules@rdma (ib_cm) ------------------------------
+rlm=rdma-load-modules@rdma.service
+rstart=$(show $rlm InactiveExitTimestampMonotonic)
+echo "# $rlm: $(show $rlm ActiveState)/$(show $rlm Result), started at $((rstart / 1000)) ms"
+if [ "$rstart" -gt 0 ] && [ "$ready" -gt 0 ] && [ "$ready" -le "$rstart" ]; then
+  ok "$rlm started after ucmd was ready ($((ready / 1000)) <= $((rstart / 1000)) ms)"
+else
+  bad "$rlm started at $rstart, ucmd ready at $ready"
+fi
+if [ -d /sys/module/ib_cm ]; then ok "ib_cm loaded by $rlm"; else bad "ib_cm not loaded: did $rlm run?"; fi
+dmesg | grep -i 'already in use\|ib_cm\|cm_add_one' | head -5 | sed 's/^/# dmesg: /'
+ucmd status | sed 's/^/# /'
+
+# --- udev: the rule matches the nodes ------------------------------------------
+for node in 'infiniband!ucm0' 'infiniband!ucm1'; do
+  t=$(udevadm test --action=add "/sys/class/cuse/$node" 2>&1)
+  if echo "$t" | grep -q '90-ucmd.rules:[0-9]*.*MODE.*0666'; then ok "udevadm test: 90-ucmd.rules sets MODE 0666 on $node"
+  else bad "90-ucmd.rules does not match $node"; echo "$t" | tail -15 | sed 's/^/# /'; fi
+done
+udevadm info -q property -n /dev/infiniband/ucm0 | grep -E '^(DEVNAME|SUBSYSTEM)=' | sed 's/^/# udev db: /'
+
+# --- a legacy client pair through ucm0/ucm1 ------------------------------------
+sid=0x1001
+ucmd exec -- "$UCMCLIENT_BIN" -l $sid -d rxe1 -n 1 > /tmp/srv.out 2>&1 &
+spid=$!
+i=0
+until ucmd status --json | grep -q '"LISTEN"'; do
+  i=$((i + 1)); [ $i -lt 200 ] || break
+  sleep 0.1
+done
+if ucmd exec -- "$UCMCLIENT_BIN" -c -s $sid -d rxe0 -g fe80::ff:fe00:2 -n 1 > /tmp/cli.out 2>&1 && wait $spid; then
+  ok "legacy client connected through /dev/infiniband/ucm0 to a server on ucm1"
+else
+  bad "legacy client pair failed"; sed 's/^/# client: /' /tmp/cli.out; sed 's/^/# server: /' /tmp/srv.out
+fi
+
+# --- systemd's own checks -------------------------------------------------------
+if v=$(systemd-analyze verify ucmd.service 2>&1); then ok "systemd-analyze verify ucmd.service: clean"; else bad "verify: $v"; fi
+echo "# $(systemd-analyze security ucmd.service 2>&1 | tail -1)"
+
+# --- a clean stop ---------------------------------------------------------------
+systemctl stop ucmd.service
+if [ "$(show ucmd.service Result)" = success ] && [ "$(show ucmd.service ExecMainStatus)" = 0 ] && [ ! -e /dev/infiniband/ucm0 ]; then
+  ok "systemctl stop ucmd: exit 0, result success, nodes gone"
+else
+  bad "stop: result $(show ucmd.service Result), status $(show ucmd.service ExecMainStatus)"
+fi
+
+echo "guest-boot: $n checks, $failed failed"
+[ $failed = 0 ]
