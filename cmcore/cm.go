@@ -24,6 +24,14 @@ type Options struct {
 	CommIDOperand uint32
 	// Logger receives debug logs of dropped MADs; nil discards them.
 	Logger *slog.Logger
+	// AutoMRA, when non-zero, is the service timeout (5-bit IBTA time) of
+	// an MRA the CM sends by itself for a duplicate REQ whose connection
+	// still waits for its application (REQ_RCVD): rdma_cm's delayed MRA,
+	// which keeps a slow acceptor's peers from timing out. The id stays
+	// in REQ_RCVD, so SendMRA, SendREP and SendREJ behave as without it.
+	// Zero, the default, sends no MRA the application did not ask for,
+	// as the kernel's ib_cm.
+	AutoMRA uint8
 }
 
 // CM is the communication manager of one device: it owns the CM MAD agent
@@ -34,6 +42,7 @@ type CM struct {
 	log      *slog.Logger
 	nodeGUID uint64
 	ackDelay uint8
+	autoMRA  uint8
 	ports    []*port // index: port number - 1
 
 	cancel context.CancelFunc
@@ -77,6 +86,7 @@ func New(dev hw.Device, opts Options) *CM {
 		dev:        dev,
 		clk:        opts.Clock,
 		log:        opts.Logger,
+		autoMRA:    opts.AutoMRA & 0x1F,
 		nodeGUID:   dev.NodeGUID(),
 		ackDelay:   dev.LocalCAAckDelay(),
 		remoteIDs:  make(map[remoteKey]*ID),

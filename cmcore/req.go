@@ -11,6 +11,13 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	// 4. Duplicate: this REQ's connection already has an id.
 	if cur := cm.remoteIDs[remoteKey{m.LocalCommID, m.LocalCAGUID}]; cur != nil {
 		switch cur.state {
+		case StateREQRcvd:
+			if cm.autoMRA != 0 { // Options.AutoMRA; the state stays
+				cm.sendMsg(t, cur.port, cur.dst, cur.tid, &wire.MRA{
+					LocalCommID: cur.localID, RemoteCommID: cur.remoteID,
+					MessageMRAed: msgREQ, ServiceTimeout: cm.autoMRA,
+				})
+			}
 		case StateMRAREQSent:
 			cm.sendMRALocked(t, cur, msgREQ)
 		case StateTimewait:
