@@ -235,7 +235,9 @@ per second, oldest first, as a libibcm server after GET_EVENT. With --mra off
 the application never sends MRA (as libibcm programs and the kernel's ib_cm);
 delayed gives every REQ it cannot accept at once a delayed MRA (rdma_cm's
 IB_CM_MRA_FLAG_DELAY: an MRA answers only a retransmitted REQ); immediate
-sends an MRA at once when --mra-queue connections are waiting.
+sends an MRA at once when --mra-queue connections are waiting; cm has the
+listener's CM answer a retransmitted REQ whose connection still waits with an
+MRA by itself (cmcore's AutoMRA), the application sending none.
 
 Reports how many connections were established and how many REQs timed out,
 REQ retransmissions and MRAs, the longest queue and wait, and the live heap
@@ -275,7 +277,7 @@ every id is destroyed.`,
 	f.DurationVar(&cfg.Within, "within", 10*time.Millisecond, "the REQs are sent evenly within this time")
 	f.IntVar(&cfg.Senders, "senders", 100, "active nodes sending them")
 	f.Float64Var(&cfg.AcceptRate, "accept-rate", 1000, "new connections accepted per second (0: at once, in the handler)")
-	f.StringVar(&mra, "mra", string(storm.MRAOff), "MRA policy: off, delayed or immediate")
+	f.StringVar(&mra, "mra", string(storm.MRAOff), "MRA policy: off, delayed, immediate or cm")
 	f.Uint8Var(&cfg.MRAServiceTimeout, "mra-timeout", 24, "MRA service timeout (5-bit IBTA time)")
 	f.IntVar(&cfg.MRAQueue, "mra-queue", 1, "immediate: send MRA when this many connections are waiting")
 	f.DurationVar(&cfg.Latency, "latency", 100*time.Microsecond, "one-way fabric latency")

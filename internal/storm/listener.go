@@ -28,6 +28,10 @@ const (
 	// MRAImmediate: a REQ that finds MRAQueue or more new connections
 	// waiting gets an MRA at once.
 	MRAImmediate MRAMode = "immediate"
+	// MRACM: the application sends none, the listener's CM answers a
+	// REQ retransmitted while its connection waits (cmcore.Options.AutoMRA
+	// with MRAServiceTimeout).
+	MRACM MRAMode = "cm"
 )
 
 // ListenerConfig is a storm of REQs at one listening id.
@@ -125,9 +129,9 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 		cfg.MRA = MRAOff
 	}
 	switch cfg.MRA {
-	case MRAOff, MRADelayed, MRAImmediate:
+	case MRAOff, MRADelayed, MRAImmediate, MRACM:
 	default:
-		return nil, fmt.Errorf("storm: unknown MRA mode %q (want off, delayed or immediate)", cfg.MRA)
+		return nil, fmt.Errorf("storm: unknown MRA mode %q (want off, delayed, immediate or cm)", cfg.MRA)
 	}
 	if cfg.MRAServiceTimeout == 0 {
 		cfg.MRAServiceTimeout = 24
@@ -153,6 +157,10 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 		}
 	}()
 	for i := range cfg.Senders + 1 {
+		s.net.autoMRA = 0
+		if i == 0 && cfg.MRA == MRACM {
+			s.net.autoMRA = cfg.MRAServiceTimeout
+		}
 		cm, dev, err := s.net.addCM(fmt.Sprintf("n%d", i))
 		if err != nil {
 			return nil, err

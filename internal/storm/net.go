@@ -58,6 +58,8 @@ type simNet struct {
 	sends  [32]uint64 // MADs sent per attribute ID - 0x10 (retransmissions included)
 	byPort map[sim.PortID]*pumpEP
 	eps    []*pumpEP
+
+	autoMRA uint8 // cmcore.Options.AutoMRA of the CMs added from now on
 }
 
 func newSimNet(seed uint64, knobs sim.Knobs, queueLen int) *simNet {
@@ -103,7 +105,7 @@ func (n *simNet) addCM(name string) (*cmcore.CM, *sim.Device, error) {
 	for _, p := range d.Ports() {
 		pd.ports = append(pd.ports, &pumpPort{Port: p, sp: p.(*sim.Port), net: n})
 	}
-	cm := cmcore.New(pd, cmcore.Options{Clock: n.clk})
+	cm := cmcore.New(pd, cmcore.Options{Clock: n.clk, AutoMRA: n.autoMRA})
 	if err := cm.Start(); err != nil {
 		return nil, nil, err
 	}

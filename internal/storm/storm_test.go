@@ -45,6 +45,7 @@ func TestListenerStorm(t *testing.T) {
 		{"short-off", 200, MRAOff, short, true},
 		{"short-delayed", 200, MRADelayed, short, false},
 		{"short-immediate", 200, MRAImmediate, short, false},
+		{"short-cm", 200, MRACM, short, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := RunListener(context.Background(), ListenerConfig{
