@@ -38,10 +38,26 @@ type profFlags struct{ cpu, mem string }
 
 func (p *profFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of the runs to `FILE`")
-	cmd.Flags().StringVar(&p.mem, "memprofile", "", "write a heap profile (at the end of the last run) to `FILE`")
+	cmd.Flags().StringVar(&p.mem, "memprofile", "", "write a heap profile to `FILE` (storm: at the last run's full mesh; listener: at the end)")
 }
 
-func (p *profFlags) start() (stop func() error, err error) {
+// writeHeap writes a heap profile to p.mem.
+func (p *profFlags) writeHeap() error {
+	m, err := os.Create(p.mem)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(m); err != nil {
+		m.Close()
+		return err
+	}
+	return m.Close()
+}
+
+// start starts the CPU profile; stop ends it and, if atEnd, writes the
+// heap profile.
+func (p *profFlags) start(atEnd bool) (stop func() error, err error) {
 	var f *os.File
 	if p.cpu != "" {
 		if f, err = os.Create(p.cpu); err != nil {
@@ -59,17 +75,8 @@ func (p *profFlags) start() (stop func() error, err error) {
 				return err
 			}
 		}
-		if p.mem != "" {
-			m, err := os.Create(p.mem)
-			if err != nil {
-				return err
-			}
-			runtime.GC()
-			if err := pprof.WriteHeapProfile(m); err != nil {
-				m.Close()
-				return err
-			}
-			return m.Close()
+		if atEnd && p.mem != "" {
+			return p.writeHeap()
 		}
 		return nil
 	}, nil
@@ -116,7 +123,11 @@ after setup), and the ids' states per node when half the mesh was up
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Pattern = storm.Pattern(pattern)
-			stop, err := prof.start()
+			var heapErr error
+			if prof.mem != "" {
+				cfg.AtMesh = func() { heapErr = prof.writeHeap() }
+			}
+			stop, err := prof.start(false)
 			if err != nil {
 				return err
 			}
@@ -140,6 +151,9 @@ after setup), and the ids' states per node when half the mesh was up
 			}
 			if err := stop(); err != nil && runErr == nil {
 				runErr = err
+			}
+			if heapErr != nil && runErr == nil {
+				runErr = heapErr
 			}
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -249,7 +263,7 @@ every id is destroyed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.MRA = storm.MRAMode(mra)
-			stop, err := prof.start()
+			stop, err := prof.start(true)
 			if err != nil {
 				return err
 			}

@@ -65,6 +65,9 @@ type Config struct {
 	Deadline time.Duration
 	// NoTeardown skips the disconnect phase and its leak check.
 	NoTeardown bool
+	// AtMesh, if set, runs at full mesh, with every connection still up
+	// (to take a heap profile).
+	AtMesh func() `json:"-"`
 }
 
 // StateCounts counts ids per CM state.
@@ -205,6 +208,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	res.MeshHeap = liveHeap()
+	if cfg.AtMesh != nil {
+		cfg.AtMesh()
+	}
 	res.SimTime = time.Duration(m.lastEst.Load())
 	res.Established = int(m.established.Load())
 	res.Failed = int(m.failed.Load())
