@@ -84,7 +84,7 @@ interop:
 # (libibverbs-dev for the C client, shellcheck for vet, qemu and the guest
 # kernel for e2e/interop); once done it is a one-second no-op. Not as root
 # with packages missing, it stops at once and names them.
-check: vm-setup fmtcheck vet build test fuzz clients clients-selftest e2e interop deb-test
+check: vm-setup fmtcheck vet build test fuzz clients clients-selftest e2e interop deb-test boot-test
 	@echo "make check: all stages passed"
 
 # The README's first command. With /dev/cuse (a real machine, as root): serve

@@ -9,7 +9,6 @@ ok() { n=$((n + 1)); echo "ok $n - $*"; }
 bad() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
 show() { systemctl show -P "$2" "$1"; }
 
-echo "# boot: $(systemd-analyze 2>/dev/null | head -1)"
 echo "# failed units: $(systemctl --failed --plain --no-legend | awk '{print $1}' | tr '\n' ' ')"
 
 # --- ucmd.service enabled, active, Type=notify, ready with both nodes --------

@@ -25,6 +25,11 @@ die() {
 # shellcheck source=/dev/null
 . /out/boot.env || die "no /out/boot.env"
 dpkg -i "$UCMD_DEB" >> /out/output 2>&1 || die "dpkg -i $UCMD_DEB failed"
+# UCMD_UNIT (boot-test.sh BOOT_UNIT=...): another unit file in the package's
+# place, e.g. the one before issue 14, to see the boot test fail with it
+if [ -n "${UCMD_UNIT:-}" ]; then
+  cp "$UCMD_UNIT" /lib/systemd/system/ucmd.service || die "cp $UCMD_UNIT failed"
+fi
 systemctl enable ucmd.service >> /out/output 2>&1 || die "systemctl enable ucmd failed"
 
 for u in postgresql.service e2scrub_reap.service systemd-timesyncd.service getty.target \
