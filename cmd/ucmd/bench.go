@@ -176,6 +176,8 @@ after setup), and the ids' states per node when half the mesh was up
 	f.DurationVar(&cfg.Latency, "latency", 100*time.Microsecond, "one-way fabric latency")
 	f.DurationVar(&cfg.Jitter, "jitter", 0, "uniform extra latency per MAD, in [0, jitter)")
 	f.Float64Var(&cfg.Loss, "loss", 0.001, "probability that a MAD is lost")
+	f.Float64Var(&cfg.Duplicate, "duplicate", 0, "probability that a MAD is delivered twice")
+	f.Float64Var(&cfg.Reorder, "reorder", 0, "probability that a MAD is held back to be overtaken")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the fabric and of the pattern")
 	f.IntVar(&cfg.QueueLen, "queue", 0, "receive queue per port in MADs (0: the simulator's 1024)")
 	f.DurationVar(&cfg.Deadline, "sim-deadline", 10*time.Minute, "give up after this much simulated time")

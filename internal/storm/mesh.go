@@ -3,6 +3,7 @@ package storm
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -57,7 +58,10 @@ type Config struct {
 	Latency time.Duration
 	Jitter  time.Duration
 	Loss    float64
-	Seed    uint64
+	// Duplicate and Reorder are hw/sim's knobs of the same names.
+	Duplicate float64
+	Reorder   float64
+	Seed      uint64
 	// QueueLen is each port's receive queue (0: hw/sim's default).
 	QueueLen int
 	Timeouts Timeouts
@@ -163,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Deadline = 10 * time.Minute
 	}
 	m := &mesh{cfg: cfg}
-	m.net = newSimNet(cfg.Seed, sim.Knobs{Delay: cfg.Latency, Jitter: cfg.Jitter, Loss: cfg.Loss}, cfg.QueueLen)
+	m.net = newSimNet(cfg.Seed, sim.Knobs{Delay: cfg.Latency, Jitter: cfg.Jitter, Loss: cfg.Loss, Duplicate: cfg.Duplicate, Reorder: cfg.Reorder}, cfg.QueueLen)
 	defer m.close()
 	m.t0 = m.net.clk.Now()
 	for i := range cfg.Nodes {
@@ -232,13 +236,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.NotBothSides++
 		}
 	}
+	var errs []error
 	if n := m.handlerErrs.Load(); n > 0 {
-		return res, fmt.Errorf("storm: %d handler calls failed", n)
+		errs = append(errs, fmt.Errorf("storm: %d CM calls failed", n))
 	}
-	if cfg.NoTeardown {
-		return res, nil
+	if res.Established != res.Connections || res.NotBothSides != 0 {
+		errs = append(errs, fmt.Errorf("storm: %d of %d connections established on both sides (%d failed, %d not ESTABLISHED on both ends)",
+			res.Established, res.Connections, res.Failed, res.NotBothSides))
 	}
-	return res, m.teardown(ctx, res)
+	if !cfg.NoTeardown {
+		errs = append(errs, m.teardown(ctx, res))
+	}
+	return res, errors.Join(errs...)
 }
 
 const serviceID = 0x0000_0000_5354_524d // "STRM"
@@ -502,14 +511,14 @@ func (m *mesh) teardown(ctx context.Context, r *Result) error {
 	if _, err := m.net.runUntil(ctx, m.net.clk.Now().Add(m.cfg.Deadline), nil); err != nil {
 		return err
 	}
-	// What is left is destroyed now (a peer whose DREQ never came); that
-	// must leave nothing behind either.
+	// Then every id is destroyed (again: Destroy may be called twice), as
+	// an application's close would: the ends of failed connections, a
+	// passive end whose DREQ never came. That must leave nothing behind
+	// either.
 	for _, c := range m.conns {
 		for _, id := range []*cmcore.ID{c.act, c.pas} {
 			if id != nil {
-				if s, _ := id.State(); s != cmcore.State(0) && s != cmcore.State(13) {
-					id.Destroy()
-				}
+				id.Destroy()
 			}
 		}
 	}

@@ -26,6 +26,30 @@ func TestMesh32(t *testing.T) {
 	}
 }
 
+// TestMeshHostile: a fabric that loses 10% of the MADs, duplicates and
+// reorders 5%, with one CM retry, so that connections fail half-way in
+// every state. The storm must report them (and fail), and the teardown
+// must still leave no id, event or timer behind.
+func TestMeshHostile(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		to := DefaultTimeouts
+		to.MaxCMRetries = 1
+		res, err := Run(context.Background(), Config{
+			Nodes: 24, Latency: 100 * time.Microsecond, Jitter: 50 * time.Microsecond,
+			Loss: 0.1, Duplicate: 0.05, Reorder: 0.05, Seed: seed, Timeouts: to,
+		})
+		if res == nil {
+			t.Fatal(err)
+		}
+		if res.Failed == 0 || err == nil {
+			t.Errorf("seed %d: no connection failed (%v)", seed, err)
+		}
+		if res.LeakedIDs != 0 || res.LeakedEvents != 0 || res.LeakedTimers != 0 || res.Established+res.Failed != res.Connections {
+			t.Errorf("seed %d: %+v", seed, *res)
+		}
+	}
+}
+
 // TestListenerStorm is the listener storm scaled down for make check:
 // 2,000 REQs within 2 ms at one listener. Accepting 400 a second (5 s of
 // backlog, beyond the 4.224 s REQ interval), rdma_cm's delayed MRA answers
