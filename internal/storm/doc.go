@@ -1,8 +1,14 @@
 // Package storm measures ucmd's CM at fabric scale on the simulated fabric
 // (issue 17): connection storms of MPI-style wire-ups over N nodes, and a
 // storm of REQs at one listener whose application accepts at a given rate.
-// `ucmd bench storm` runs it; BenchmarkMesh and TestMesh32 (make check) are
-// its Go entry points.
+// `ucmd bench storm` and `ucmd bench listener` run them (Run,
+// RunListener); the Go entry points are
+//
+//	go test ./internal/storm                  # TestMesh32, TestMeshHostile, TestListenerStorm (make check)
+//	STORM_NODES=256 go test -run XXX -bench Mesh -benchtime 1x ./internal/storm
+//	STORM_MRA=off go test -run XXX -bench Listener -benchtime 1x ./internal/storm
+//
+// Measured results, with the commands that produced them: RESULTS.md.
 //
 // # What a node is
 //
@@ -40,7 +46,9 @@
 //
 // A storm succeeds when every connection is ESTABLISHED on both its ends
 // and, after every connection is disconnected (DREQ from the active side,
-// DREP and destroy on the passive side) and the clock has run dry
-// (timewait), every CM holds only its listener, no event is queued and no
-// timer is pending.
+// DREP and destroy on the passive side), every id destroyed and the clock
+// run dry (timewait), every CM holds only its listener, no event is queued
+// and no timer is pending. Run returns an error otherwise, with the Result.
+// A listener storm's REQ timeouts are a result, not an error (without MRA
+// they are expected); its leak check is the same.
 package storm
