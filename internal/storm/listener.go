@@ -256,7 +256,7 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 		res.LeakedIDs += ids
 		res.LeakedEvents += evs
 	}
-	res.LeakedTimers = s.net.clk.Pending()
+	res.LeakedTimers = s.net.pending()
 	if e := s.errs.Load(); e > 0 {
 		return res, fmt.Errorf("storm: %d CM calls failed", e)
 	}

@@ -69,6 +69,11 @@ type Config struct {
 	Deadline time.Duration
 	// NoTeardown skips the disconnect phase and its leak check.
 	NoTeardown bool
+	// RealClock runs on the real clock without the pump (see newRealNet):
+	// times are wall-clock times, CPU load delays answers, peers
+	// retransmit; Deadline is then wall-clock time and the timer leak
+	// check is replaced by waiting for every id to go.
+	RealClock bool
 	// AtMesh, if set, runs at full mesh, with every connection still up
 	// (to take a heap profile).
 	AtMesh func() `json:"-"`
@@ -126,11 +131,12 @@ type node struct {
 }
 
 type conn struct {
-	idx      int
-	a, b     int // active, passive node
-	start    time.Duration
-	act, pas *cmcore.ID
-	bits     atomic.Uint32 // 1: active established, 2: passive established, 4: failed
+	idx   int
+	a, b  int // active, passive node
+	start time.Duration
+	act   *cmcore.ID                // driver goroutine only
+	pas   atomic.Pointer[cmcore.ID] // set by the handler
+	bits  atomic.Uint32             // 1: active established, 2: passive established, 4: failed
 }
 
 type mesh struct {
@@ -167,9 +173,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Deadline = 10 * time.Minute
 	}
 	m := &mesh{cfg: cfg}
-	m.net = newSimNet(cfg.Seed, sim.Knobs{Delay: cfg.Latency, Jitter: cfg.Jitter, Loss: cfg.Loss, Duplicate: cfg.Duplicate, Reorder: cfg.Reorder}, cfg.QueueLen)
+	knobs := sim.Knobs{Delay: cfg.Latency, Jitter: cfg.Jitter, Loss: cfg.Loss, Duplicate: cfg.Duplicate, Reorder: cfg.Reorder}
+	if cfg.RealClock {
+		m.net = newRealNet(cfg.Seed, knobs, cfg.QueueLen)
+	} else {
+		m.net = newSimNet(cfg.Seed, knobs, cfg.QueueLen)
+	}
 	defer m.close()
-	m.t0 = m.net.clk.Now()
 	for i := range cfg.Nodes {
 		cm, dev, err := m.net.addCM(fmt.Sprintf("n%d", i))
 		if err != nil {
@@ -195,6 +205,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Wire-up.
 	ms := startMemSampler()
 	wall, cpu := time.Now(), cpuTime()
+	m.t0 = m.net.clk.Now()
 	m.schedule()
 	half := false
 	total := int64(len(m.conns))
@@ -226,12 +237,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	m.counters(res)
 	for _, c := range m.conns {
-		if c.act == nil || c.pas == nil {
+		pas := c.pas.Load()
+		if c.act == nil || pas == nil {
 			res.NotBothSides++
 			continue
 		}
 		as, _ := c.act.State()
-		ps, _ := c.pas.State()
+		ps, _ := pas.State()
 		if as != stateEstablished || ps != stateEstablished {
 			res.NotBothSides++
 		}
@@ -406,7 +418,7 @@ func (m *mesh) handle(ev *cmcore.Event) cmcore.Outcome {
 			return cmcore.Destroy
 		}
 		c = m.conns[i]
-		c.pas = ev.ID
+		c.pas.Store(ev.ID)
 		ev.ID.SetContext(c)
 		nd := m.nodes[c.b]
 		if err := ev.ID.SendREP(&cmcore.REPParams{QPN: nd.qpn.Add(1), StartingPSN: 1}); err != nil {
@@ -448,8 +460,8 @@ func (m *mesh) states() map[string][3]int {
 			s, _ := c.act.State()
 			per[c.a][s.String()]++
 		}
-		if c.pas != nil {
-			s, _ := c.pas.State()
+		if pas := c.pas.Load(); pas != nil {
+			s, _ := pas.State()
 			per[c.b][s.String()]++
 		}
 	}
@@ -508,7 +520,7 @@ func (m *mesh) teardown(ctx context.Context, r *Result) error {
 			c.act.Destroy()
 		}
 	}
-	if _, err := m.net.runUntil(ctx, m.net.clk.Now().Add(m.cfg.Deadline), nil); err != nil {
+	if _, err := m.net.runUntil(ctx, m.net.clk.Now().Add(m.cfg.Deadline), m.net.onReal(m.quiet)); err != nil {
 		return err
 	}
 	// Then every id is destroyed (again: Destroy may be called twice), as
@@ -516,13 +528,13 @@ func (m *mesh) teardown(ctx context.Context, r *Result) error {
 	// passive end whose DREQ never came. That must leave nothing behind
 	// either.
 	for _, c := range m.conns {
-		for _, id := range []*cmcore.ID{c.act, c.pas} {
+		for _, id := range []*cmcore.ID{c.act, c.pas.Load()} {
 			if id != nil {
 				id.Destroy()
 			}
 		}
 	}
-	if _, err := m.net.runUntil(ctx, m.net.clk.Now().Add(m.cfg.Deadline), nil); err != nil {
+	if _, err := m.net.runUntil(ctx, m.net.clk.Now().Add(m.cfg.Deadline), m.net.onReal(m.gone)); err != nil {
 		return err
 	}
 	r.TeardownWall = time.Since(wall)
@@ -531,11 +543,35 @@ func (m *mesh) teardown(ctx context.Context, r *Result) error {
 		r.LeakedIDs += ids - 1
 		r.LeakedEvents += evs
 	}
-	r.LeakedTimers = m.net.clk.Pending()
+	r.LeakedTimers = max(m.net.pending(), 0)
 	if r.LeakedIDs != 0 || r.LeakedEvents != 0 || r.LeakedTimers != 0 {
 		return fmt.Errorf("storm: leaked %d ids, %d events, %d timers", r.LeakedIDs, r.LeakedEvents, r.LeakedTimers)
 	}
 	return nil
+}
+
+// quiet is the end of the disconnect phase on the real clock (the fake one
+// runs dry instead): no active end waits for its DREP any more.
+func (m *mesh) quiet() bool {
+	for _, c := range m.conns {
+		if c.act != nil {
+			if s, _ := c.act.State(); s == cmcore.State(11) { // DREQ_SENT
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// gone is the end of the teardown on the real clock: only the listeners
+// are left.
+func (m *mesh) gone() bool {
+	for _, nd := range m.nodes {
+		if ids, evs := nd.cm.Count(); ids != 1 || evs != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *mesh) close() {

@@ -49,8 +49,9 @@ const (
 // clock only moves when every CM is idle: processing takes no simulated
 // time, and the wall clock measures what it costs.
 type simNet struct {
-	clk *clock.Fake
-	f   *sim.Fabric
+	clk  clock.Clock
+	fake *clock.Fake // nil on the real clock
+	f    *sim.Fabric
 
 	mu     sync.Mutex // guards ready, head and sends (trace runs under the fabric's lock)
 	ready  []*pumpEP  // ports with a MAD queued, in arrival order
@@ -63,10 +64,25 @@ type simNet struct {
 }
 
 func newSimNet(seed uint64, knobs sim.Knobs, queueLen int) *simNet {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	fake := clock.NewFake(time.Unix(1_000_000, 0))
 	n := &simNet{
-		clk:    clk,
-		f:      sim.New(sim.Config{Seed: seed, Clock: clk, Knobs: knobs, QueueLen: queueLen}),
+		clk:    fake,
+		fake:   fake,
+		f:      sim.New(sim.Config{Seed: seed, Clock: fake, Knobs: knobs, QueueLen: queueLen}),
+		byPort: make(map[sim.PortID]*pumpEP),
+	}
+	n.f.SetTrace(n.trace)
+	return n
+}
+
+// newRealNet is a simNet on the real clock without the pump: every CM's
+// receive goroutine runs when its MADs arrive, the fabric's latencies and
+// the CMs' timers are real timers, and a CM slow to answer makes its peers
+// retransmit, as on a real fabric. Nothing replays.
+func newRealNet(seed uint64, knobs sim.Knobs, queueLen int) *simNet {
+	n := &simNet{
+		clk:    clock.Real{},
+		f:      sim.New(sim.Config{Seed: seed, Clock: clock.Real{}, Knobs: knobs, QueueLen: queueLen}),
 		byPort: make(map[sim.PortID]*pumpEP),
 	}
 	n.f.SetTrace(n.trace)
@@ -76,6 +92,9 @@ func newSimNet(seed uint64, knobs sim.Knobs, queueLen int) *simNet {
 func (n *simNet) trace(e sim.Event) {
 	switch e.Kind {
 	case sim.EventDelivered:
+		if n.fake == nil {
+			return
+		}
 		ep := n.byPort[e.Dst]
 		n.mu.Lock()
 		n.ready = append(n.ready, ep)
@@ -101,11 +120,15 @@ func (n *simNet) addCM(name string) (*cmcore.CM, *sim.Device, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	pd := &pumpDev{Device: d}
-	for _, p := range d.Ports() {
-		pd.ports = append(pd.ports, &pumpPort{Port: p, sp: p.(*sim.Port), net: n})
+	var hd hw.Device = d
+	if n.fake != nil {
+		pd := &pumpDev{Device: d}
+		for _, p := range d.Ports() {
+			pd.ports = append(pd.ports, &pumpPort{Port: p, sp: p.(*sim.Port), net: n})
+		}
+		hd = pd
 	}
-	cm := cmcore.New(pd, cmcore.Options{Clock: n.clk, AutoMRA: n.autoMRA})
+	cm := cmcore.New(hd, cmcore.Options{Clock: n.clk, AutoMRA: n.autoMRA})
 	if err := cm.Start(); err != nil {
 		return nil, nil, err
 	}
@@ -141,6 +164,9 @@ func (n *simNet) settle() int {
 // true (checked at every instant), no timer is left, or deadline passes. It
 // reports whether stop ended it.
 func (n *simNet) runUntil(ctx context.Context, deadline time.Time, stop func() bool) (bool, error) {
+	if n.fake == nil {
+		return n.waitUntil(ctx, deadline, stop)
+	}
 	for i := 0; ; i++ {
 		n.settle()
 		if stop != nil && stop() {
@@ -149,15 +175,49 @@ func (n *simNet) runUntil(ctx context.Context, deadline time.Time, stop func() b
 		if i&1023 == 0 && ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		next, ok := n.clk.Next()
+		next, ok := n.fake.Next()
 		if !ok {
 			return false, nil
 		}
 		if next.After(deadline) {
 			return false, fmt.Errorf("storm: simulated deadline %s passed", deadline.Sub(time.Unix(1_000_000, 0)))
 		}
-		n.clk.Advance(next.Sub(n.clk.Now()))
+		n.fake.Advance(next.Sub(n.fake.Now()))
 	}
+}
+
+// waitUntil is runUntil on the real clock: it polls stop, which must be
+// set (there is no knowing when real timers are done).
+func (n *simNet) waitUntil(ctx context.Context, deadline time.Time, stop func() bool) (bool, error) {
+	for {
+		if stop() {
+			return true, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("storm: deadline passed")
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// onReal returns stop on the real clock and nil (run dry) on the fake one.
+func (n *simNet) onReal(stop func() bool) func() bool {
+	if n.fake == nil {
+		return stop
+	}
+	return nil
+}
+
+// pending is the number of timers left on the fake clock, -1 on the real
+// one (not known).
+func (n *simNet) pending() int {
+	if n.fake == nil {
+		return -1
+	}
+	return n.fake.Pending()
 }
 
 type pumpDev struct {

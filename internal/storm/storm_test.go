@@ -26,6 +26,22 @@ func TestMesh32(t *testing.T) {
 	}
 }
 
+// TestMeshRealClock: 16 nodes all-to-all on the real clock, every CM on
+// its own receive goroutine concurrently (what the race detector needs to
+// see); no loss, so the outcome does not depend on timing.
+func TestMeshRealClock(t *testing.T) {
+	res, err := Run(context.Background(), Config{
+		Nodes: 16, Latency: 100 * time.Microsecond, Jitter: 50 * time.Microsecond, RealClock: true, Seed: 1,
+		Deadline: time.Minute,
+	})
+	if res != nil {
+		t.Logf("%+v", *res)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMeshHostile: a fabric that loses 10% of the MADs, duplicates and
 // reorders 5%, with one CM retry, so that connections fail half-way in
 // every state. The storm must report them (and fail), and the teardown
