@@ -32,13 +32,9 @@ func dropCapability(bit uintptr) (bool, error) {
 		return held, nil
 	}
 	held = true
-	for j := range data {
-		if j == int(i) {
-			data[j].Effective &^= m
-			data[j].Permitted &^= m
-			data[j].Inheritable &^= m
-		}
-	}
+	data[i].Effective &^= m
+	data[i].Permitted &^= m
+	data[i].Inheritable &^= m
 	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
 		return held, e
 	}
