@@ -88,10 +88,11 @@ type ListenerResult struct {
 }
 
 type lconn struct {
-	idx      int
-	act, pas *cmcore.ID
-	queued   time.Time
-	bits     atomic.Uint32 // 1, 2: established on each side; 4: failed
+	idx    int
+	act    *cmcore.ID
+	pas    *cmcore.ID // one goroutine at a time (the pump)
+	queued time.Time
+	out    outcome
 }
 
 type lstorm struct {
@@ -110,8 +111,8 @@ type lstorm struct {
 	measure  bool // take the heap now: the last REQ is queued
 	measured int  // connections waiting then
 
-	established, failed, timeouts, mraRecv, errs atomic.Int64
-	lastEst                                      atomic.Int64
+	tally
+	timeouts, mraRecv, errs atomic.Int64
 }
 
 // RunListener runs one listener storm.
@@ -322,21 +323,10 @@ func (s *lstorm) rep(c *lconn) bool {
 	return err == nil
 }
 
-func (s *lstorm) fail(c *lconn) {
-	if old := c.bits.Or(4); old&4 == 0 && old&3 != 3 {
-		s.failed.Add(1)
-	}
-}
+func (s *lstorm) fail(c *lconn) { c.out.fail(&s.tally) }
 
-func (s *lstorm) mark(c *lconn, bit uint32) {
-	old := c.bits.Or(bit)
-	if old&bit == 0 && old|bit == 3 {
-		s.established.Add(1)
-		d := int64(s.net.clk.Now().Sub(s.t0))
-		if d > s.lastEst.Load() {
-			s.lastEst.Store(d) // one goroutine at a time
-		}
-	}
+func (s *lstorm) mark(c *lconn, active bool) {
+	c.out.established(&s.tally, active, s.net.clk.Now().Sub(s.t0))
 }
 
 func (s *lstorm) handle(ev *cmcore.Event) cmcore.Outcome {
@@ -351,8 +341,14 @@ func (s *lstorm) handle(ev *cmcore.Event) cmcore.Outcome {
 			return cmcore.Destroy
 		}
 		c = s.conns[i]
-		c.pas = ev.ID
 		ev.ID.SetContext(c)
+		if c.pas != nil {
+			// A retransmitted REQ after our REP ran out of retries:
+			// the old end (IDLE, maybe still queued) goes.
+			c.pas.Destroy()
+			c.out.revive(&s.tally)
+		}
+		c.pas = ev.ID
 		if s.cfg.AcceptRate <= 0 {
 			if !s.rep(c) {
 				s.errs.Add(1)
@@ -384,9 +380,9 @@ func (s *lstorm) handle(ev *cmcore.Event) cmcore.Outcome {
 			s.errs.Add(1)
 			return cmcore.Keep
 		}
-		s.mark(c, 1)
+		s.mark(c, true)
 	case evRTUReceived:
-		s.mark(c, 2)
+		s.mark(c, false)
 	case evMRAReceived:
 		s.mraRecv.Add(1)
 	case evREQError:

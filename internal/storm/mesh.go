@@ -136,7 +136,7 @@ type conn struct {
 	start time.Duration
 	act   *cmcore.ID                // driver goroutine only
 	pas   atomic.Pointer[cmcore.ID] // set by the handler
-	bits  atomic.Uint32             // 1: active established, 2: passive established, 4: failed
+	out   outcome
 }
 
 type mesh struct {
@@ -146,9 +146,7 @@ type mesh struct {
 	nodes []*node
 	conns []*conn
 
-	established atomic.Int64
-	failed      atomic.Int64
-	lastEst     atomic.Int64 // simulated ns since t0
+	tally
 	handlerErrs atomic.Int64
 }
 
@@ -385,24 +383,10 @@ func (m *mesh) connect(c *conn) {
 	}
 }
 
-func (m *mesh) fail(c *conn) {
-	if c.bits.Or(4)&4 == 0 && c.bits.Load()&3 != 3 {
-		m.failed.Add(1)
-	}
-}
+func (m *mesh) fail(c *conn) { c.out.fail(&m.tally) }
 
-func (m *mesh) mark(c *conn, bit uint32) {
-	old := c.bits.Or(bit)
-	if old&bit == 0 && old|bit == 3 {
-		m.established.Add(1)
-		d := int64(m.net.clk.Now().Sub(m.t0))
-		for {
-			cur := m.lastEst.Load()
-			if d <= cur || m.lastEst.CompareAndSwap(cur, d) {
-				break
-			}
-		}
-	}
+func (m *mesh) mark(c *conn, active bool) {
+	c.out.established(&m.tally, active, m.net.clk.Now().Sub(m.t0))
 }
 
 // handle is every id's handler: listeners, active and passive ends.
@@ -418,8 +402,13 @@ func (m *mesh) handle(ev *cmcore.Event) cmcore.Outcome {
 			return cmcore.Destroy
 		}
 		c = m.conns[i]
-		c.pas.Store(ev.ID)
 		ev.ID.SetContext(c)
+		if old := c.pas.Swap(ev.ID); old != nil {
+			// The REQ's retransmission after our end's REP ran out of
+			// retries: a new passive end; the old one (IDLE) goes.
+			old.Destroy()
+			c.out.revive(&m.tally)
+		}
 		nd := m.nodes[c.b]
 		if err := ev.ID.SendREP(&cmcore.REPParams{QPN: nd.qpn.Add(1), StartingPSN: 1}); err != nil {
 			m.handlerErrs.Add(1)
@@ -430,9 +419,9 @@ func (m *mesh) handle(ev *cmcore.Event) cmcore.Outcome {
 			m.handlerErrs.Add(1)
 			return cmcore.Keep
 		}
-		m.mark(c, 1)
+		m.mark(c, true)
 	case evRTUReceived:
-		m.mark(c, 2)
+		m.mark(c, false)
 	case evREQError, evREPError, evREJReceived:
 		if c != nil {
 			m.fail(c)
