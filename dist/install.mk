@@ -17,6 +17,7 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 SYSCONFDIR  ?= /etc
+DOCDIR      ?= $(PREFIX)/share/doc/ucmd
 VERSION     ?= $(shell git log -1 --format='0.0~git%cd.%h' --date=format:%Y%m%d%H%M%S 2>/dev/null || echo 0.0)
 DEBARCH     ?= $(shell $(GO) env GOARCH)
 
@@ -50,6 +51,10 @@ install: $(PKG)/ucmd man completions
 	install -D -m 0644 $(PKG)/completions/ucmd.bash $(DESTDIR)$(BASHCOMPDIR)/ucmd
 	install -D -m 0644 $(PKG)/completions/_ucmd $(DESTDIR)$(ZSHCOMPDIR)/_ucmd
 	install -D -m 0644 $(PKG)/completions/ucmd.fish $(DESTDIR)$(FISHCOMPDIR)/ucmd.fish
+	@# the documents the code and `ucmd conformance` cite (docs/*.md)
+	install -d -m 0755 $(DESTDIR)$(DOCDIR)/docs
+	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
 	@# a configuration file is the administrator's: never overwritten
 	@if [ ! -e $(DESTDIR)$(SYSCONFDIR)/default/ucmd ]; then \
 		install -D -m 0644 dist/ucmd.default $(DESTDIR)$(SYSCONFDIR)/default/ucmd; fi
@@ -59,6 +64,7 @@ uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/ucmd $(DESTDIR)$(UNITDIR)/ucmd.service $(DESTDIR)$(UDEVRULESDIR)/90-ucmd.rules \
 		$(DESTDIR)$(MANDIR)/man8/ucmd.8 $(DESTDIR)$(MANDIR)/man8/ucmd-*.8 \
 		$(DESTDIR)$(BASHCOMPDIR)/ucmd $(DESTDIR)$(ZSHCOMPDIR)/_ucmd $(DESTDIR)$(FISHCOMPDIR)/ucmd.fish
+	rm -rf $(DESTDIR)$(DOCDIR)
 	@echo "left $(DESTDIR)$(SYSCONFDIR)/default/ucmd in place"
 
 # The Debian package: the install above into a staging root (Debian paths),
