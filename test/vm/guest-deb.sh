@@ -35,13 +35,14 @@ ok "binary: static, ucmd --version = $(/usr/sbin/ucmd --version)"
 for f in /lib/systemd/system/ucmd.service /lib/udev/rules.d/90-ucmd.rules /etc/default/ucmd \
   /usr/share/man/man8/ucmd.8.gz /usr/share/man/man8/ucmd-serve.8.gz /usr/share/man/man8/ucmd-exec.8.gz \
   /usr/share/bash-completion/completions/ucmd /usr/share/zsh/vendor-completions/_ucmd \
-  /usr/share/fish/vendor_completions.d/ucmd.fish /usr/share/doc/ucmd/copyright; do
+  /usr/share/fish/vendor_completions.d/ucmd.fish /usr/share/doc/ucmd/copyright \
+  /usr/share/doc/ucmd/docs/ucm-abi.md /usr/share/doc/ucmd/docs/ib-cm.md /usr/share/doc/ucmd/docs/design.md; do
   [ -s "$f" ] || fail "missing $f"
 done
 grep -q '^ExecStart=/usr/sbin/ucmd serve' /lib/systemd/system/ucmd.service || fail "unit's ExecStart is not /usr/sbin/ucmd"
 grep -q '^/etc/default/ucmd$' /var/lib/dpkg/info/ucmd.conffiles || fail "/etc/default/ucmd is not a conffile"
 zcat /usr/share/man/man8/ucmd-exec.8.gz | grep -q 'SUDO_USER' || fail "ucmd-exec(8) lacks the --user text"
-ok "files: unit (ExecStart=/usr/sbin/ucmd), udev rule, conffile, man pages, completions"
+ok "files: unit (ExecStart=/usr/sbin/ucmd), udev rule, conffile, man pages, completions, docs"
 if command -v systemd-analyze >/dev/null; then
   v=$(systemd-analyze verify /lib/systemd/system/ucmd.service 2>&1) || fail "systemd-analyze verify: $v"
   ok "systemd-analyze verify ucmd.service: clean"
