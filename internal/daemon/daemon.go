@@ -64,6 +64,62 @@ type Config struct {
 
 	// UMAD overrides discovery options (tests).
 	UMAD umad.Options
+	// Env is the machine: the zero value is this one (/dev/cuse, the
+	// process's privileges, process_vm_readv/writev, /proc).
+	Env Env
+}
+
+// Env is what Start needs from the machine beyond the fabric. Each nil
+// field is the real thing; tests replace them to run the whole daemon on
+// the fake CUSE kernel (cuse/cusetest) and the simulated fabric, without
+// /dev/cuse or privileges (package daemontest has such an Env).
+type Env struct {
+	// Preflight checks the machine before any device is registered; nil
+	// is the real check: /dev/cuse exists, CAP_SYS_ADMIN and
+	// CAP_SYS_PTRACE are held, Yama's ptrace_scope is below 3.
+	Preflight func() error
+	// Register registers the CUSE device cfg.DevName, served by dev, and
+	// returns its channel, not yet serving; the node then appears as
+	// DevDir/cfg.DevName. nil is cuse.Open on /dev/cuse.
+	Register func(ctx context.Context, cfg cuse.Config, dev cuse.Device) (Channel, error)
+	// Memory is the clients' memory; nil is callermem.ProcessVM.
+	Memory callermem.Memory
+	// ThreadGroup finds a client thread's process; nil is
+	// ucm.ProcThreadGroup.
+	ThreadGroup ucm.ThreadGroupFunc
+}
+
+// Channel is a registered CUSE device, as *cuse.Server is: Serve serves
+// it until Close (then it returns cuse.ErrServerClosed) or until the
+// channel fails.
+type Channel interface {
+	Serve() error
+	Close() error
+}
+
+// register is cuse.Open with the result as a Channel.
+func register(ctx context.Context, cfg cuse.Config, dev cuse.Device) (Channel, error) {
+	srv, err := cuse.Open(ctx, cfg, dev)
+	if err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+func (e Env) withDefaults() Env {
+	if e.Preflight == nil {
+		e.Preflight = preflight
+	}
+	if e.Register == nil {
+		e.Register = register
+	}
+	if e.Memory == nil {
+		e.Memory = callermem.ProcessVM{}
+	}
+	if e.ThreadGroup == nil {
+		e.ThreadGroup = ucm.ProcThreadGroup
+	}
+	return e
 }
 
 // Daemon is a running ucmd.
@@ -84,7 +140,7 @@ type served struct {
 	dev   hw.Device
 	cm    *cmcore.CM
 	ucm   *ucm.Device
-	srv   *cuse.Server
+	srv   Channel
 }
 
 // Start brings every device up. On error, whatever was started is stopped
@@ -99,6 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.NodeMode == 0 {
 		cfg.NodeMode = 0o666
 	}
+	cfg.Env = cfg.Env.withDefaults()
 	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1)}
 	// What the flags name is checked first (a bad --device is a bad flag,
 	// whatever else is missing), then the environment.
@@ -106,7 +163,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := preflight(); err != nil {
+	if err := cfg.Env.Preflight(); err != nil {
 		return nil, err
 	}
 	if cfg.FixedNumbers && len(devs) > MaxFixed {
@@ -309,7 +366,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
 	}
-	u, err := ucm.New(ucm.Config{CM: cm, Memory: callermem.ProcessVM{}, IDs: ids, Budget: budget, Limits: d.cfg.Limits, Logger: log})
+	u, err := ucm.New(ucm.Config{CM: cm, Memory: d.cfg.Env.Memory, ThreadGroup: d.cfg.Env.ThreadGroup, IDs: ids, Budget: budget, Limits: d.cfg.Limits, Logger: log})
 	if err != nil {
 		cm.Close()
 		return fmt.Errorf("ucm device for %s: %w", dev.Name(), err)
@@ -319,7 +376,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 	if d.cfg.FixedNumbers {
 		cc.Major, cc.Minor = UCMMajor, uint32(UCMBaseMinor+i)
 	}
-	srv, err := cuse.Open(ctx, cc, u)
+	srv, err := d.cfg.Env.Register(ctx, cc, u)
 	if err != nil {
 		cm.Close()
 		return fmt.Errorf("register /dev/%s: %w", name, cuseHint(err))

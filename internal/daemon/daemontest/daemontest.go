@@ -1,0 +1,228 @@
+// Package daemontest runs the whole daemon without a kernel: its Env
+// registers every device with a fake CUSE kernel (cuse/cusetest) instead
+// of /dev/cuse, gives the devices in-memory caller memory, skips the
+// preflight checks and creates each device node as a plain file in a
+// temporary DevDir, so that daemon.Start with --fabric sim serves, reports
+// status and shuts down in a unit test. Files are opened through Kernel or
+// DUT, which is the conformance suite's view of a node.
+package daemontest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/callermem"
+	"github.com/ucmd/ucmd/cuse/cusetest"
+	"github.com/ucmd/ucmd/internal/daemon"
+	"golang.org/x/sys/unix"
+)
+
+// Pid is the client thread of every file opened through a DUT.
+const Pid = 4242
+
+// Timeout bounds one request through the fake kernel.
+const Timeout = 10 * time.Second
+
+// Fake is a machine without a kernel. Set its fields before Start.
+type Fake struct {
+	// DevDir is where the nodes are created (daemon.Config.DevDir).
+	DevDir string
+	// Mem is the caller memory of every device.
+	Mem *callermem.Fake
+	// Preflight, if set, is the daemon's preflight check (nil: none).
+	Preflight func() error
+	// Refuse, if set, is asked before each registration: an error is the
+	// kernel refusing it (a name or device number in use, say).
+	Refuse func(cuse.Config) error
+
+	t        testing.TB
+	mu       sync.Mutex
+	channels map[string]*Channel
+}
+
+// New returns a Fake with a fresh DevDir and caller memory.
+func New(t testing.TB) *Fake {
+	return &Fake{t: t, DevDir: t.TempDir(), Mem: callermem.NewFake(), channels: map[string]*Channel{}}
+}
+
+// Env is the daemon.Env of the fake machine.
+func (f *Fake) Env() daemon.Env {
+	return daemon.Env{
+		Preflight: func() error {
+			if f.Preflight != nil {
+				return f.Preflight()
+			}
+			return nil
+		},
+		Register:    f.register,
+		Memory:      f.Mem,
+		ThreadGroup: func(tid int) (int, error) { return tid, nil }, // no test reads the host's /proc
+	}
+}
+
+// Config completes cfg for the fake machine: its Env and DevDir.
+func (f *Fake) Config(cfg daemon.Config) daemon.Config {
+	cfg.Env = f.Env()
+	cfg.DevDir = f.DevDir
+	return cfg
+}
+
+func (f *Fake) register(_ context.Context, cfg cuse.Config, dev cuse.Device) (daemon.Channel, error) {
+	if f.Refuse != nil {
+		if err := f.Refuse(cfg); err != nil {
+			return nil, err
+		}
+	}
+	k := cusetest.Start(f.t, dev, &cusetest.Options{Config: cfg, Memory: f.Mem, Timeout: Timeout})
+	// What devtmpfs would create: a file the daemon can chmod and stat.
+	node := filepath.Join(f.DevDir, cfg.DevName)
+	if err := os.MkdirAll(filepath.Dir(node), 0o755); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if err := os.WriteFile(node, nil, 0o600); err != nil {
+		k.Close()
+		return nil, err
+	}
+	c := &Channel{Kernel: k, fail: make(chan error, 1), closed: make(chan struct{})}
+	f.mu.Lock()
+	f.channels[cfg.DevName] = c
+	f.mu.Unlock()
+	return c, nil
+}
+
+// Channel returns the channel registered as devName ("infiniband/ucm0"),
+// or nil.
+func (f *Fake) Channel(devName string) *Channel {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.channels[devName]
+}
+
+// Channel is a device registered with the fake kernel; it implements
+// daemon.Channel.
+type Channel struct {
+	// Kernel is the fake kernel the device is registered with.
+	Kernel *cusetest.Kernel
+
+	fail   chan error
+	once   sync.Once
+	closed chan struct{}
+	err    error
+}
+
+// Serve implements daemon.Channel: the fake kernel serves the device
+// already; Serve returns when the channel is closed or fails.
+func (c *Channel) Serve() error {
+	select {
+	case <-c.closed:
+		return cuse.ErrServerClosed
+	case err := <-c.fail:
+		return err
+	}
+}
+
+// Close implements daemon.Channel: the server answers what is in flight,
+// releases every open file and stops.
+func (c *Channel) Close() error {
+	c.once.Do(func() {
+		if err := c.Kernel.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
+			c.err = err
+		}
+		close(c.closed)
+	})
+	return c.err
+}
+
+// Fail makes Serve return err, as when the kernel aborts the connection.
+func (c *Channel) Fail(err error) {
+	select {
+	case c.fail <- err:
+	default:
+	}
+}
+
+// DUT returns the conformance suite's device under test for the node
+// registered as devName, with loopback as its path to itself (nil: none,
+// connecting cases skip). Its files are those of fakedut, thread Pid.
+func (f *Fake) DUT(devName string, loopback *abi.PathRec) (conformance.DUT, error) {
+	c := f.Channel(devName)
+	if c == nil {
+		return nil, fmt.Errorf("daemontest: no device %q registered", devName)
+	}
+	return &dut{k: c.Kernel, mem: &memory{f: f.Mem}, loopback: loopback}, nil
+}
+
+type dut struct {
+	k        *cusetest.Kernel
+	mem      *memory
+	loopback *abi.PathRec
+}
+
+var caller = cuse.Caller{Pid: Pid, Uid: 1000, Gid: 1000}
+
+func (d *dut) Open(nonblock bool) (conformance.File, error) {
+	flags := uint32(unix.O_RDWR)
+	if nonblock {
+		flags |= unix.O_NONBLOCK
+	}
+	// Kernel.Open waits on the calling goroutine: open files from the
+	// test's goroutine.
+	f, errno := d.k.Open(caller, flags)
+	if errno != 0 {
+		return nil, errno
+	}
+	return &fakedut.File{F: f, Caller: caller}, nil
+}
+
+func (d *dut) Mem() conformance.Memory { return d.mem }
+
+func (d *dut) LoopbackPath() (abi.PathRec, bool) {
+	if d.loopback == nil {
+		return abi.PathRec{}, false
+	}
+	return *d.loopback, true
+}
+
+func (d *dut) Close() error { return nil }
+
+// memory is conformance.Memory over the fake caller memory of Pid.
+type memory struct {
+	f    *callermem.Fake
+	once sync.Once
+	bad  uint64
+}
+
+func (m *memory) Alloc(n int) uint64 { return m.f.Alloc(Pid, n) }
+
+func (m *memory) Bad() uint64 {
+	m.once.Do(func() {
+		m.bad = m.f.Alloc(Pid, 1)
+		m.f.Unmap(Pid, m.bad, 1)
+	})
+	return m.bad
+}
+
+func (m *memory) Read(addr uint64, n int) []byte {
+	b, err := m.f.Bytes(Pid, addr, n)
+	if err != nil {
+		panic(err) // addr must come from Alloc
+	}
+	return b
+}
+
+func (m *memory) Write(addr uint64, b []byte) {
+	if err := m.f.Write(Pid, addr, b); err != nil {
+		panic(err)
+	}
+}

@@ -1,0 +1,290 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/internal/daemon/daemontest"
+	"github.com/ucmd/ucmd/internal/status"
+	"github.com/ucmd/ucmd/internal/sysclass"
+)
+
+// waitFor bounds every wait: a failure timeout, never a synchronisation.
+const waitFor = 10 * time.Second
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func start(t *testing.T, f *daemontest.Fake, cfg daemon.Config) *daemon.Daemon {
+	t.Helper()
+	if cfg.Fabric == "" {
+		cfg.Fabric = daemon.FabricSim
+	}
+	if cfg.RuntimeDir == "" {
+		cfg.RuntimeDir = t.TempDir()
+	}
+	cfg.Logger = quiet()
+	d, err := daemon.Start(t.Context(), f.Config(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func fetch(t *testing.T, runDir string) status.Snapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	snap, err := status.Fetch(ctx, runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// The daemon serves two simulated devices on the fake kernel: nodes with
+// their mode, the class tree, commands through a node, the status socket,
+// and a shutdown that takes all of it away.
+func TestServeOnFakeKernel(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d := start(t, f, daemon.Config{SimDevices: 2, RuntimeDir: run, Version: "test"})
+
+	want := []string{filepath.Join(f.DevDir, "infiniband/ucm0"), filepath.Join(f.DevDir, "infiniband/ucm1")}
+	if got := d.Nodes(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("nodes %v, want %v", got, want)
+	}
+	for _, n := range want {
+		if st, err := os.Stat(n); err != nil || st.Mode().Perm() != 0o666 {
+			t.Errorf("%s: %v, %v; want mode 0666", n, st.Mode(), err)
+		}
+	}
+	for i, dev := range []string{"sim0", "sim1"} {
+		b, err := os.ReadFile(filepath.Join(sysclass.ClassDir(run), "ucm"+string(rune('0'+i)), "ibdev"))
+		if err != nil || string(b) != dev+"\n" {
+			t.Errorf("class tree ucm%d/ibdev: %q, %v; want %s", i, b, err, dev)
+		}
+	}
+
+	dut, err := f.DUT("infiniband/ucm0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := conformance.NewClient(dut, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.CreateID(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Listen(id, 0x1234, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	snap := fetch(t, run)
+	if snap.Version != "test" || snap.Fabric != daemon.FabricSim || len(snap.Devices) != 2 {
+		t.Fatalf("status: %+v", snap)
+	}
+	d0 := snap.Devices[0]
+	if d0.Name != "sim0" || d0.Node != want[0] || len(d0.Ports) != 1 || d0.Ports[0].LinkLayer != "Ethernet" || d0.Ports[0].GID0 == "" {
+		t.Errorf("status of sim0: %+v", d0)
+	}
+	if len(d0.Files) != 1 || d0.Files[0].PID != daemontest.Pid || len(d0.Files[0].IDs) != 1 {
+		t.Fatalf("status of sim0's files: %+v", d0.Files)
+	}
+	if got := d0.Files[0].IDs[0]; got.ID != id || got.ServiceID != 0x1234 || got.State != "LISTEN" {
+		t.Errorf("status of the listening id: %+v", got)
+	}
+	if len(snap.Devices[1].Files) != 0 {
+		t.Errorf("sim1 has files: %+v", snap.Devices[1].Files)
+	}
+	if _, err := c.DestroyID(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sysclass.ClassDir(run)); !os.IsNotExist(err) {
+		t.Errorf("class tree after Close: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	if _, err := status.Fetch(ctx, run); err == nil {
+		t.Error("status answers after Close")
+	}
+	if err := f.Channel("infiniband/ucm1").Serve(); !errors.Is(err, cuse.ErrServerClosed) {
+		t.Errorf("ucm1's channel after Close: %v", err)
+	}
+}
+
+// --fixed-numbers registers 231:224+N, and refuses more devices than minors.
+func TestFixedNumbers(t *testing.T) {
+	f := daemontest.New(t)
+	start(t, f, daemon.Config{SimDevices: 2, SimIB: true, FixedNumbers: true, NodeMode: 0o660})
+	for i := range 2 {
+		name := "infiniband/ucm" + string(rune('0'+i))
+		k := f.Channel(name).Kernel
+		if k.DevName != name || k.Init.DevMajor != daemon.UCMMajor || k.Init.DevMinor != uint32(daemon.UCMBaseMinor+i) {
+			t.Errorf("%s registered as %q %d:%d", name, k.DevName, k.Init.DevMajor, k.Init.DevMinor)
+		}
+		if st, err := os.Stat(filepath.Join(f.DevDir, name)); err != nil || st.Mode().Perm() != 0o660 {
+			t.Errorf("%s: %v, %v; want --mode 0660", name, st.Mode(), err)
+		}
+	}
+
+	f = daemontest.New(t)
+	_, err := daemon.Start(t.Context(), f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: daemon.MaxFixed + 1, FixedNumbers: true, RuntimeDir: t.TempDir(), Logger: quiet()}))
+	if err == nil || !strings.Contains(err.Error(), "--fixed-numbers: 33 devices") {
+		t.Fatalf("33 devices with --fixed-numbers: %v", err)
+	}
+	if f.Channel("infiniband/ucm0") != nil {
+		t.Error("a device was registered")
+	}
+}
+
+// A preflight failure stops Start before anything is registered.
+func TestStartPreflightFails(t *testing.T) {
+	f := daemontest.New(t)
+	f.Preflight = func() error { return errors.New("missing privileges: CAP_SYS_ADMIN") }
+	run := t.TempDir()
+	_, err := daemon.Start(t.Context(), f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: run, Logger: quiet()}))
+	if err == nil || err.Error() != "missing privileges: CAP_SYS_ADMIN" {
+		t.Fatalf("Start: %v", err)
+	}
+	if f.Channel("infiniband/ucm0") != nil {
+		t.Error("a device was registered despite the preflight failure")
+	}
+	if ents, _ := os.ReadDir(run); len(ents) != 0 {
+		t.Errorf("runtime dir after a failed Start: %v", ents)
+	}
+}
+
+// A refused registration names the node and what to do; the devices
+// registered before it are closed again.
+func TestStartRegistrationRefused(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{unix.EBUSY, "register /dev/infiniband/ucm1: device or resource busy (the node or device number is taken: another ucmd running?)"},
+		{unix.EACCES, "register /dev/infiniband/ucm1: permission denied (opening /dev/cuse needs root or CAP_SYS_ADMIN)"},
+		{errors.New("bad"), "register /dev/infiniband/ucm1: bad"},
+	} {
+		f := daemontest.New(t)
+		f.Refuse = func(c cuse.Config) error {
+			if c.DevName == "infiniband/ucm1" {
+				return tc.err
+			}
+			return nil
+		}
+		run := t.TempDir()
+		_, err := daemon.Start(t.Context(), f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 2, RuntimeDir: run, Logger: quiet()}))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Start: %v, want %q", err, tc.want)
+		}
+		if err := f.Channel("infiniband/ucm0").Serve(); !errors.Is(err, cuse.ErrServerClosed) {
+			t.Errorf("ucm0 after the failed Start: %v, want it closed", err)
+		}
+		if _, err := os.Stat(filepath.Join(run, status.SocketName)); !os.IsNotExist(err) {
+			t.Errorf("status socket after a failed Start: %v", err)
+		}
+	}
+}
+
+// Start gives up waiting for a node when its context ends.
+func TestStartNodeNeverAppears(t *testing.T) {
+	f := daemontest.New(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cfg := f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: t.TempDir(), Logger: quiet()})
+	reg := cfg.Env.Register
+	cfg.Env.Register = func(ctx context.Context, c cuse.Config, dev cuse.Device) (daemon.Channel, error) {
+		ch, err := reg(ctx, c, dev)
+		if err == nil {
+			err = os.Remove(filepath.Join(f.DevDir, c.DevName)) // udev never creates it
+		}
+		cancel()
+		return ch, err
+	}
+	if _, err := daemon.Start(ctx, cfg); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start: %v, want context.Canceled", err)
+	}
+	if err := f.Channel("infiniband/ucm0").Serve(); !errors.Is(err, cuse.ErrServerClosed) {
+		t.Errorf("ucm0 after the failed Start: %v, want it closed", err)
+	}
+}
+
+// A runtime directory that cannot be written fails Start and leaves no
+// device registered.
+func TestStartBadRuntimeDir(t *testing.T) {
+	f := daemontest.New(t)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := daemon.Start(t.Context(), f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: file, Logger: quiet()}))
+	if err == nil {
+		t.Fatal("Start with a file as the runtime dir succeeded")
+	}
+	if err := f.Channel("infiniband/ucm0").Serve(); !errors.Is(err, cuse.ErrServerClosed) {
+		t.Errorf("ucm0 after the failed Start: %v, want it closed", err)
+	}
+}
+
+// A channel the kernel aborts is reported on Failed, once.
+func TestChannelFailure(t *testing.T) {
+	f := daemontest.New(t)
+	d := start(t, f, daemon.Config{SimDevices: 2})
+	abort := errors.New("connection aborted")
+	f.Channel("infiniband/ucm1").Fail(abort)
+	select {
+	case err := <-d.Failed():
+		if !errors.Is(err, abort) || !strings.Contains(err.Error(), "/dev/infiniband/ucm1: CUSE channel failed") {
+			t.Errorf("Failed: %v", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("no failure reported")
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bad fabric flags fail Start before the machine is looked at.
+func TestStartFabricErrors(t *testing.T) {
+	f := daemontest.New(t)
+	f.Preflight = func() error { t.Error("preflight ran"); return nil }
+	for _, cfg := range []daemon.Config{
+		{Fabric: "ib"},
+		{Fabric: daemon.FabricSim, SimDevices: 0},
+	} {
+		cfg.RuntimeDir = t.TempDir()
+		cfg.Logger = quiet()
+		if _, err := daemon.Start(t.Context(), f.Config(cfg)); err == nil {
+			t.Errorf("Start(%+v) succeeded", cfg)
+		}
+	}
+}
+
+// FirstPort names a device it does not find.
+func TestFirstPortUnknown(t *testing.T) {
+	if _, err := daemon.FirstPort("ucmd-no-such-device"); err == nil {
+		t.Fatal("FirstPort of a missing device succeeded")
+	}
+}
