@@ -45,7 +45,11 @@ Prints one line per case and a summary; exits 0 only if no case failed.`,
 				}
 			}
 			path := args[0]
-			dut, err := conformance.OpenPath(path)
+			open := g.env.openDUT
+			if open == nil {
+				open = conformance.OpenPath
+			}
+			dut, err := open(path)
 			if err != nil {
 				return err
 			}
@@ -57,8 +61,8 @@ Prints one line per case and a summary; exits 0 only if no case failed.`,
 			if ibdev != "" {
 				if lp, err := loopback(ibdev); err != nil {
 					fmt.Fprintf(out, "note: no loopback path on %s (%v): connecting cases skip\n", ibdev, err)
-				} else {
-					dut.(*conformance.Node).Loopback = &lp
+				} else if node, ok := dut.(*conformance.Node); ok {
+					node.Loopback = &lp
 				}
 			} else {
 				fmt.Fprintf(out, "note: RDMA device of %s unknown (use --ibdev): connecting cases skip\n", path)

@@ -5,6 +5,9 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/internal/daemon"
 )
 
 // version is set by the linker for release builds.
@@ -15,10 +18,24 @@ const defaultRuntimeDir = "/run/ucmd"
 
 type globalFlags struct {
 	runtimeDir string
+	env        environment
 }
 
-func newRootCmd() *cobra.Command {
-	g := &globalFlags{}
+// environment is the machine the commands act on. The zero value is this
+// one; tests run the commands in-process on a fake one (the fake CUSE
+// kernel of internal/daemon/daemontest).
+type environment struct {
+	daemon  daemon.Env                                 // serve's; nil fields are the real machine
+	devDir  string                                     // serve's daemon.Config.DevDir; "" is /dev
+	dropCap func(bit uintptr) (held bool, err error)   // serve's; nil is dropCapability
+	openDUT func(path string) (conformance.DUT, error) // conformance's; nil is conformance.OpenPath
+}
+
+func newRootCmd() *cobra.Command { return newRootCmdIn(environment{}) }
+
+// newRootCmdIn is the CLI acting on env.
+func newRootCmdIn(env environment) *cobra.Command {
+	g := &globalFlags{env: env}
 	root := &cobra.Command{
 		Use:   "ucmd",
 		Short: "userspace /dev/infiniband/ucmN (the deleted ib_ucm driver) over CUSE",

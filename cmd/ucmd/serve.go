@@ -118,9 +118,11 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 		WaitDevices:  f.waitDevices,
 		FixedNumbers: f.fixedNumbers,
 		NodeMode:     os.FileMode(mode),
+		DevDir:       g.env.devDir,
 		RuntimeDir:   g.runtimeDir,
 		Version:      buildVersion(),
 		Logger:       log,
+		Env:          g.env.daemon,
 	}
 	cfg.Limits = ucm.Limits{
 		MaxIDs: f.maxIDs, MaxEvents: f.maxEvents,
@@ -138,7 +140,11 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	// ucmd loads no module itself (the unit's ExecStartPre lines do, with
 	// their own privileges): whatever it was started with, it gives up
 	// CAP_SYS_MODULE before it serves anyone.
-	if held, err := dropCapability(unix.CAP_SYS_MODULE); err != nil {
+	drop := g.env.dropCap
+	if drop == nil {
+		drop = dropCapability
+	}
+	if held, err := drop(unix.CAP_SYS_MODULE); err != nil {
 		cfg.Logger.Warn("could not drop CAP_SYS_MODULE", "err", err)
 	} else if held {
 		cfg.Logger.Debug("dropped CAP_SYS_MODULE")

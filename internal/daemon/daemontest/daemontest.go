@@ -9,7 +9,6 @@ package daemontest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -136,9 +135,10 @@ func (c *Channel) Serve() error {
 // releases every open file and stops.
 func (c *Channel) Close() error {
 	c.once.Do(func() {
-		if err := c.Kernel.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
-			c.err = err
-		}
+		// The server's Close, not the kernel's: that one waits for what
+		// Serve returned, which the kernel's test cleanup may have taken
+		// already (if it ran first).
+		c.err = c.Kernel.Server().Close()
 		close(c.closed)
 	})
 	return c.err

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/internal/daemon/daemontest"
+	"github.com/ucmd/ucmd/internal/status"
+)
+
+// The tests here run the commands in-process on the fake machine of
+// daemontest: serve on the simulated fabric and the fake CUSE kernel,
+// status over the control socket, conformance against a served node.
+
+// waitFor bounds every wait: a failure timeout, never a synchronisation.
+const waitFor = 20 * time.Second
+
+// fakeMachine is an environment without a kernel.
+func fakeMachine(t *testing.T) (*daemontest.Fake, environment) {
+	f := daemontest.New(t)
+	return f, environment{
+		daemon:  f.Env(),
+		devDir:  f.DevDir,
+		dropCap: func(uintptr) (bool, error) { return true, nil },
+		openDUT: func(path string) (conformance.DUT, error) {
+			rel, err := filepath.Rel(f.DevDir, path)
+			if err != nil {
+				return nil, err
+			}
+			return f.DUT(rel, nil)
+		},
+	}
+}
+
+// runIn runs the CLI on env with args and returns what it printed.
+func runIn(t *testing.T, env environment, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmdIn(env)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(t.Context())
+	return out.String(), err
+}
+
+// notifySocket points NOTIFY_SOCKET at a socket of the test's and returns
+// a function that reads the next message sent to it.
+func notifySocket(t *testing.T) func() string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "notify")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	t.Setenv("NOTIFY_SOCKET", name)
+	return func() string {
+		t.Helper()
+		buf := make([]byte, 4096)
+		l.SetReadDeadline(time.Now().Add(waitFor))
+		n, err := l.Read(buf)
+		if err != nil {
+			t.Fatalf("waiting for sd_notify: %v", err)
+		}
+		return string(buf[:n])
+	}
+}
+
+// served is `ucmd serve` running in the background.
+type served struct {
+	cancel context.CancelFunc
+	done   chan error
+	run    string // runtime dir
+}
+
+// serve starts `ucmd serve --fabric sim` with args on env and returns
+// once it has told systemd it is ready.
+func serve(t *testing.T, env environment, next func() string, args ...string) *served {
+	t.Helper()
+	s := &served{done: make(chan error, 1), run: t.TempDir()}
+	ctx, cancel := context.WithCancel(t.Context())
+	s.cancel = cancel
+	root := newRootCmdIn(env)
+	root.SetOut(new(bytes.Buffer))
+	root.SetArgs(append([]string{"serve", "--fabric", "sim", "--runtime-dir", s.run, "--log-level", "error"}, args...))
+	go func() { s.done <- root.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(waitFor):
+			t.Error("serve did not stop")
+		}
+	})
+	if msg := next(); !strings.HasPrefix(msg, "READY=1\nSTATUS=serving ") {
+		t.Fatalf("sd_notify: %q, want READY=1", msg)
+	}
+	return s
+}
+
+func (s *served) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		s.done <- err // for the cleanup
+		return err
+	case <-time.After(waitFor):
+		t.Fatal("serve did not return")
+		return nil
+	}
+}
+
+// ucmd serve on the fake machine: ready once both nodes exist, status
+// and conformance against it, and a clean stop when its context ends.
+func TestServeStatusConformanceInProcess(t *testing.T) {
+	f, env := fakeMachine(t)
+	next := notifySocket(t)
+	s := serve(t, env, next, "--sim-devices", "2")
+	ucm0 := filepath.Join(f.DevDir, "infiniband/ucm0")
+	if st, err := os.Stat(ucm0); err != nil || st.Mode().Perm() != 0o666 {
+		t.Fatalf("%s: %v", ucm0, err)
+	}
+
+	out, err := runIn(t, env, "status", "--runtime-dir", s.run)
+	if err != nil || !strings.Contains(out, "sim0") || !strings.Contains(out, "sim1") || !strings.Contains(out, ucm0) {
+		t.Fatalf("ucmd status: %v\n%s", err, out)
+	}
+	out, err = runIn(t, env, "status", "--json", "--runtime-dir", s.run)
+	var snap status.Snapshot
+	if err != nil || json.Unmarshal([]byte(out), &snap) != nil || len(snap.Devices) != 2 || snap.Fabric != "sim" {
+		t.Fatalf("ucmd status --json: %v\n%s", err, out)
+	}
+
+	// The RDMA device comes from the running ucmd; umad has no loopback
+	// path for a simulated one, so the connecting cases skip.
+	out, err = runIn(t, env, "conformance", "--runtime-dir", s.run, "--run", "^write/", ucm0)
+	if err != nil || !strings.Contains(out, "note: no loopback path on sim0") || !strings.Contains(out, "PASS write/bad-command") ||
+		!strings.Contains(out, "conformance "+ucm0+": ") || !strings.Contains(out, " 0 failed") {
+		t.Fatalf("ucmd conformance: %v\n%s", err, out)
+	}
+
+	s.cancel()
+	if err := s.wait(t); err != nil {
+		t.Fatalf("serve after its context ended: %v", err)
+	}
+	if msg := next(); msg != "STOPPING=1" {
+		t.Errorf("sd_notify at the stop: %q", msg)
+	}
+	if _, err := runIn(t, env, "status", "--runtime-dir", s.run); err == nil {
+		t.Error("ucmd status succeeds after serve stopped")
+	}
+}
+
+// SIGTERM stops serve cleanly.
+func TestServeSIGTERM(t *testing.T) {
+	// Held for the whole test, so a SIGTERM never kills the test binary.
+	keep := make(chan os.Signal, 1)
+	signal.Notify(keep, syscall.SIGTERM)
+	defer signal.Stop(keep)
+	_, env := fakeMachine(t)
+	next := notifySocket(t)
+	s := serve(t, env, next, "--sim-devices", "1", "--sim-ib", "--fixed-numbers")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wait(t); err != nil {
+		t.Fatalf("serve after SIGTERM: %v", err)
+	}
+	if msg := next(); msg != "STOPPING=1" {
+		t.Errorf("sd_notify after SIGTERM: %q", msg)
+	}
+}
+
+// A CUSE channel the kernel aborts ends serve with that error.
+func TestServeChannelFails(t *testing.T) {
+	f, env := fakeMachine(t)
+	next := notifySocket(t)
+	s := serve(t, env, next, "--sim-devices", "1", "--log-json")
+	f.Channel("infiniband/ucm0").Fail(errors.New("connection aborted"))
+	if err := s.wait(t); err == nil || !strings.Contains(err.Error(), "/dev/infiniband/ucm0: CUSE channel failed: connection aborted") {
+		t.Fatalf("serve after the channel failed: %v", err)
+	}
+	if msg := next(); msg != "STOPPING=1" {
+		t.Errorf("sd_notify: %q", msg)
+	}
+}
+
+// serve's failures come back as the command's error.
+func TestServeFailsInProcess(t *testing.T) {
+	f, env := fakeMachine(t)
+	env.dropCap = func(uintptr) (bool, error) { return false, unix.EPERM }
+	f.Preflight = func() error { return errors.New("/dev/cuse does not exist: load the CUSE module (modprobe cuse)") }
+	if _, err := runIn(t, env, "--fabric", "sim", "--log-level", "error", "--runtime-dir", t.TempDir()); err == nil || !strings.Contains(err.Error(), "modprobe cuse") {
+		t.Errorf("ucmd with a failing preflight: %v", err)
+	}
+	f.Preflight = nil
+	f.Refuse = func(cuse.Config) error { return unix.EBUSY }
+	if _, err := runIn(t, env, "serve", "--fabric", "sim", "--log-level", "error", "--runtime-dir", t.TempDir()); err == nil || !strings.Contains(err.Error(), "another ucmd running?") {
+		t.Errorf("ucmd serve with the node taken: %v", err)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"bogus", `unknown command "bogus"`},
+		{"serve --log-level loud", `--log-level "loud"`},
+		{"serve --wait-devices -1s", "--wait-devices -1s: cannot be negative"},
+		{"serve --fabric sim --sim-devices 33 --fixed-numbers", "only 32 minors"},
+		{"serve --device ..", `--device "..": not an RDMA device name`},
+		{"serve --max-ids -1", "cannot be negative"},
+	} {
+		if _, err := runIn(t, env, append(strings.Fields(tc.args), "--runtime-dir", t.TempDir())...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ucmd %s: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// status and conformance say what is wrong.
+func TestStatusAndConformanceErrors(t *testing.T) {
+	f, env := fakeMachine(t)
+	if _, err := runIn(t, env, "status", "--runtime-dir", t.TempDir()); err == nil {
+		t.Error("ucmd status without a daemon succeeded")
+	}
+	if _, err := runIn(t, env, "conformance", "--run", "[", "/dev/infiniband/ucm0"); err == nil || !strings.Contains(err.Error(), "--run") {
+		t.Errorf("conformance --run [: %v", err)
+	}
+	if _, err := runIn(t, env, "conformance", filepath.Join(f.DevDir, "infiniband/ucm9")); err == nil {
+		t.Error("conformance of a node nobody serves succeeded")
+	}
+	// The device of a node no ucmd serves is unknown; --ibdev names one.
+	next := notifySocket(t)
+	serve(t, env, next, "--sim-devices", "1")
+	ucm0 := filepath.Join(f.DevDir, "infiniband/ucm0")
+	out, err := runIn(t, env, "conformance", "--runtime-dir", t.TempDir(), "--run", "^write/short-header$", ucm0)
+	if err != nil || !strings.Contains(out, "note: RDMA device of "+ucm0+" unknown") || !strings.Contains(out, "1 passed, 0 failed") {
+		t.Errorf("conformance without the daemon's status: %v\n%s", err, out)
+	}
+	out, err = runIn(t, env, "conformance", "--ibdev", "nosuchdev0", "--run", "^write/short-header$", ucm0)
+	if err != nil || !strings.Contains(out, "note: no loopback path on nosuchdev0") {
+		t.Errorf("conformance --ibdev: %v\n%s", err, out)
+	}
+	// A device that fails every case fails the command.
+	env.openDUT = func(path string) (conformance.DUT, error) {
+		d, err := f.DUT("infiniband/ucm0", nil)
+		return brokenDUT{d}, err
+	}
+	out, err = runIn(t, env, "conformance", "--ibdev", "x", "--run", "^write/", ucm0)
+	if err == nil || !strings.Contains(err.Error(), "conformance case(s) failed") || !strings.Contains(out, "FAIL write/bad-command") || !strings.Contains(out, "kernel: ucm-abi.md") {
+		t.Errorf("conformance of a broken device: %v\n%s", err, out)
+	}
+	// A timeout ends the run.
+	out, err = runIn(t, env, "conformance", "--ibdev", "x", "--timeout", "1ns", "--run", "^write/short-header$", ucm0)
+	if err == nil {
+		t.Errorf("conformance --timeout 1ns: %v\n%s", err, out)
+	}
+}
+
+// brokenDUT is a device whose files cannot be opened.
+type brokenDUT struct{ conformance.DUT }
+
+func (brokenDUT) Open(bool) (conformance.File, error) { return nil, unix.EIO }
+
+// exec's refusals come before it enters a namespace or runs anything.
+func TestExecErrorsInProcess(t *testing.T) {
+	_, env := fakeMachine(t)
+	priv := execPrivileged
+	t.Cleanup(func() { execPrivileged = priv })
+
+	execPrivileged = func() bool { return false }
+	if _, err := runIn(t, env, "exec", "--", "true"); err == nil || !strings.Contains(err.Error(), "exec needs root") {
+		t.Errorf("exec without privileges: %v", err)
+	}
+	execPrivileged = func() bool { return true }
+	private := t.TempDir()
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--user", "ucmd-no-such-user", "--", "true"}, "--user ucmd-no-such-user"},
+		{[]string{"--user", "root", "--", "ucmd-no-such-program"}, "executable file not found"},
+		{[]string{"--user", "root", "--", "true"}, "ucmd serve"}, // no class tree: refused before the namespace
+	} {
+		_, err := runIn(t, env, append([]string{"exec", "--runtime-dir", private}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("exec %v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := user.Lookup("nobody"); err == nil {
+		if _, err := runIn(t, env, "exec", "--runtime-dir", private, "--user", "nobody", "--", "true"); err == nil || !strings.Contains(err.Error(), "not searchable by other users") {
+			t.Errorf("exec --user nobody with a 0700 runtime dir: %v", err)
+		}
+		if _, err := runIn(t, env, "exec", "--runtime-dir", "/", "--user", "nobody", "--", "ucmd-no-such-program"); err == nil || !strings.Contains(err.Error(), "executable file not found") {
+			t.Errorf("exec --user nobody of a missing program: %v", err)
+		}
+	}
+	hasCapSysAdmin() // reads /proc/self/status; what it says depends on the machine
+}
+
+func TestExecCred(t *testing.T) {
+	c, err := lookupExecCred("0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.uid != 0 || c.u.Username != "root" {
+		t.Errorf("uid 0: %+v", c)
+	}
+	c.u.HomeDir = "/home/x"
+	got := c.environ([]string{"PATH=/bin", "HOME=/root", "USER=alice", "X=1"})
+	want := "PATH=/bin X=1 HOME=/home/x USER=root LOGNAME=root"
+	if strings.Join(got, " ") != want {
+		t.Errorf("environ: %v, want %s", got, want)
+	}
+	if err := searchableByAll("/"); err != nil {
+		t.Errorf("searchableByAll(/): %v", err)
+	}
+	if err := searchableByAll(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("searchableByAll of a missing dir succeeded")
+	}
+}
+
+// completion prints a script per shell. cobra's completion command took
+// os.Stdout when it was made, so that is where it prints.
+func TestCompletion(t *testing.T) {
+	stdout := os.Stdout
+	t.Cleanup(func() { os.Stdout = stdout })
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		tmp, err := os.Create(filepath.Join(t.TempDir(), sh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Stdout = tmp
+		_, err = runRoot(t, "completion", sh)
+		os.Stdout = stdout
+		tmp.Close()
+		out, _ := os.ReadFile(tmp.Name())
+		if err != nil || !bytes.Contains(out, []byte("ucmd")) || len(out) < 200 {
+			t.Errorf("completion %s: %v, %d bytes", sh, err, len(out))
+		}
+	}
+}
+
+// The benchmarks run and print, briefly.
+func TestBenchInProcess(t *testing.T) {
+	dir := t.TempDir()
+	out, err := runRoot(t, "bench", "storm", "--nodes", "2,3", "--loss", "0",
+		"--cpuprofile", filepath.Join(dir, "cpu"), "--memprofile", filepath.Join(dir, "mem"))
+	if err != nil || !strings.Contains(out, "3 nodes") {
+		t.Errorf("bench storm: %v\n%s", err, out)
+	}
+	out, err = runRoot(t, "bench", "storm", "--nodes", "2", "--loss", "0", "--json")
+	var rs []json.RawMessage
+	if err != nil || json.Unmarshal([]byte(out), &rs) != nil || len(rs) != 1 {
+		t.Errorf("bench storm --json: %v\n%s", err, out)
+	}
+	out, err = runRoot(t, "bench", "listener", "--requests", "20", "--senders", "2", "--accept-rate", "0", "--memprofile", filepath.Join(dir, "mem2"))
+	if err != nil || out == "" {
+		t.Errorf("bench listener: %v\n%s", err, out)
+	}
+	out, err = runRoot(t, "bench", "listener", "--requests", "20", "--senders", "2", "--json")
+	if err != nil || !json.Valid([]byte(out)) {
+		t.Errorf("bench listener --json: %v\n%s", err, out)
+	}
+	if _, err := runRoot(t, "bench", "storm", "--nodes", "2", "--cpuprofile", filepath.Join(dir, "no/such/dir")); err == nil {
+		t.Error("bench storm with an unwritable profile succeeded")
+	}
+}
