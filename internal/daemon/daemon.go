@@ -193,9 +193,13 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 }
 
 // preflight turns the usual deployment mistakes into instructions.
-func preflight() error {
-	if _, err := os.Stat(cuse.DevicePath); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s does not exist: load the CUSE module (modprobe cuse)", cuse.DevicePath)
+func preflight() error { return checkMachine(cuse.DevicePath, hasCap, yamaPtraceScope) }
+
+// checkMachine is preflight on the CUSE device cusePath, the capabilities
+// has reports and Yama's setting at yama.
+func checkMachine(cusePath string, has func(bit uint) bool, yama string) error {
+	if _, err := os.Stat(cusePath); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s does not exist: load the CUSE module (modprobe cuse)", cusePath)
 	}
 	var missing []string
 	for _, c := range []struct {
@@ -206,18 +210,18 @@ func preflight() error {
 		{unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "register devices through /dev/cuse"},
 		{unix.CAP_SYS_PTRACE, "CAP_SYS_PTRACE", "read and write clients' memory (process_vm_readv/writev)"},
 	} {
-		if !hasCap(c.bit) {
+		if !has(c.bit) {
 			missing = append(missing, c.name+" (to "+c.why+")")
 		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing privileges: %s; run ucmd as root or grant these capabilities", strings.Join(missing, ", "))
 	}
-	return checkYama(yamaPtraceScope)
+	return checkYama(yama)
 }
 
-// yamaPtraceScope is Yama's setting (tests point it elsewhere).
-var yamaPtraceScope = "/proc/sys/kernel/yama/ptrace_scope"
+// yamaPtraceScope is Yama's setting.
+const yamaPtraceScope = "/proc/sys/kernel/yama/ptrace_scope"
 
 // checkYama refuses ptrace_scope 3: no process may then attach to another,
 // not even with CAP_SYS_PTRACE, so process_vm_readv/writev fail and every
