@@ -37,6 +37,10 @@ for u in postgresql.service e2scrub_reap.service systemd-timesyncd.service getty
   e2scrub_all.timer fstrim.timer man-db.timer systemd-pstore.service; do
   ln -sf /dev/null "/etc/systemd/system/$u"
 done
+# tmpfiles' "D /tmp" empties /tmp at boot, and the working tree may live
+# there (CI clones into /tmp): keep the overlay's /tmp as it is
+mkdir -p /etc/tmpfiles.d
+ln -sf /dev/null /etc/tmpfiles.d/tmp.conf
 here=$(dirname "$0")
 cat > /etc/systemd/system/ucmd-vm-rxe.service <<UNIT
 [Unit]
