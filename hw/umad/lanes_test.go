@@ -91,6 +91,23 @@ func (m *umadModel) completeAll() {
 	}
 }
 
+// endpoint is an Endpoint whose lanes are the model's files.
+func (m *umadModel) endpoint(sendFiles int, renew func(*sendFile) (uint32, error)) *Endpoint {
+	theirs, _ := seqpacket(m.t)
+	unix.SetNonblock(theirs, true)
+	rd, err := newRecvFile(theirs, "fake-umad")
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	p := &Port{dev: &Device{name: "rxe0"}, num: 1, umad: "umad0", opts: Options{SendFiles: sendFiles}}
+	e, err := newEndpoint(p, hw.LinkInfiniBand, rd, m.open, renew)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(func() { e.Close() })
+	return e
+}
+
 func cmMADWithTID(attr uint16, tid uint32) *hw.MAD {
 	m := testMAD(0)
 	binary.BigEndian.PutUint32(m[12:16], tid)
@@ -104,18 +121,7 @@ func cmMADWithTID(attr uint16, tid uint32) *hw.MAD {
 // MAD is written once.
 func TestSameTIDNeverTwiceInFlightOnOneAgent(t *testing.T) {
 	m := newUMADModel(t)
-	theirs, _ := seqpacket(t)
-	unix.SetNonblock(theirs, true)
-	rd, err := newRecvFile(theirs, "fake-umad")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Port{dev: &Device{name: "rxe0"}, num: 1, umad: "umad0", opts: Options{SendFiles: 4}}
-	e, err := newEndpoint(p, hw.LinkInfiniBand, rd, m.open, m.renew)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := m.endpoint(4, m.renew)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -159,22 +165,10 @@ func TestSameTIDNeverTwiceInFlightOnOneAgent(t *testing.T) {
 // send still goes out.
 func TestRenewFailureOpensNewLane(t *testing.T) {
 	m := newUMADModel(t)
-	theirs, _ := seqpacket(t)
-	unix.SetNonblock(theirs, true)
-	rd, err := newRecvFile(theirs, "fake-umad")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Port{dev: &Device{name: "rxe0"}, num: 1, umad: "umad0", opts: Options{SendFiles: 1}}
-	renew := func(sf *sendFile) (uint32, error) {
+	e := m.endpoint(1, func(sf *sendFile) (uint32, error) {
 		m.complete(sf.fd) // closing the file waits for its sends too
 		return 0, unix.ENODEV
-	}
-	e, err := newEndpoint(p, hw.LinkInfiniBand, rd, m.open, renew)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	})
 	for range 3 {
 		if err := e.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, cmMADWithTID(0x10, 9)); err != nil {
 			t.Fatal(err)
