@@ -93,13 +93,31 @@ type Attr struct {
 	ServiceMask  uint64
 	LocalCommID  uint32 // wire value
 	RemoteCommID uint32
+	// Port is the port the id's connection uses (0: none yet); LocalQPN
+	// and RemoteQPN the connection's QPs, RemoteGID the peer's GID (zero
+	// without a GRH): what `ucmd status` shows.
+	Port      int
+	LocalQPN  uint32
+	RemoteQPN uint32
+	RemoteGID hw.GID
 }
 
-// Attr returns the id's service ID, mask and comm IDs.
+// Attr returns the id's service ID, mask, comm IDs, port, QPs and peer.
 func (id *ID) Attr() Attr {
 	id.cm.mu.Lock()
 	defer id.cm.mu.Unlock()
-	return Attr{id.serviceID, id.serviceMask, id.localID, id.remoteID}
+	a := Attr{
+		ServiceID: id.serviceID, ServiceMask: id.serviceMask,
+		LocalCommID: id.localID, RemoteCommID: id.remoteID,
+		LocalQPN: id.localQPN, RemoteQPN: id.remoteQPN,
+	}
+	if id.port != nil {
+		a.Port = id.port.num
+	}
+	if id.dst.GRH != nil {
+		a.RemoteGID = id.dst.GRH.GID
+	}
+	return a
 }
 
 // State returns the connection state and LAP sub-state.

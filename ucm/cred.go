@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -99,6 +100,27 @@ func parseTgid(status []byte) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no Tgid line")
+}
+
+// ProcessNameFunc names a process: its comm, as ps shows it.
+type ProcessNameFunc func(pid int) (string, error)
+
+// ProcProcessName is the ProcessNameFunc of the daemon: /proc/PID/comm.
+func ProcProcessName(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// process is the opener's process: its thread group, or the opening
+// thread when the group is unknown.
+func (w *writers) process() int {
+	if w.tgid != 0 {
+		return w.tgid
+	}
+	return w.opener
 }
 
 // maxWriterCache bounds the per-file cache of looked-up threads.

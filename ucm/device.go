@@ -36,6 +36,10 @@ type Config struct {
 	// only the opener's threads write to a file (cred.go); nil means
 	// ProcThreadGroup. Tests give a fake.
 	ThreadGroup ThreadGroupFunc
+	// ProcessName names a process (its comm), read once per open file
+	// for `ucmd status` and the failed-command log; nil means
+	// ProcProcessName. Tests give a fake.
+	ProcessName ProcessNameFunc
 }
 
 // Device is one /dev/infiniband/ucmN: it implements cuse.Device.
@@ -48,6 +52,7 @@ type Device struct {
 	log    *slog.Logger
 	// threadGroup is Config.ThreadGroup or ProcThreadGroup.
 	threadGroup ThreadGroupFunc
+	processName ProcessNameFunc
 	// handler is d.handle as a cmcore.Handler, made once: a method value
 	// allocates each time it is taken.
 	handler cmcore.Handler
@@ -78,6 +83,10 @@ func New(cfg Config) (*Device, error) {
 	d.threadGroup = cfg.ThreadGroup
 	if d.threadGroup == nil {
 		d.threadGroup = ProcThreadGroup
+	}
+	d.processName = cfg.ProcessName
+	if d.processName == nil {
+		d.processName = ProcProcessName
 	}
 	d.files = make(map[*file]struct{})
 	return d, nil

@@ -21,8 +21,11 @@ type file struct {
 	// with other credentials, and writers from other processes (w).
 	uid, gid uint32
 	w        *writers
-	// pid and opened describe the opener, for Device.Files.
+	// pid (the opener's process, not its thread), comm (that process's
+	// name, read once at open) and opened describe the opener, for
+	// Device.Files and the failed-command log.
 	pid    int
+	comm   string
 	opened time.Time
 
 	// Every wait in the file selects on a channel, the request's context
@@ -46,11 +49,17 @@ var _ cuse.Handle = (*file)(nil)
 func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 	f := &file{
 		d: d, waker: w, uid: req.Caller.Uid, gid: req.Caller.Gid,
-		w:   d.openWriters(req.Caller.Pid),
-		pid: req.Caller.Pid, opened: time.Now(),
-		ctxs:  make(map[*ucmCtx]struct{}),
-		ready: make(chan struct{}),
-		done:  make(chan struct{}),
+		w:      d.openWriters(req.Caller.Pid),
+		opened: time.Now(),
+		ctxs:   make(map[*ucmCtx]struct{}),
+		ready:  make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	f.pid = f.w.process()
+	if f.pid > 0 {
+		if name, err := d.processName(f.pid); err == nil {
+			f.comm = name
+		}
 	}
 	return f
 }

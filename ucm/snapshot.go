@@ -5,11 +5,13 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/hw"
 )
 
 // FileInfo describes one open file, for `ucmd status`.
 type FileInfo struct {
-	PID          int // the thread that opened it
+	PID          int    // the process that opened it (its thread group id)
+	Comm         string // that process's name at open; "" if unknown
 	Opened       time.Time
 	QueuedEvents int
 	IDs          []IDInfo
@@ -22,7 +24,11 @@ type IDInfo struct {
 	ServiceID    uint64
 	LocalCommID  uint32
 	RemoteCommID uint32
-	QueuedEvents int // undelivered events counted on this id
+	Port         int // 0: no port yet
+	LocalQPN     uint32
+	RemoteQPN    uint32
+	RemoteGID    hw.GID // zero: unknown or no GRH
+	QueuedEvents int    // undelivered events counted on this id
 }
 
 // Files returns the device's open files and their ids (new connections not
@@ -38,7 +44,7 @@ func (d *Device) Files() []FileInfo {
 
 	out := make([]FileInfo, 0, len(files))
 	for _, f := range files {
-		fi := FileInfo{PID: f.pid, Opened: f.opened}
+		fi := FileInfo{PID: f.pid, Comm: f.comm, Opened: f.opened}
 		queued := make(map[*ucmCtx]int)
 		f.mu.Lock()
 		ctxs := make([]*ucmCtx, 0, len(f.ctxs))
@@ -68,6 +74,7 @@ func (d *Device) Files() []FileInfo {
 			fi.IDs = append(fi.IDs, IDInfo{
 				ID: ids[c], State: st, ServiceID: a.ServiceID,
 				LocalCommID: a.LocalCommID, RemoteCommID: a.RemoteCommID,
+				Port: a.Port, LocalQPN: a.LocalQPN, RemoteQPN: a.RemoteQPN, RemoteGID: a.RemoteGID,
 				QueuedEvents: queued[c],
 			})
 		}

@@ -35,6 +35,7 @@ type serveFlags struct {
 	userFiles    int
 	memoryBudget int64
 	waitDevices  time.Duration
+	statusGroup  string
 }
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
@@ -44,6 +45,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.simIB, "sim-ib", false, "with --fabric sim: InfiniBand ports (LIDs) instead of RoCE (GIDs)")
 	fs.DurationVar(&f.waitDevices, "wait-devices", 0, "with --fabric umad: wait up to this long for the RDMA devices (every --device, else at least one) to appear with umad ports, as at boot (0: do not wait)")
 	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucmN as 231:224+N, the kernel driver's numbers")
+	fs.StringVar(&f.statusGroup, "status-group", "", "`GROUP` that may read the status socket (ucmd status) besides root: mode 0660 and that group; default root only")
 	fs.StringVar(&f.mode, "mode", "0666", "permissions of the device nodes (the kernel driver used 0666)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
@@ -120,6 +122,7 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 		NodeMode:     os.FileMode(mode),
 		DevDir:       g.env.devDir,
 		RuntimeDir:   g.runtimeDir,
+		StatusGroup:  f.statusGroup,
 		Version:      buildVersion(),
 		Logger:       log,
 		Env:          g.env.daemon,

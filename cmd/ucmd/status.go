@@ -13,21 +13,37 @@ import (
 func newStatusCmd(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use:   "status [dev NAME] [pid N] [state STATE]",
 		Short: "show devices, open files, ids and MAD counters of the running daemon",
 		Long: `Show what the running ucmd serves, read from its control socket
-(<runtime-dir>/ucmd.sock, root only): per device its ports and MAD counters,
-per open file the opener's pid and each id's state, service id and comm ids.`,
+(<runtime-dir>/ucmd.sock; root only, or also the group of serve's
+--status-group): per device its ports, MAD counters and failed commands by
+errno; per open file the opener's process (pid and name); and, like
+rdma resource show cm_id, one line per id: device, port, id, pid, process
+name, state, service id, local and remote QPN and comm id, remote GID.
+
+Filters, as with rdma: dev NAME (the RDMA device or the node, ucm0),
+pid N (the opener's process), state STATE (ESTABLISHED, LISTEN, ...). In
+--json, 64-bit values (service ids) are hex strings.`,
 		Example: `  sudo ucmd status
-  sudo ucmd status --json | jq '.devices[].counters'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  sudo ucmd status dev ucm0 state established
+  sudo ucmd status pid 4242 --json | jq '.devices[].files[].ids[].service_id'`,
+		Args: func(_ *cobra.Command, args []string) error {
+			_, err := status.ParseFilter(args)
+			return err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			filter, err := status.ParseFilter(args)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
 			snap, err := status.Fetch(ctx, g.runtimeDir)
 			if err != nil {
 				return err
 			}
+			snap = filter.Apply(snap)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")

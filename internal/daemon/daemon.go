@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,9 +60,12 @@ type Config struct {
 	NodeMode     os.FileMode // of /dev/infiniband/ucmN; the kernel used 0666
 	DevDir       string      // "/dev"
 	RuntimeDir   string
-	Limits       ucm.Limits
-	Version      string
-	Logger       *slog.Logger
+	// StatusGroup (a group name or number) may read the status socket
+	// besides root; "" keeps it root-only.
+	StatusGroup string
+	Limits      ucm.Limits
+	Version     string
+	Logger      *slog.Logger
 
 	// UMAD overrides discovery options (tests).
 	UMAD umad.Options
@@ -87,6 +92,8 @@ type Env struct {
 	// ThreadGroup finds a client thread's process; nil is
 	// ucm.ProcThreadGroup.
 	ThreadGroup ucm.ThreadGroupFunc
+	// ProcessName names a client process; nil is ucm.ProcProcessName.
+	ProcessName ucm.ProcessNameFunc
 }
 
 // Channel is a registered CUSE device, as *cuse.Server is: Serve serves
@@ -118,6 +125,9 @@ func (e Env) withDefaults() Env {
 	}
 	if e.ThreadGroup == nil {
 		e.ThreadGroup = ucm.ProcThreadGroup
+	}
+	if e.ProcessName == nil {
+		e.ProcessName = ucm.ProcProcessName
 	}
 	return e
 }
@@ -159,6 +169,10 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1)}
 	// What the flags name is checked first (a bad --device is a bad flag,
 	// whatever else is missing), then the environment.
+	statusOpts, err := statusOptions(cfg.StatusGroup)
+	if err != nil {
+		return nil, err
+	}
 	devs, err := d.waitDevices(ctx)
 	if err != nil {
 		return nil, err
@@ -183,13 +197,35 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		d.Close()
 		return nil, err
 	}
-	st, err := status.Listen(cfg.RuntimeDir, status.ProviderFunc(d.Snapshot), d.log)
+	st, err := status.Listen(cfg.RuntimeDir, status.ProviderFunc(d.Snapshot), d.log, statusOpts...)
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
 	d.status = st
 	return d, nil
+}
+
+// statusOptions makes the status socket readable by the group named (a
+// name or a number), or leaves it root-only for "".
+func statusOptions(group string) ([]status.Option, error) {
+	if group == "" {
+		return nil, nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		if _, nerr := strconv.Atoi(group); nerr == nil {
+			g, err = user.LookupGroupId(group)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--status-group %q: %w", group, err)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return nil, fmt.Errorf("--status-group %q: gid %q: %w", group, g.Gid, err)
+	}
+	return []status.Option{status.WithGroup(gid)}, nil
 }
 
 // preflight turns the usual deployment mistakes into instructions.
@@ -370,7 +406,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
 	}
-	u, err := ucm.New(ucm.Config{CM: cm, Memory: d.cfg.Env.Memory, ThreadGroup: d.cfg.Env.ThreadGroup, IDs: ids, Budget: budget, Limits: d.cfg.Limits, Logger: log})
+	u, err := ucm.New(ucm.Config{CM: cm, Memory: d.cfg.Env.Memory, ThreadGroup: d.cfg.Env.ThreadGroup, ProcessName: d.cfg.Env.ProcessName, IDs: ids, Budget: budget, Limits: d.cfg.Limits, Logger: log})
 	if err != nil {
 		cm.Close()
 		return fmt.Errorf("ucm device for %s: %w", dev.Name(), err)
@@ -506,12 +542,17 @@ func (d *Daemon) Snapshot() status.Snapshot {
 			Counters: madCounters(st),
 		}
 		for _, f := range s.ucm.Files() {
-			sf := status.File{PID: f.PID, Events: f.QueuedEvents, Opened: f.Opened.Unix()}
+			sf := status.File{PID: f.PID, Comm: f.Comm, Events: f.QueuedEvents, Opened: f.Opened.Unix()}
 			for _, id := range f.IDs {
-				sf.IDs = append(sf.IDs, status.ID{
-					ID: id.ID, State: id.State.String(), ServiceID: id.ServiceID,
+				sid := status.ID{
+					ID: id.ID, State: id.State.String(), ServiceID: status.Hex64(id.ServiceID),
+					Port: id.Port, LocalQPN: id.LocalQPN, RemoteQPN: id.RemoteQPN,
 					LocalCommID: id.LocalCommID, RemoteCommID: id.RemoteCommID, Events: id.QueuedEvents,
-				})
+				}
+				if !id.RemoteGID.IsZero() {
+					sid.RemoteGID = id.RemoteGID.String()
+				}
+				sf.IDs = append(sf.IDs, sid)
 			}
 			sd.Files = append(sd.Files, sf)
 		}

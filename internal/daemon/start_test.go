@@ -101,7 +101,7 @@ func TestServeOnFakeKernel(t *testing.T) {
 	if d0.Name != "sim0" || d0.Node != want[0] || len(d0.Ports) != 1 || d0.Ports[0].LinkLayer != "Ethernet" || d0.Ports[0].GID0 == "" {
 		t.Errorf("status of sim0: %+v", d0)
 	}
-	if len(d0.Files) != 1 || d0.Files[0].PID != daemontest.Pid || len(d0.Files[0].IDs) != 1 {
+	if len(d0.Files) != 1 || d0.Files[0].PID != daemontest.Tgid || d0.Files[0].Comm != daemontest.ProcessName || len(d0.Files[0].IDs) != 1 {
 		t.Fatalf("status of sim0's files: %+v", d0.Files)
 	}
 	if got := d0.Files[0].IDs[0]; got.ID != id || got.ServiceID != 0x1234 || got.State != "LISTEN" {

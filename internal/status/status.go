@@ -3,7 +3,12 @@
 //
 // The protocol is one JSON document per connection: the client connects and
 // reads until EOF. The socket is created 0600 in the runtime directory, so
-// only root reads another user's connections.
+// only root reads another user's connections, unless the daemon names a
+// group (WithGroup: mode 0660 and that group).
+//
+// In the JSON, 64-bit values (service ids, GUIDs) are hex strings
+// ("0x0000000000001234"): a JSON number loses their low bits in jq and
+// JavaScript.
 package status
 
 import (
@@ -17,6 +22,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -41,6 +48,9 @@ type Device struct {
 	Ports    []Port     `json:"ports"`
 	Files    []File     `json:"files"`
 	Counters MADCounter `json:"counters"`
+	// Errors counts the commands that failed on this device, by errno
+	// name ("EINVAL"); absent when none failed.
+	Errors map[string]uint64 `json:"errors,omitempty"`
 }
 
 // Port is one port of a device.
@@ -54,20 +64,48 @@ type Port struct {
 
 // File is one open file of a ucm device.
 type File struct {
-	PID    int   `json:"pid"`
-	Events int   `json:"queued_events"`
-	IDs    []ID  `json:"ids"`
-	Opened int64 `json:"opened_unix,omitempty"`
+	PID    int    `json:"pid"`            // the opener's process (thread group), not its thread
+	Comm   string `json:"comm,omitempty"` // that process's name at open
+	Events int    `json:"queued_events"`
+	IDs    []ID   `json:"ids"`
+	Opened int64  `json:"opened_unix,omitempty"`
 }
 
 // ID is one ucm id.
 type ID struct {
 	ID           uint32 `json:"id"`
 	State        string `json:"state"`
-	ServiceID    uint64 `json:"service_id"`
+	ServiceID    Hex64  `json:"service_id"`
+	Port         int    `json:"port,omitempty"` // 0: no port yet
+	LocalQPN     uint32 `json:"local_qpn"`
+	RemoteQPN    uint32 `json:"remote_qpn"`
 	LocalCommID  uint32 `json:"local_comm_id"`
 	RemoteCommID uint32 `json:"remote_comm_id"`
+	RemoteGID    string `json:"remote_gid,omitempty"`
 	Events       int    `json:"queued_events"`
+}
+
+// Hex64 is a 64-bit value that JSON carries as a hex string, "0x" and 16
+// digits. It decodes from such a string or from a JSON number.
+type Hex64 uint64
+
+func (h Hex64) String() string { return fmt.Sprintf("0x%016x", uint64(h)) }
+
+// MarshalJSON implements json.Marshaler.
+func (h Hex64) MarshalJSON() ([]byte, error) { return []byte(`"` + h.String() + `"`), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (h *Hex64) UnmarshalJSON(b []byte) error {
+	str := string(b)
+	if uq, err := strconv.Unquote(str); err == nil {
+		str = uq
+	}
+	v, err := strconv.ParseUint(str, 0, 64)
+	if err != nil {
+		return fmt.Errorf("status: 64-bit value %s: %w", b, err)
+	}
+	*h = Hex64(v)
+	return nil
 }
 
 // MADCounter counts a device's CM MADs.
@@ -102,8 +140,23 @@ type Server struct {
 	once sync.Once
 }
 
+// Option changes how Listen makes the socket.
+type Option func(*options)
+
+type options struct {
+	gid int // -1: root only
+}
+
+// WithGroup makes the socket readable by the group gid (mode 0660 and that
+// group) besides root; without it the socket is 0600. gid < 0 is no group.
+func WithGroup(gid int) Option { return func(o *options) { o.gid = gid } }
+
 // Listen creates the control socket in dir, replacing a stale one.
-func Listen(dir string, p Provider, log *slog.Logger) (*Server, error) {
+func Listen(dir string, p Provider, log *slog.Logger, opts ...Option) (*Server, error) {
+	o := options{gid: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -120,7 +173,15 @@ func Listen(dir string, p Provider, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	mode := os.FileMode(0o600)
+	if o.gid >= 0 {
+		mode = 0o660
+		if err := os.Chown(path, -1, o.gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("status socket: group %d: %w", o.gid, err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("status socket: %w", err)
 	}
@@ -181,28 +242,155 @@ func Fetch(ctx context.Context, dir string) (Snapshot, error) {
 	return snap, nil
 }
 
+// Filter selects what `ucmd status` shows; a zero field selects all.
+type Filter struct {
+	Dev   string // device name (mlx5_0) or node (ucm0, /dev/infiniband/ucm0)
+	PID   int    // the opener's process
+	State string // id state, case-insensitive (ESTABLISHED)
+}
+
+// ParseFilter reads a filter the way `rdma resource show` does: keyword
+// and value pairs, "dev ucm0 pid 4242 state established".
+func ParseFilter(args []string) (Filter, error) {
+	var f Filter
+	if len(args)%2 != 0 {
+		return f, fmt.Errorf("filter %q needs a value (dev NAME, pid N, state STATE)", args[len(args)-1])
+	}
+	for i := 0; i < len(args); i += 2 {
+		k, v := args[i], args[i+1]
+		switch k {
+		case "dev":
+			f.Dev = v
+		case "pid":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return f, fmt.Errorf("pid %q: not a process id", v)
+			}
+			f.PID = n
+		case "state":
+			f.State = strings.ToUpper(v)
+		default:
+			return f, fmt.Errorf("unknown filter %q (dev NAME, pid N, state STATE)", k)
+		}
+	}
+	return f, nil
+}
+
+// Apply returns the part of s that f selects: the devices named, their
+// files of the process, the ids in the state (and with State set, only
+// the files that hold such an id).
+func (f Filter) Apply(s Snapshot) Snapshot {
+	out := s
+	out.Devices = nil
+	for _, d := range s.Devices {
+		if f.Dev != "" && f.Dev != d.Name && f.Dev != d.Node && f.Dev != filepath.Base(d.Node) {
+			continue
+		}
+		nd := d
+		nd.Files = nil
+		for _, fl := range d.Files {
+			if f.PID != 0 && fl.PID != f.PID {
+				continue
+			}
+			nf := fl
+			if f.State != "" {
+				nf.IDs = nil
+				for _, id := range fl.IDs {
+					if strings.EqualFold(id.State, f.State) {
+						nf.IDs = append(nf.IDs, id)
+					}
+				}
+				if len(nf.IDs) == 0 {
+					continue
+				}
+			}
+			nd.Files = append(nd.Files, nf)
+		}
+		out.Devices = append(out.Devices, nd)
+	}
+	return out
+}
+
 // WriteText prints a snapshot for people, in the spirit of
-// `rdma resource show cm_id`: one line per device, port and id.
+// `rdma resource show cm_id`: a table of ports, one of MAD counters and
+// failed commands, one of open files and one line per id, each table
+// aligned over all its rows (a header line, "-" for what is unknown).
 func WriteText(w io.Writer, s Snapshot) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "ucmd %s, fabric %s, up since %s\n", s.Version, s.Fabric, s.Started.Format(time.RFC3339))
+
+	fmt.Fprintf(tw, "\nDEV\tNODE\tGUID\tPORT\tLINK\tSTATE\tLID\tGID\n")
+	for _, d := range s.Devices {
+		if len(d.Ports) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\n", d.Name, d.Node, d.NodeGUID)
+		}
+		for _, p := range d.Ports {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", d.Name, d.Node, d.NodeGUID,
+				p.Num, dash(p.LinkLayer), dash(p.State), p.LID, dash(p.GID0))
+		}
+	}
+
+	fmt.Fprintf(tw, "\nDEV\tSENT\tRECEIVED\tRETRANSMITTED\tTIMED-OUT\tDROPPED\tSEND-FAILED\tFAILED-COMMANDS\n")
 	for _, d := range s.Devices {
 		c := d.Counters
-		fmt.Fprintf(tw, "\ndev %s\tnode %s\tguid %s\n", d.Name, d.Node, d.NodeGUID)
-		fmt.Fprintf(tw, "  mads\tsent %d\treceived %d\tretransmitted %d\ttimed-out %d\tdropped %d\tsend-failed %d\n",
-			c.Sent, c.Received, c.Retransmitted, c.TimedOut, c.Dropped, c.SendFailed)
-		for _, p := range d.Ports {
-			fmt.Fprintf(tw, "  port %d\t%s\t%s\tlid %d\tgid %s\n", p.Num, p.LinkLayer, p.State, p.LID, p.GID0)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", d.Name,
+			c.Sent, c.Received, c.Retransmitted, c.TimedOut, c.Dropped, c.SendFailed, errnoList(d.Errors))
+	}
+
+	fmt.Fprintf(tw, "\nDEV\tPID\tCOMM\tIDS\tQUEUED\tOPENED\n")
+	for _, d := range s.Devices {
+		for _, f := range sortedFiles(d.Files) {
+			opened := "-"
+			if f.Opened != 0 {
+				opened = time.Unix(f.Opened, 0).UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", d.Name, f.PID, dash(f.Comm), len(f.IDs), f.Events, opened)
 		}
-		files := append([]File(nil), d.Files...)
-		sort.Slice(files, func(i, j int) bool { return files[i].PID < files[j].PID })
-		for _, f := range files {
-			fmt.Fprintf(tw, "  file pid %d\tids %d\tqueued %d\n", f.PID, len(f.IDs), f.Events)
+	}
+
+	fmt.Fprintf(tw, "\nDEV\tPORT\tCM-ID\tPID\tCOMM\tSTATE\tSRV-ID\tLQPN\tRQPN\tLCOMM\tRCOMM\tRGID\tQUEUED\n")
+	for _, d := range s.Devices {
+		for _, f := range sortedFiles(d.Files) {
 			for _, id := range f.IDs {
-				fmt.Fprintf(tw, "    cm_id %d\tstate %s\tsrv-id %#016x\tlcomm %#08x\trcomm %#08x\tqueued %d\n",
-					id.ID, id.State, id.ServiceID, id.LocalCommID, id.RemoteCommID, id.Events)
+				port := "-"
+				if id.Port != 0 {
+					port = strconv.Itoa(id.Port)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%#x\t%#x\t%#08x\t%#08x\t%s\t%d\n",
+					d.Name, port, id.ID, f.PID, dash(f.Comm), id.State, id.ServiceID,
+					id.LocalQPN, id.RemoteQPN, id.LocalCommID, id.RemoteCommID, dash(id.RemoteGID), id.Events)
 			}
 		}
 	}
 	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// errnoList is "EINVAL=3,ENOMEM=1", by name; "-" for none.
+func errnoList(m map[string]uint64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func sortedFiles(fs []File) []File {
+	files := append([]File(nil), fs...)
+	sort.SliceStable(files, func(i, j int) bool { return files[i].PID < files[j].PID })
+	return files
 }

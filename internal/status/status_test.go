@@ -3,9 +3,11 @@ package status
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -17,9 +19,15 @@ func sample() Snapshot {
 			Name: "sim0", Node: "/dev/infiniband/ucm0", NodeGUID: "0002:c903:0000:0001",
 			Ports:    []Port{{Num: 1, LinkLayer: "Ethernet", State: "ACTIVE", GID0: "fe80::1"}},
 			Counters: MADCounter{Sent: 7, Received: 5, Retransmitted: 1, TimedOut: 0, Dropped: 2, SendFailed: 3},
-			Files: []File{{PID: 4242, Events: 1, IDs: []ID{
-				{ID: 3, State: "ESTABLISHED", ServiceID: 0x1234, LocalCommID: 0xabcd, RemoteCommID: 0x9876, Events: 1},
+			Errors:   map[string]uint64{"EINVAL": 3, "ENOMEM": 1},
+			Files: []File{{PID: 4242, Comm: "dapltest", Events: 1, IDs: []ID{
+				{ID: 3, State: "ESTABLISHED", ServiceID: 0x0200000000001234, Port: 1, LocalQPN: 0x11, RemoteQPN: 0x12,
+					LocalCommID: 0xabcd, RemoteCommID: 0x9876, RemoteGID: "fe80::2", Events: 1},
+				{ID: 4, State: "LISTEN", ServiceID: 0x99},
 			}}},
+		}, {
+			Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002",
+			Ports: []Port{{Num: 1, LinkLayer: "Ethernet", State: "ACTIVE", GID0: "fe80::2"}},
 		}},
 	}
 }
@@ -74,9 +82,126 @@ func TestWriteText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"dev sim0", "/dev/infiniband/ucm0", "file pid 4242", "cm_id 3", "state ESTABLISHED", "srv-id 0x0000000000001234", "lcomm 0x0000abcd", "retransmitted 1", "dropped 2", "send-failed 3"} {
+	t.Logf("\n%s", out)
+	for _, want := range []string{"sim0", "/dev/infiniband/ucm0", "dapltest", "ESTABLISHED", "0x0200000000001234",
+		"0x0000abcd", "0x00009876", "fe80::2", "0x11", "EINVAL=3,ENOMEM=1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
 		}
+	}
+	// Every table is aligned over all its rows: in each block (lines
+	// between blank lines), every column starts at the header's offset,
+	// whether or not a device has an open file.
+	for _, block := range strings.Split(out, "\n\n")[1:] {
+		lines := strings.Split(strings.TrimRight(block, "\n"), "\n")
+		starts := columnStarts(lines[0])
+		for _, l := range lines[1:] {
+			for _, c := range starts {
+				if c > 0 && (c >= len(l) || l[c-1] != ' ' || l[c] == ' ') {
+					t.Errorf("column at %d not aligned in %q (header %q)", c, l, lines[0])
+				}
+			}
+		}
+	}
+	// The id table: a header and one line per id.
+	idTable := strings.Split(out, "\n\n")[4]
+	if lines := strings.Split(strings.TrimRight(idTable, "\n"), "\n"); len(lines) != 3 ||
+		!strings.HasPrefix(lines[0], "DEV") || !strings.Contains(lines[0], "RGID") {
+		t.Errorf("id table:\n%s", idTable)
+	}
+}
+
+func columnStarts(header string) []int {
+	var starts []int
+	for i := range header {
+		if header[i] != ' ' && (i == 0 || header[i-1] == ' ') {
+			starts = append(starts, i)
+		}
+	}
+	return starts
+}
+
+func TestJSONHex(t *testing.T) {
+	b, err := json.Marshal(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"service_id":"0x0200000000001234"`) {
+		t.Fatalf("service id not a hex string: %s", b)
+	}
+	var back Snapshot
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Devices[0].Files[0].IDs[0]; got != sample().Devices[0].Files[0].IDs[0] {
+		t.Fatalf("round trip: %+v", got)
+	}
+	if back.Devices[0].Errors["EINVAL"] != 3 {
+		t.Fatalf("errors: %v", back.Devices[0].Errors)
+	}
+	// A number still decodes (an older daemon); garbage does not.
+	var h Hex64
+	if err := json.Unmarshal([]byte("4660"), &h); err != nil || h != 0x1234 {
+		t.Fatalf("number: %v %v", h, err)
+	}
+	if err := json.Unmarshal([]byte(`"0xzz"`), &h); err == nil {
+		t.Fatal("garbage decoded")
+	}
+}
+
+func TestFilter(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		devs, ids  int
+		wantErrStr string
+	}{
+		{args: nil, devs: 2, ids: 2},
+		{args: []string{"dev", "ucm0"}, devs: 1, ids: 2},
+		{args: []string{"dev", "sim1"}, devs: 1, ids: 0},
+		{args: []string{"dev", "/dev/infiniband/ucm0", "state", "established"}, devs: 1, ids: 1},
+		{args: []string{"pid", "4242", "state", "LISTEN"}, devs: 2, ids: 1},
+		{args: []string{"pid", "1"}, devs: 2, ids: 0},
+		{args: []string{"state", "TIMEWAIT"}, devs: 2, ids: 0},
+		{args: []string{"dev"}, wantErrStr: "needs a value"},
+		{args: []string{"pid", "x"}, wantErrStr: "not a process id"},
+		{args: []string{"qpn", "1"}, wantErrStr: "unknown filter"},
+	} {
+		f, err := ParseFilter(tc.args)
+		if tc.wantErrStr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErrStr) {
+				t.Errorf("%v: err %v", tc.args, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		got := f.Apply(sample())
+		ids := 0
+		for _, d := range got.Devices {
+			for _, fl := range d.Files {
+				ids += len(fl.IDs)
+			}
+		}
+		if len(got.Devices) != tc.devs || ids != tc.ids {
+			t.Errorf("%v: %d devices, %d ids; want %d, %d", tc.args, len(got.Devices), ids, tc.devs, tc.ids)
+		}
+	}
+}
+
+func TestSocketGroup(t *testing.T) {
+	dir := t.TempDir()
+	gid := os.Getgid() // a group we may chown to without root
+	s, err := Listen(dir, ProviderFunc(sample), nil, WithGroup(gid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fi, err := os.Stat(filepath.Join(dir, SocketName))
+	if err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Gid) != gid {
+		t.Fatalf("socket group: %+v", fi.Sys())
 	}
 }

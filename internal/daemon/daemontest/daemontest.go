@@ -26,8 +26,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Pid is the client thread of every file opened through a DUT.
-const Pid = 4242
+// Pid is the client thread of every file opened through a DUT; Tgid is
+// its process (the fake ThreadGroup's answer for Pid), ProcessName that
+// process's name: what `ucmd status` shows for the file.
+const (
+	Pid         = 4242
+	Tgid        = 4200
+	ProcessName = "fakedut"
+)
 
 // Timeout bounds one request through the fake kernel.
 const Timeout = 10 * time.Second
@@ -63,9 +69,21 @@ func (f *Fake) Env() daemon.Env {
 			}
 			return nil
 		},
-		Register:    f.register,
-		Memory:      f.Mem,
-		ThreadGroup: func(tid int) (int, error) { return tid, nil }, // no test reads the host's /proc
+		Register: f.register,
+		Memory:   f.Mem,
+		// No test reads the host's /proc.
+		ThreadGroup: func(tid int) (int, error) {
+			if tid == Pid {
+				return Tgid, nil
+			}
+			return tid, nil
+		},
+		ProcessName: func(pid int) (string, error) {
+			if pid == Tgid {
+				return ProcessName, nil
+			}
+			return fmt.Sprintf("client%d", pid), nil
+		},
 	}
 }
 

@@ -1,0 +1,113 @@
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/internal/daemon/daemontest"
+	"github.com/ucmd/ucmd/internal/status"
+)
+
+// Status on the fake machine: a file's pid is the opener's process (not
+// its thread) with its name, each id has its port, state and service id,
+// the JSON carries the service id as a hex string, filters select, and
+// the text is one aligned table row per id.
+func TestStatusIDs(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	start(t, f, daemon.Config{SimDevices: 2, RuntimeDir: run, Version: "test"})
+	dut, err := f.DUT("infiniband/ucm0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := conformance.NewClient(dut, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sid = 0x0100000000abcdef // above 2^53: a JSON number would lose it
+	id, err := c.CreateID(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Listen(id, sid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateID(8); err != nil {
+		t.Fatal(err)
+	}
+
+	snap := fetch(t, run)
+	fl := snap.Devices[0].Files
+	if len(fl) != 1 || fl[0].PID != daemontest.Tgid || fl[0].Comm != daemontest.ProcessName || len(fl[0].IDs) != 2 {
+		t.Fatalf("files: %+v", fl)
+	}
+	if got := fl[0].IDs[0]; got.ID != id || got.State != "LISTEN" || got.ServiceID != sid {
+		t.Errorf("listening id: %+v", got)
+	}
+
+	b, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"service_id":"0x0100000000abcdef"`) {
+		t.Errorf("JSON service id: %s", b)
+	}
+
+	filt, err := status.ParseFilter([]string{"dev", "ucm0", "state", "listen", "pid", strconv.Itoa(daemontest.Tgid)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := filt.Apply(snap)
+	if len(sel.Devices) != 1 || len(sel.Devices[0].Files) != 1 || len(sel.Devices[0].Files[0].IDs) != 1 {
+		t.Fatalf("filtered: %+v", sel)
+	}
+
+	var text bytes.Buffer
+	if err := status.WriteText(&text, snap); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ucmd status:\n%s", text.String())
+	blocks := strings.Split(text.String(), "\n\n")
+	ids := strings.Split(strings.TrimRight(blocks[len(blocks)-1], "\n"), "\n")
+	if len(ids) != 3 || !strings.HasPrefix(ids[0], "DEV") {
+		t.Fatalf("id table:\n%s", blocks[len(blocks)-1])
+	}
+	col := strings.Index(ids[0], "STATE")
+	for _, l := range ids[1:] {
+		if !strings.Contains(l, daemontest.ProcessName) || !strings.HasPrefix(l[col:], "LISTEN") && !strings.HasPrefix(l[col:], "IDLE") {
+			t.Errorf("id line %q: no process name, or STATE not under its header", l)
+		}
+	}
+}
+
+// --status-group: the socket is 0660 and the group's; an unknown group is
+// refused before anything starts.
+func TestStatusGroup(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	gid := os.Getgid()
+	start(t, f, daemon.Config{SimDevices: 1, RuntimeDir: run, StatusGroup: strconv.Itoa(gid)})
+	fi, err := os.Stat(filepath.Join(run, status.SocketName))
+	if err != nil || fi.Mode().Perm() != 0o660 || int(fi.Sys().(*syscall.Stat_t).Gid) != gid {
+		t.Fatalf("socket: %v %+v %v", fi.Mode(), fi.Sys(), err)
+	}
+	fetch(t, run)
+
+	f2 := daemontest.New(t)
+	cfg := f2.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: t.TempDir(), StatusGroup: "no-such-group-ucmd", Logger: quiet()})
+	if d, err := daemon.Start(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "--status-group") {
+		if d != nil {
+			d.Close()
+		}
+		t.Fatalf("unknown group: %v", err)
+	}
+}
