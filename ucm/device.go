@@ -53,6 +53,7 @@ type Device struct {
 	// threadGroup is Config.ThreadGroup or ProcThreadGroup.
 	threadGroup ThreadGroupFunc
 	processName ProcessNameFunc
+	fails       *failures // failed commands: counts by errno, the debug log
 	// handler is d.handle as a cmcore.Handler, made once: a method value
 	// allocates each time it is taken.
 	handler cmcore.Handler
@@ -84,6 +85,7 @@ func New(cfg Config) (*Device, error) {
 	if d.threadGroup == nil {
 		d.threadGroup = ProcThreadGroup
 	}
+	d.fails = newFailures(d.log)
 	d.processName = cfg.ProcessName
 	if d.processName == nil {
 		d.processName = ProcProcessName

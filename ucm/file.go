@@ -65,27 +65,40 @@ func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 }
 
 // Write serves one command (ib_ucm_write): on success it returns the full
-// length written, as the kernel did, whatever the header's in said.
+// length written, as the kernel did, whatever the header's in said. A
+// failed command is counted and logged (failures.go) with its cause,
+// which cuse reduces to the errno.
 func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, error) {
+	hdr, cmd, err := f.write(ctx, req, data)
+	if err != nil {
+		id, hasID := commandID(cmd)
+		f.d.fails.record(ctx, f, req.Caller.Pid, commandName(data, hdr), id, hasID, err)
+		return 0, err
+	}
+	return len(data), nil
+}
+
+// write is Write but for the failure's record; it returns what it parsed.
+func (f *file) write(ctx context.Context, req cuse.Request, data []byte) (abi.Header, abi.Command, error) {
 	if req.Caller.Uid != f.uid || req.Caller.Gid != f.gid {
-		return 0, fmt.Errorf("ucm: writer %d:%d is not the opener %d:%d: %w",
+		return abi.Header{}, nil, fmt.Errorf("ucm: writer %d:%d is not the opener %d:%d: %w",
 			req.Caller.Uid, req.Caller.Gid, f.uid, f.gid, unix.EACCES)
 	}
 	if err := f.w.check(req.Caller.Pid); err != nil {
-		return 0, err
+		return abi.Header{}, nil, err
 	}
 	hdr, cmd, err := abi.ParseCommand(data)
 	if err != nil {
-		return 0, err
+		return hdr, nil, err
 	}
 	if out := hdr.Cmd.OutLen(); int(hdr.Out) < out {
-		return 0, fmt.Errorf("ucm: %v: out %d < %d: %w", hdr.Cmd, hdr.Out, out, unix.ENOSPC)
+		return hdr, cmd, fmt.Errorf("ucm: %v: out %d < %d: %w", hdr.Cmd, hdr.Out, out, unix.ENOSPC)
 	}
 	c := call{f: f, pid: req.Caller.Pid, nonblock: req.Nonblock()}
 	if err := c.dispatch(ctx, hdr, cmd); err != nil {
-		return 0, fmt.Errorf("ucm: %v: %w", hdr.Cmd, err)
+		return hdr, cmd, fmt.Errorf("ucm: %v: %w", hdr.Cmd, err)
 	}
-	return len(data), nil
+	return hdr, cmd, nil
 }
 
 // Read fails as read(2) on the kernel's device did: it had no .read.

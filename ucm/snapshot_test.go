@@ -39,8 +39,12 @@ func TestFilesSnapshot(t *testing.T) {
 	if l.State != cmcore.StateListen || l.ServiceID != e.sid || l.QueuedEvents != 1 || files[listener.f].QueuedEvents != 1 {
 		t.Errorf("listener %+v (file queued %d), want LISTEN on %#x with 1 queued event", l, files[listener.f].QueuedEvents, e.sid)
 	}
-	if a := files[active.f].IDs[active.id]; a.State != cmcore.StateREQSent || a.LocalCommID == 0 {
-		t.Errorf("active id %+v, want REQ_SENT with a comm id", a)
+	if a := files[active.f].IDs[active.id]; a.State != cmcore.StateREQSent || a.LocalCommID == 0 ||
+		a.Port != 1 || a.LocalQPN != 0x100+id {
+		t.Errorf("active id %+v, want REQ_SENT with a comm id on port 1, QPN %#x", a, 0x100+id)
+	}
+	if f := files[active.f]; f.Comm != fakedut.ProcessName {
+		t.Errorf("file's process name %q, want %q", f.Comm, fakedut.ProcessName)
 	}
 	// The REQ's new connection is hidden until delivered: exactly two ids.
 	if n := len(files[0].IDs) + len(files[1].IDs); n != 2 {

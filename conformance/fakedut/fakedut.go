@@ -7,6 +7,7 @@ package fakedut
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -51,7 +52,14 @@ type Options struct {
 	// each caller thread belongs to. nil puts every pid in a process of
 	// its own (tgid = pid), so that no test reads the host's /proc.
 	ThreadGroup ucm.ThreadGroupFunc
+	// Logger is the device's ucm.Config.Logger (failed commands are
+	// logged at debug level); nil is slog.Default().
+	Logger *slog.Logger
 }
+
+// ProcessName is every process's name on a DUT (ucm.Config.ProcessName),
+// so that no test reads the host's /proc.
+const ProcessName = "fakedut"
 
 // New builds a DUT; opts may be nil. Everything is torn down by tb's
 // cleanup.
@@ -79,7 +87,8 @@ func New(tb testing.TB, opts *Options) *DUT {
 	if tg == nil {
 		tg = func(tid int) (int, error) { return tid, nil }
 	}
-	dev, err := ucm.New(ucm.Config{CM: cm, Memory: devMem, IDs: ids, Limits: opts.Limits, ThreadGroup: tg})
+	dev, err := ucm.New(ucm.Config{CM: cm, Memory: devMem, IDs: ids, Limits: opts.Limits, ThreadGroup: tg,
+		ProcessName: func(int) (string, error) { return ProcessName, nil }, Logger: opts.Logger})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -540,6 +540,7 @@ func (d *Daemon) Snapshot() status.Snapshot {
 			Node:     s.node,
 			NodeGUID: formatGUID(s.dev.NodeGUID()),
 			Counters: madCounters(st),
+			Errors:   s.ucm.Errors(),
 		}
 		for _, f := range s.ucm.Files() {
 			sf := status.File{PID: f.PID, Comm: f.Comm, Events: f.QueuedEvents, Opened: f.Opened.Unix()}

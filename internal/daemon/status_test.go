@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
@@ -44,8 +46,15 @@ func TestStatusIDs(t *testing.T) {
 	if _, err := c.CreateID(8); err != nil {
 		t.Fatal(err)
 	}
+	// A failed command: counted by errno on its device (issue 15.3).
+	if err := c.Listen(id, sid, 0); conformance.Errno(err) != unix.EINVAL {
+		t.Fatalf("second listen: %v", err)
+	}
 
 	snap := fetch(t, run)
+	if got := snap.Devices[0].Errors; len(got) != 1 || got["EINVAL"] != 1 || snap.Devices[1].Errors != nil {
+		t.Errorf("errors: %v, %v", got, snap.Devices[1].Errors)
+	}
 	fl := snap.Devices[0].Files
 	if len(fl) != 1 || fl[0].PID != daemontest.Tgid || fl[0].Comm != daemontest.ProcessName || len(fl[0].IDs) != 2 {
 		t.Fatalf("files: %+v", fl)
@@ -58,7 +67,7 @@ func TestStatusIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"service_id":"0x0100000000abcdef"`) {
+	if !strings.Contains(string(b), `"service_id":"0x0100000000abcdef"`) || !strings.Contains(string(b), `"errors":{"EINVAL":1}`) {
 		t.Errorf("JSON service id: %s", b)
 	}
 
@@ -76,6 +85,9 @@ func TestStatusIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("ucmd status:\n%s", text.String())
+	if !strings.Contains(text.String(), "EINVAL=1") {
+		t.Error("text lacks the failed command")
+	}
 	blocks := strings.Split(text.String(), "\n\n")
 	ids := strings.Split(strings.TrimRight(blocks[len(blocks)-1], "\n"), "\n")
 	if len(ids) != 3 || !strings.HasPrefix(ids[0], "DEV") {
