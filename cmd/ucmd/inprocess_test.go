@@ -154,6 +154,21 @@ func TestServeStatusConformanceInProcess(t *testing.T) {
 		!strings.Contains(out, "conformance "+ucm0+": ") || !strings.Contains(out, " 0 failed") {
 		t.Fatalf("ucmd conformance: %v\n%s", err, out)
 	}
+	// The suite's failing commands are counted on ucm0 (issue 15.3); the
+	// filters select a device (issue 15.5).
+	out, err = runIn(t, env, "status", "dev", "ucm0", "--json", "--runtime-dir", s.run)
+	snap = status.Snapshot{}
+	if err != nil || json.Unmarshal([]byte(out), &snap) != nil || len(snap.Devices) != 1 || snap.Devices[0].Name != "sim0" ||
+		snap.Devices[0].Errors["EINVAL"] == 0 {
+		t.Fatalf("ucmd status dev ucm0 --json: %v\n%s", err, out)
+	}
+	out, err = runIn(t, env, "status", "dev", "sim1", "--runtime-dir", s.run)
+	if err != nil || strings.Contains(out, "sim0") || !strings.Contains(out, "FAILED-COMMANDS") {
+		t.Fatalf("ucmd status dev sim1: %v\n%s", err, out)
+	}
+	if out, err := runIn(t, env, "status", "bogus", "1", "--runtime-dir", s.run); err == nil || !strings.Contains(out+err.Error(), "unknown filter") {
+		t.Errorf("ucmd status bogus 1: %v\n%s", err, out)
+	}
 
 	s.cancel()
 	if err := s.wait(t); err != nil {
