@@ -123,15 +123,19 @@ type statusJSON struct {
 			GID0  string `json:"gid0"`
 		} `json:"ports"`
 		Files []struct {
-			PID int `json:"pid"`
-			IDs []struct {
+			PID  int    `json:"pid"` // the opener's process, not its thread
+			Comm string `json:"comm"`
+			IDs  []struct {
 				State string `json:"state"`
+				// A hex string ("0x..."): decoding fails if it is a number.
+				ServiceID string `json:"service_id"`
 			} `json:"ids"`
 		} `json:"files"`
 		Counters struct {
 			Sent     uint64 `json:"sent"`
 			Received uint64 `json:"received"`
 		} `json:"counters"`
+		Errors map[string]uint64 `json:"errors"` // failed commands by errno
 	} `json:"devices"`
 }
 
@@ -154,6 +158,9 @@ func (d *daemon) waitListening(t *testing.T, dev int) {
 			for _, f := range s.Devices[dev].Files {
 				for _, id := range f.IDs {
 					if id.State == "LISTEN" {
+						if !strings.HasPrefix(id.ServiceID, "0x") {
+							t.Errorf("status --json: service id %q is not a hex string", id.ServiceID)
+						}
 						return
 					}
 				}
