@@ -98,3 +98,38 @@ func fillIDs(tb testing.TB, c *conformance.Client, n int) {
 		}
 	}
 }
+
+// BenchmarkAttrIDIdle is BenchmarkCloseManyIDs's ATTR_ID loop with no
+// close running, on a daemon that holds as many ids: the baseline that the
+// latency during a close is compared with (ns/op is one ATTR_ID).
+//
+//	go test -run '^$' -bench 'CloseManyIDs|AttrIDIdle' -benchtime 3x ./ucm/
+func BenchmarkAttrIDIdle(b *testing.B) {
+	d := fakedut.New(b, &fakedut.Options{Limits: benchLimits(closeBenchIDs)})
+	other, err := conformance.NewClient(d, false)
+	must(b, err)
+	oid, err := other.CreateID(1)
+	must(b, err)
+	of := fake(other)
+	attrResp := other.Mem.Alloc(abi.AttrIDRespSize)
+	attr := conformance.Encode(abi.CmdAttrID, abi.AttrIDRespSize, &abi.AttrID{Response: attrResp, ID: oid})
+	c, err := conformance.NewClient(d, false)
+	must(b, err)
+	fillIDs(b, c, closeBenchIDs)
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		p := of.F.WriteAsync(of.Caller, attr)
+		<-p.Done()
+		if r := p.Wait(); r.Errno != 0 {
+			b.Fatalf("ATTR_ID: %v", r.Errno)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "attr-p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "attr-p99-ns")
+}
