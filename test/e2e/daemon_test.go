@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -217,7 +218,9 @@ func TestDaemonNodesAndDiscovery(t *testing.T) {
 		t.Errorf("status: %+v", s)
 	}
 	text, err := d.ucmd("status")
-	if err != nil || !strings.Contains(text, "dev rxe0") || !strings.Contains(text, "dev rxe1") {
+	// one row per device in the ports table: DEV NODE GUID PORT ...
+	rows := regexp.MustCompile(`(?m)^(rxe[01])\s+/dev/infiniband/ucm[01]\s`).FindAllStringSubmatch(text, -1)
+	if err != nil || len(rows) != 2 || rows[0][1] != "rxe0" || rows[1][1] != "rxe1" {
 		t.Errorf("ucmd status text: %v\n%s", err, text)
 	}
 }
