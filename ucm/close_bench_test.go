@@ -24,14 +24,7 @@ const closeBenchIDs = 100_000
 //
 //	go test -run '^$' -bench CloseManyIDs -benchtime 3x ./ucm/
 func BenchmarkCloseManyIDs(b *testing.B) {
-	d := fakedut.New(b, &fakedut.Options{Limits: benchLimits(closeBenchIDs)})
-	other, err := conformance.NewClient(d, false)
-	must(b, err)
-	oid, err := other.CreateID(1)
-	must(b, err)
-	of := fake(other)
-	attrResp := other.Mem.Alloc(abi.AttrIDRespSize)
-	attr := conformance.Encode(abi.CmdAttrID, abi.AttrIDRespSize, &abi.AttrID{Response: attrResp, ID: oid})
+	d, attrID := attrIDProbe(b)
 
 	var lat []time.Duration
 	b.StopTimer()
@@ -51,13 +44,7 @@ func BenchmarkCloseManyIDs(b *testing.B) {
 					return
 				default:
 				}
-				t0 := time.Now()
-				p := of.F.WriteAsync(of.Caller, attr)
-				<-p.Done()
-				if r := p.Wait(); r.Errno != 0 {
-					b.Errorf("ATTR_ID during close: %v", r.Errno)
-				}
-				s = append(s, time.Since(t0))
+				s = append(s, attrID())
 			}
 		}()
 		b.StartTimer()
@@ -71,9 +58,7 @@ func BenchmarkCloseManyIDs(b *testing.B) {
 		}
 	}
 	if len(lat) > 0 {
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "attr-p50-ns")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "attr-p99-ns")
+		reportLatency(b, lat)
 		b.ReportMetric(float64(len(lat))/float64(b.N), "attrs/op")
 	}
 }
@@ -105,6 +90,23 @@ func fillIDs(tb testing.TB, c *conformance.Client, n int) {
 //
 //	go test -run '^$' -bench 'CloseManyIDs|AttrIDIdle' -benchtime 3x ./ucm/
 func BenchmarkAttrIDIdle(b *testing.B) {
+	d, attrID := attrIDProbe(b)
+	c, err := conformance.NewClient(d, false)
+	must(b, err)
+	fillIDs(b, c, closeBenchIDs)
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		lat = append(lat, attrID())
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+// attrIDProbe is a daemon with one other file holding one id, and a
+// function that runs ATTR_ID on it and returns the round trip.
+func attrIDProbe(b *testing.B) (*fakedut.DUT, func() time.Duration) {
 	d := fakedut.New(b, &fakedut.Options{Limits: benchLimits(closeBenchIDs)})
 	other, err := conformance.NewClient(d, false)
 	must(b, err)
@@ -113,22 +115,19 @@ func BenchmarkAttrIDIdle(b *testing.B) {
 	of := fake(other)
 	attrResp := other.Mem.Alloc(abi.AttrIDRespSize)
 	attr := conformance.Encode(abi.CmdAttrID, abi.AttrIDRespSize, &abi.AttrID{Response: attrResp, ID: oid})
-	c, err := conformance.NewClient(d, false)
-	must(b, err)
-	fillIDs(b, c, closeBenchIDs)
-
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
+	return d, func() time.Duration {
 		t0 := time.Now()
 		p := of.F.WriteAsync(of.Caller, attr)
 		<-p.Done()
 		if r := p.Wait(); r.Errno != 0 {
-			b.Fatalf("ATTR_ID: %v", r.Errno)
+			b.Errorf("ATTR_ID: %v", r.Errno)
 		}
-		lat = append(lat, time.Since(t0))
+		return time.Since(t0)
 	}
-	b.StopTimer()
+}
+
+// reportLatency reports the median and 99th percentile of lat.
+func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "attr-p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "attr-p99-ns")
