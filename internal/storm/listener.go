@@ -333,11 +333,8 @@ func (s *lstorm) handle(ev *cmcore.Event) cmcore.Outcome {
 	c, _ := ev.ID.Context().(*lconn)
 	switch ev.Type {
 	case evREQReceived:
-		if len(ev.PrivateData) < 4 {
-			return cmcore.Destroy
-		}
-		i := int(binary.BigEndian.Uint32(ev.PrivateData))
-		if i >= len(s.conns) {
+		i, ok := connIndex(ev.PrivateData, len(s.conns))
+		if !ok {
 			return cmcore.Destroy
 		}
 		c = s.conns[i]

@@ -394,11 +394,8 @@ func (m *mesh) handle(ev *cmcore.Event) cmcore.Outcome {
 	c, _ := ev.ID.Context().(*conn)
 	switch ev.Type {
 	case evREQReceived:
-		if len(ev.PrivateData) < 4 {
-			return cmcore.Destroy
-		}
-		i := int(binary.BigEndian.Uint32(ev.PrivateData))
-		if i >= len(m.conns) {
+		i, ok := connIndex(ev.PrivateData, len(m.conns))
+		if !ok {
 			return cmcore.Destroy
 		}
 		c = m.conns[i]
@@ -567,4 +564,14 @@ func (m *mesh) close() {
 	for _, nd := range m.nodes {
 		nd.cm.Close()
 	}
+}
+
+// connIndex reads the connection index a REQ's private data carries; ok is
+// false for data too short or an index out of range (not our REQ).
+func connIndex(pd []byte, n int) (int, bool) {
+	if len(pd) < 4 {
+		return 0, false
+	}
+	i := int(binary.BigEndian.Uint32(pd))
+	return i, i < n
 }
