@@ -41,6 +41,8 @@ func TestServeFlagsCheckedFirst(t *testing.T) {
 		{[]string{"serve", "--fabric", "sim", "--device", "mlx5_0"}, "--device selects"},
 		{[]string{"serve", "--device", "../x"}, `--device "../x": not an RDMA device name`},
 		{[]string{"serve", "--mode", "999"}, "--mode"},
+		{[]string{"serve", "--auto-mra", "32"}, "--auto-mra 32: want an MRA service timeout from 1 to 31"},
+		{[]string{"serve", "--auto-mra", "-1"}, "--auto-mra -1"},
 	} {
 		_, err := runRoot(t, append(tc.args, "--runtime-dir", t.TempDir())...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -34,6 +34,7 @@ type serveFlags struct {
 	userEvents   int
 	userFiles    int
 	memoryBudget int64
+	autoMRA      int
 	waitDevices  time.Duration
 	statusGroup  string
 }
@@ -54,6 +55,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.userIDs, "user-ids", 0, fmt.Sprintf("most ids one user (uid) may hold over all its files, past which CREATE_ID fails with ENOMEM and new connections are rejected (0: default %d)", ucm.DefaultUserIDs))
 	fs.IntVar(&f.userEvents, "user-events", 0, fmt.Sprintf("most undelivered events one user may have queued over all its files, past which new connections are rejected and other events dropped (0: default %d)", ucm.DefaultUserEvents))
 	fs.IntVar(&f.userFiles, "user-files", 0, fmt.Sprintf("most files one user may have open on the ucm nodes, past which open fails with EMFILE (0: default %d)", ucm.DefaultUserFiles))
+	fs.IntVar(&f.autoMRA, "auto-mra", 0, "`TIMEOUT`: answer a retransmitted REQ whose connection the application has not accepted yet with an MRA of this service timeout (5-bit IBTA time, 4.096 µs·2^TIMEOUT; 24, rdma_cm's, is about 69 s), so that a slow acceptor's peers do not time out; SEND_MRA, SEND_REP and SEND_REJ behave as without it (0: off, the kernel ib_cm's behaviour)")
 	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, fmt.Sprintf("bytes all users' files, ids and events may cost the daemon together, past which commands fail with ENOMEM (0: default %d, 512 MiB)", ucm.DefaultMemoryBudget))
 }
 
@@ -82,6 +84,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.fixedNumbers && f.simDevices > daemon.MaxFixed && f.fabric == daemon.FabricSim {
 		return fmt.Errorf("--sim-devices %d with --fixed-numbers: only %d minors (231:224-255) exist", f.simDevices, daemon.MaxFixed)
+	}
+	if f.autoMRA < 0 || f.autoMRA > 31 {
+		return fmt.Errorf("--auto-mra %d: want an MRA service timeout from 1 to 31 (IBTA 5-bit time; 24 is rdma_cm's, about 69 s), or 0 for none", f.autoMRA)
 	}
 	if f.waitDevices < 0 {
 		return fmt.Errorf("--wait-devices %v: cannot be negative", f.waitDevices)
@@ -126,6 +131,7 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 		Version:      buildVersion(),
 		Logger:       log,
 		Env:          g.env.daemon,
+		AutoMRA:      uint8(f.autoMRA),
 	}
 	cfg.Limits = ucm.Limits{
 		MaxIDs: f.maxIDs, MaxEvents: f.maxEvents,

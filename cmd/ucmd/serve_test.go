@@ -38,3 +38,23 @@ func TestServeLimitFlags(t *testing.T) {
 		}
 	}
 }
+
+// --auto-mra reaches the daemon's Config.AutoMRA (every CM's
+// cmcore.Options.AutoMRA); it is off by default.
+func TestServeAutoMRAFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want uint8
+	}{{nil, 0}, {[]string{"--auto-mra", "24"}, 24}, {[]string{"--auto-mra", "31"}, 31}} {
+		var f serveFlags
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.config(&globalFlags{})
+		if err != nil || cfg.AutoMRA != tc.want {
+			t.Errorf("%v: AutoMRA %d, %v; want %d", tc.args, cfg.AutoMRA, err, tc.want)
+		}
+	}
+}

@@ -64,8 +64,13 @@ type Config struct {
 	// besides root; "" keeps it root-only.
 	StatusGroup string
 	Limits      ucm.Limits
-	Version     string
-	Logger      *slog.Logger
+	// AutoMRA is every CM's cmcore.Options.AutoMRA: the service timeout
+	// (5-bit IBTA time) of the MRA the CM sends by itself for a
+	// retransmitted REQ whose connection still waits for its application,
+	// as rdma_cm's delayed MRA; 0 (the default) sends none, as ib_cm.
+	AutoMRA uint8
+	Version string
+	Logger  *slog.Logger
 
 	// UMAD overrides discovery options (tests).
 	UMAD umad.Options
@@ -401,7 +406,7 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 
 func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTable, budget *ucm.Budget) error {
 	log := d.log.With("dev", dev.Name(), "node", fmt.Sprintf("ucm%d", i))
-	cm := cmcore.New(dev, cmcore.Options{Logger: log})
+	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA})
 	if err := cm.Start(); err != nil {
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
