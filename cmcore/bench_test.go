@@ -1,9 +1,11 @@
 package cmcore
 
 import (
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ucmd/ucmd/hw"
 	"github.com/ucmd/ucmd/hw/clock"
 	"github.com/ucmd/ucmd/hw/sim"
 )
@@ -12,13 +14,33 @@ import (
 // in one process on hw/sim: REQ, REP, RTU, DREQ, DREP, with both CMs'
 // receive goroutines and handlers doing the work, as in production. One
 // op is one lifecycle; handshakes/s is reported. Run with -cpu 1 for the
-// per-core figure.
-func BenchmarkHandshake(b *testing.B) {
+// per-core figure. BenchmarkHandshakeObserved is the same with an
+// Observer on both CMs, to compare tracing off (nil) with on.
+func BenchmarkHandshake(b *testing.B) { benchHandshake(b, nil) }
+
+// BenchmarkHandshakeObserved: BenchmarkHandshake with an Observer that
+// copies each event's MAD, as a trace subscriber would.
+func BenchmarkHandshakeObserved(b *testing.B) { benchHandshake(b, &copyObserver{}) }
+
+type copyObserver struct {
+	mu  sync.Mutex
+	n   int
+	buf hw.MAD
+}
+
+func (o *copyObserver) ObserveMAD(ev *MADEvent) {
+	o.mu.Lock()
+	o.n++
+	o.buf = *ev.MAD
+	o.mu.Unlock()
+}
+
+func benchHandshake(b *testing.B, obs Observer) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	f := sim.New(sim.Config{Seed: 1, Clock: clk})
 	da, _ := f.AddIB("a", 1)
 	db, _ := f.AddIB("b", 1)
-	ca, cb := New(da, Options{Clock: clk}), New(db, Options{Clock: clk})
+	ca, cb := New(da, Options{Clock: clk, Observer: obs}), New(db, Options{Clock: clk, Observer: obs})
 	if err := ca.Start(); err != nil {
 		b.Fatal(err)
 	}

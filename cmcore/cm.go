@@ -32,6 +32,11 @@ type Options struct {
 	// Zero, the default, sends no MRA the application did not ask for,
 	// as the kernel's ib_cm.
 	AutoMRA uint8
+	// Observer, when non-nil, sees every CM MAD sent, received,
+	// retransmitted, dropped or refused and every final timeout (see
+	// Observer; Observers attaches several). Nil, the default, costs a
+	// nil check per MAD.
+	Observer Observer
 }
 
 // CM is the communication manager of one device: it owns the CM MAD agent
@@ -43,6 +48,7 @@ type CM struct {
 	nodeGUID uint64
 	ackDelay uint8
 	autoMRA  uint8
+	obs      Observer
 	ports    []*port // index: port number - 1
 
 	cancel context.CancelFunc
@@ -87,6 +93,7 @@ func New(dev hw.Device, opts Options) *CM {
 		clk:        opts.Clock,
 		log:        opts.Logger,
 		autoMRA:    opts.AutoMRA & 0x1F,
+		obs:        opts.Observer,
 		nodeGUID:   dev.NodeGUID(),
 		ackDelay:   dev.LocalCAAckDelay(),
 		remoteIDs:  make(map[remoteKey]*ID),
@@ -212,12 +219,14 @@ func (cm *CM) portByNum(n uint8) *port {
 }
 
 // outMAD is one MAD to send once the CM lock is released. pooled MADs go
-// back to madPool after the send (endpoints do not keep them).
+// back to madPool after the send (endpoints do not keep them); retx marks
+// a retransmission (for the Observer).
 type outMAD struct {
 	p      *port
 	dst    hw.Address
 	mad    *hw.MAD
 	pooled bool
+	retx   bool
 }
 
 // txn collects what a locked section decided to send, so the sends (which
@@ -227,6 +236,7 @@ type txn struct {
 	n    int
 	out  [3]outMAD
 	more []outMAD
+	rx   rxObs // a received MAD to observe before the sends (rx.p set: Observer on)
 }
 
 func (t *txn) send(o outMAD) {
@@ -253,11 +263,22 @@ func (cm *CM) transmit(t *txn) {
 func (cm *CM) transmit1(o *outMAD) {
 	if o.p.ep != nil {
 		cm.stats.sent.Add(1)
-		if err := o.p.ep.Send(bgctx, o.dst, o.mad); err != nil {
+		err := o.p.ep.Send(bgctx, o.dst, o.mad)
+		if err != nil {
 			cm.stats.sendErrors.Add(1)
 			// Lost like any MAD on the fabric: retransmission or the
 			// peer's retry repairs it, final timeouts report it.
 			cm.log.Debug("cmcore: send failed", "port", o.p.num, "err", err)
+		}
+		if cm.obs != nil {
+			switch {
+			case err != nil:
+				cm.observe(o.p, MADSendFailed, o.mad, o.dst, o.retx, err.Error())
+			case o.retx:
+				cm.observe(o.p, MADRetransmitted, o.mad, o.dst, true, "")
+			default:
+				cm.observe(o.p, MADSent, o.mad, o.dst, false, "")
+			}
 		}
 	}
 	if o.pooled {
@@ -272,6 +293,9 @@ func (cm *CM) unlock(t *txn) {
 	closed := cm.closed
 	cm.mu.Unlock()
 	if !closed {
+		if t.rx.p != nil {
+			cm.observeRx(&t.rx)
+		}
 		cm.transmit(t)
 	}
 	if deliver {

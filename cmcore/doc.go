@@ -89,6 +89,19 @@
 // state (RTU, MRA, DREP) or dropped, as the tables say. Undecodable MADs
 // and messages that match nothing are dropped and logged at debug level.
 //
+// # Observing MADs
+//
+// Options.Observer sees every CM MAD as a MADEvent: the CM clock's time,
+// device, port, direction (MADSent, MADReceived, MADRetransmitted,
+// MADDropped with "undecodable: ..." or "ignored", MADSendFailed with the
+// endpoint's error, MADTimedOut for a message out of retries), the MAD and
+// the peer's hw.Address. It is called synchronously on the sending or
+// receiving goroutine with no lock held, a received MAD before the answers
+// it caused, and must not block; Observers fans one event out to several.
+// With no Observer (nil, the default) a MAD costs one nil check
+// (BenchmarkHandshake against BenchmarkHandshakeObserved). `ucmd trace` and
+// the daemon's metrics are built on it.
+//
 // # Timers
 //
 // umad cannot cancel a send, so cmcore sends every MAD once and runs the

@@ -20,11 +20,15 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	if err != nil {
 		cm.stats.dropped.Add(1)
 		cm.log.Debug("cmcore: dropping MAD", "port", p.num, "err", err)
+		if cm.obs != nil {
+			cm.observe(p, MADDropped, &r.MAD, r.Src, false, "undecodable: "+err.Error())
+		}
 		return
 	}
 	in := rx{p: p, src: r.Src, tid: h.TID}
 	var t txn
 	cm.mu.Lock()
+	nev := len(cm.events)
 	if !cm.closed {
 		switch m := m.(type) {
 		case *wire.REQ:
@@ -49,6 +53,13 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 			cm.recvSIDRREQ(&t, &in, m)
 		case *wire.SIDRREP:
 			cm.recvSIDRREP(&t, &in, m)
+		}
+	}
+	if cm.obs != nil {
+		// A row that neither answered nor raised an event ignored it.
+		t.rx = rxObs{p: p, r: r}
+		if t.n == 0 && len(cm.events) == nev {
+			t.rx.reason = "ignored"
 		}
 	}
 	cm.unlock(&t)

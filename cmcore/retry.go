@@ -74,7 +74,7 @@ func (cm *CM) msgTimeout(m *outMsg) {
 	if m.retries > 0 {
 		m.retries--
 		cm.stats.retransmitted.Add(1)
-		t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad})
+		t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad, retx: true})
 		cm.armMsg(m)
 		cm.unlock(&t)
 		return
@@ -83,6 +83,11 @@ func (cm *CM) msgTimeout(m *outMsg) {
 	cm.stats.timedOut.Add(1)
 	cm.sendFailed(id, m.state, WCRespTimeout)
 	cm.unlock(&t)
+	if cm.obs != nil {
+		// m.mad is the message's own (never pooled) and m is no longer
+		// the id's: both stay valid after the unlock.
+		cm.observe(m.p, MADTimedOut, m.mad, m.dst, false, "")
+	}
 }
 
 // sendFailed is cm_process_send_error for a final timeout: only if the id

@@ -1,0 +1,143 @@
+package cmcore
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ucmd/ucmd/hw"
+)
+
+// MADDirection says what happened to the MAD of a MADEvent.
+type MADDirection uint8
+
+const (
+	// MADSent: a first transmission the endpoint accepted.
+	MADSent MADDirection = iota + 1
+	// MADReceived: a received MAD the CM decoded and acted on (answered
+	// or raised an event for).
+	MADReceived
+	// MADRetransmitted: a retransmission after a timeout (identical bytes
+	// to the first send), accepted by the endpoint.
+	MADRetransmitted
+	// MADDropped: a received MAD the CM dropped. Reason starts with
+	// "undecodable: " for one that is not a CM message cmcore decodes
+	// (these are what Stats.Dropped counts), or is "ignored" for a CM
+	// message that the CM neither answered nor raised an event for (no
+	// id in a state that takes it: a late duplicate, a stale comm id, LAP
+	// on RoCE); Stats counts those as received only.
+	MADDropped
+	// MADSendFailed: the endpoint refused the send (Reason: its error).
+	// The MAD counts as lost: retransmission or the peer repairs it.
+	// Retransmission tells a refused retransmission from a first send.
+	MADSendFailed
+	// MADTimedOut: a retransmitted message (REQ, REP, DREQ, LAP,
+	// SIDR_REQ) ran out of retries; MAD is its last transmission and Peer
+	// where it went. The id's *_ERROR event follows if the id is still in
+	// the state the message belonged to. Nothing goes on the wire.
+	MADTimedOut
+)
+
+var madDirNames = [...]string{
+	MADSent:          "sent",
+	MADReceived:      "received",
+	MADRetransmitted: "retransmitted",
+	MADDropped:       "dropped",
+	MADSendFailed:    "send-failed",
+	MADTimedOut:      "timed-out",
+}
+
+func (d MADDirection) String() string {
+	if int(d) < len(madDirNames) && madDirNames[d] != "" {
+		return madDirNames[d]
+	}
+	return "MADDirection(" + itoa(int(d)) + ")"
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for ; n > 0; n /= 10 {
+		i--
+		b[i] = byte('0' + n%10)
+	}
+	return string(b[i:])
+}
+
+// MADEvent is one CM MAD seen by the CM, given to an Observer. It, its MAD
+// and Peer.GRH are valid only during the ObserveMAD call: copy what must
+// outlive it.
+type MADEvent struct {
+	Time   time.Time // the CM's clock (Options.Clock)
+	Device hw.Device // the CM's device
+	Port   int       // port number, from 1
+	Dir    MADDirection
+	// MAD is the whole datagram in wire order: wire.Decode reads it.
+	MAD *hw.MAD
+	// Peer is the remote end: the destination of a sent, retransmitted,
+	// refused or timed-out MAD, the source of a received or dropped one
+	// (hw.Address: LID, remote QPN, GRH with the remote GID and the local
+	// SGIDIndex).
+	Peer hw.Address
+	// Retransmission is set for MADRetransmitted and for a MADSendFailed
+	// of a retransmission.
+	Retransmission bool
+	// Reason is the short cause of MADDropped and MADSendFailed.
+	Reason string
+}
+
+// Observer sees every CM MAD the CM sends, receives, retransmits, drops
+// or fails to send, and every final timeout (Options.Observer). ObserveMAD
+// runs synchronously on the CM's send and receive paths with none of the
+// CM's locks held, on whichever goroutine sends or receives (concurrently
+// for different ports and ids), so it must be safe for concurrent use and
+// must not block: copy what it needs and return. It may call CM and ID
+// methods. A received MAD is observed before the MADs the CM sends in
+// answer to it.
+type Observer interface {
+	ObserveMAD(ev *MADEvent)
+}
+
+// Observers is an Observer that hands each event to every element in
+// order: how the daemon attaches several (trace, metrics).
+type Observers []Observer
+
+// ObserveMAD implements Observer.
+func (obs Observers) ObserveMAD(ev *MADEvent) {
+	for _, o := range obs {
+		o.ObserveMAD(ev)
+	}
+}
+
+var madEventPool = sync.Pool{New: func() any { return new(MADEvent) }}
+
+// observe hands one event to the observer. Callers check cm.obs != nil
+// first, so with no observer a MAD costs one nil check.
+func (cm *CM) observe(p *port, dir MADDirection, mad *hw.MAD, peer hw.Address, retx bool, reason string) {
+	ev := madEventPool.Get().(*MADEvent)
+	*ev = MADEvent{
+		Time: cm.clk.Now(), Device: cm.dev, Port: p.num, Dir: dir,
+		MAD: mad, Peer: peer, Retransmission: retx, Reason: reason,
+	}
+	cm.obs.ObserveMAD(ev)
+	*ev = MADEvent{}
+	madEventPool.Put(ev)
+}
+
+// rxObs is a received MAD waiting to be observed once cm.mu is released
+// (and before the answers it caused are sent).
+type rxObs struct {
+	p      *port
+	r      *hw.Received
+	reason string // non-empty: dropped
+}
+
+func (cm *CM) observeRx(o *rxObs) {
+	if o.reason != "" {
+		cm.observe(o.p, MADDropped, &o.r.MAD, o.r.Src, false, o.reason)
+		return
+	}
+	cm.observe(o.p, MADReceived, &o.r.MAD, o.r.Src, false, "")
+}
