@@ -69,8 +69,13 @@ type Config struct {
 	// retransmitted REQ whose connection still waits for its application,
 	// as rdma_cm's delayed MRA; 0 (the default) sends none, as ib_cm.
 	AutoMRA uint8
-	Version string
-	Logger  *slog.Logger
+	// Observers see every CM MAD of every device (cmcore.Options.Observer,
+	// fanned out by cmcore.Observers in this order): metrics, tests. Each
+	// must not block (cmcore.Observer); MADEvent.Device tells the devices
+	// apart.
+	Observers []cmcore.Observer
+	Version   string
+	Logger    *slog.Logger
 
 	// UMAD overrides discovery options (tests).
 	UMAD umad.Options
@@ -406,7 +411,7 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 
 func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTable, budget *ucm.Budget) error {
 	log := d.log.With("dev", dev.Name(), "node", fmt.Sprintf("ucm%d", i))
-	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA})
+	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA, Observer: d.observer()})
 	if err := cm.Start(); err != nil {
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
@@ -444,6 +449,18 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 	}
 	log.Info("serving", "path", s.node)
 	return nil
+}
+
+// observer is what every CM's Options.Observer gets: nil without
+// observers, so that the CMs pay only their nil check.
+func (d *Daemon) observer() cmcore.Observer {
+	switch len(d.cfg.Observers) {
+	case 0:
+		return nil
+	case 1:
+		return d.cfg.Observers[0]
+	}
+	return cmcore.Observers(d.cfg.Observers)
 }
 
 func cuseHint(err error) error {

@@ -1,0 +1,78 @@
+package daemon_test
+
+import (
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/internal/daemon/daemontest"
+)
+
+type attrLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *attrLog) ObserveMAD(ev *cmcore.MADEvent) {
+	h, err := wire.DecodeHeader(ev.MAD)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, ev.Device.Name()+" "+ev.Dir.String()+" "+wire.AttrName(h.AttrID))
+}
+
+func (l *attrLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.got...)
+}
+
+// Config.Observers: every observer sees every CM MAD of the served
+// devices, in the order given (a REQ a listener rejects, on loopback).
+func TestObservers(t *testing.T) {
+	var a, b attrLog
+	f := daemontest.New(t)
+	run := t.TempDir()
+	start(t, f, daemon.Config{SimDevices: 1, RuntimeDir: run, Observers: []cmcore.Observer{&a, &b}})
+	gid := net.ParseIP(fetch(t, run).Devices[0].Ports[0].GID0).To16()
+	path := conformance.LoopbackPath([16]byte(gid), 0)
+	dut, err := f.DUT("infiniband/ucm0", &path)
+	must(t, err)
+	srv, err := conformance.NewClient(dut, false)
+	must(t, err)
+	defer srv.Close()
+	cli, err := conformance.NewClient(dut, false)
+	must(t, err)
+	defer cli.Close()
+	l, err := srv.CreateID(1)
+	must(t, err)
+	must(t, srv.Listen(l, 0x5151, 0))
+	id, err := cli.CreateID(2)
+	must(t, err)
+	must(t, cli.SendREQ(cli.REQ(id, 0x5151, path, 0x100)))
+	ev, err := srv.Expect(abi.CMREQReceived, waitFor)
+	must(t, err)
+	must(t, srv.SendInfo(abi.CmdSendREJ, ev.ID, 28, nil, nil))
+	if _, err := cli.Expect(abi.CMREJReceived, waitFor); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"sim0 sent REQ", "sim0 received REQ", "sim0 sent REJ", "sim0 received REJ"}
+	for name, l := range map[string]*attrLog{"first": &a, "second": &b} {
+		got := l.take()
+		if len(got) != len(want) {
+			t.Fatalf("%s observer saw %q, want %q", name, got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%s observer: MAD %d is %q, want %q", name, i, got[i], want[i])
+			}
+		}
+	}
+}
