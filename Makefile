@@ -34,7 +34,7 @@ vet:
 	$(STATICCHECK) -tags e2e ./test/e2e/
 	$(STATICCHECK) -tags interop ./test/interop/
 	@if command -v shellcheck >/dev/null; then \
-		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh .ci/run && shellcheck -s sh test/vm/init; \
+		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh .ci/run && shellcheck -s sh test/vm/init test/perf/guest.sh; \
 	else echo "vet: shellcheck not installed (make vm-setup installs it): scripts not checked"; fi
 
 fmt:
@@ -80,11 +80,21 @@ e2e-bench:
 interop:
 	@./test/interop/run.sh
 
+# ucmd against its anchors in ONE boot of the test VM (docs/perf.md): the
+# libfuse3 CUSE floor and the kernel's rdma_cm, alternating; a ratio table
+# and bin/perf/perf.json. perf-check (in make check) is a short run that
+# only checks every figure and the JSON are produced: no thresholds.
+.PHONY: perf perf-check
+perf:
+	@./test/perf/run.sh
+perf-check:
+	@./test/perf/run.sh --short
+
 # vm-setup first: on a fresh machine it installs what the later stages need
 # (libibverbs-dev for the C client, shellcheck for vet, qemu and the guest
 # kernel for e2e/interop); once done it is a one-second no-op. Not as root
 # with packages missing, it stops at once and names them.
-check: vm-setup fmtcheck vet build test fuzz clients clients-selftest e2e interop deb-test boot-test
+check: vm-setup fmtcheck vet build test fuzz clients clients-selftest e2e interop deb-test boot-test perf-check
 	@echo "make check: all stages passed"
 
 # The README's first command. With /dev/cuse (a real machine, as root): serve

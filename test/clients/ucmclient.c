@@ -124,6 +124,7 @@ static struct {
 	int no_verbs;
 	int data_before_rtu;
 	int nonblock;
+	int libibcm; /* --libibcm: blocking GET_EVENT, no poll(), no per-command timer */
 	int lax;
 	int verbose;
 	int dump;
@@ -465,6 +466,8 @@ static int ucm_write(uint32_t cmd, const void *body, uint16_t in, uint16_t out, 
 	 * hang us); GET_EVENT passes its own. EINTR is reported as a timeout. */
 	if (timeout_ms == 0 && !(cmd == IB_USER_CM_CMD_EVENT && opt.nonblock))
 		timeout_ms = opt.wait_ms;
+	if (opt.libibcm)
+		timeout_ms = 0; /* as libibcm: the write blocks; -T bounds the run */
 	struct itimerval itv = { 0 };
 	if (timeout_ms > 0) {
 		alarm_fired = 0;
@@ -971,7 +974,8 @@ static int setup_qp(struct conn *c)
 	(void)c;
 	return -1;
 #else
-	size_t len = (size_t)c->msgs * (size_t)c->msg_size * 2;
+	/* -M 0: a QP that moves no data still needs a buffer to register */
+	size_t len = (size_t)(c->msgs ? c->msgs : 1) * (size_t)c->msg_size * 2;
 	c->buf = calloc(1, len);
 	c->cq = ibv_create_cq(vb.ctx, c->msgs * 2 + 2, c, vb.chan, 0);
 	if (!c->buf || !c->cq) {
@@ -991,7 +995,8 @@ static int setup_qp(struct conn *c)
 		.send_cq = c->cq,
 		.recv_cq = c->cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = (uint32_t)c->msgs, .max_recv_wr = (uint32_t)c->msgs,
+		.cap = { .max_send_wr = (uint32_t)(c->msgs ? c->msgs : 1),
+			 .max_recv_wr = (uint32_t)(c->msgs ? c->msgs : 1),
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 		.sq_sig_all = 1,
 	};
@@ -1956,7 +1961,7 @@ static void server_event(struct conn *c, const struct ib_ucm_event_resp *ev, con
 		 * have received everything and posted the replies (their send
 		 * completions may still be on the way: then DREP waits for them). */
 		int early = c->st != S_DATA ||
-			    (!opt.no_verbs && c->peer_verbs && (c->recvd < c->msgs || !c->sent_posted));
+			    (!opt.no_verbs && c->peer_verbs && (c->recvd < c->msgs || c->sent_posted < c->msgs));
 		if (early) {
 			/* the peer went away early (e.g. it was killed: the CM of
 			 * a closing file sends DREQ); answer it, then report */
@@ -2061,7 +2066,7 @@ static void listener_req(const struct ib_ucm_event_resp *ev, const uint8_t *data
 	pattern(want + 62, HELLO_LEN - 62, c->nonce);
 	if (check_pdata(c, "REQ_RECEIVED", data, ev->present, want, HELLO_LEN, UCM_REQ_PDATA))
 		return;
-	if (c->peer_verbs && (c->msgs < 1 || c->msgs > 1024 || c->msg_size < 8)) {
+	if (c->peer_verbs && (c->msgs < 0 || c->msgs > 1024 || c->msg_size < 8)) {
 		conn_fail(c, "REQ_RECEIVED: bad message count/size %d/%d", c->msgs, c->msg_size);
 		return;
 	}
@@ -2306,6 +2311,14 @@ static int run_loop(long total)
 			pfd[1].fd = vb.chan->fd;
 			pfd[1].events = POLLIN;
 			nfd = 2;
+		}
+		if (opt.libibcm) {
+			/* libibcm's ib_cm_get_event: one blocking write, nothing
+			 * polled before it; per-connection timeouts cannot fire
+			 * (the -T deadline still bounds the run) */
+			if (handle_one_event() < 0)
+				return -1;
+			continue;
 		}
 		int r = poll(pfd, (nfds_t)nfd, tmo);
 		if (r < 0) {
@@ -2559,6 +2572,8 @@ static void usage(FILE *f)
 		"  -w, --timewait MS      how long to wait for TIMEWAIT_EXIT, 0 = don't (default 1000)\n"
 		"  -T, --deadline SEC     whole run, then exit 3 (default 60 + 10 x N)\n"
 		"      --nonblock         set O_NONBLOCK on the ucm fd\n"
+		"      --libibcm          as libibcm: GET_EVENT blocks, no poll() and no per-command\n"
+		"                         timer (needs --no-verbs or -M 0; -T bounds the run)\n"
 		"      --lax              check masks only, not QP attribute / event values\n"
 		"  -v, --verbose          more output (-vv: values, -vvv: hex of every command/event)\n"
 		"  -h, --help\n"
@@ -2590,7 +2605,7 @@ static void parse_gid(const char *s, uint8_t *gid, const char *what)
 enum {
 	O_NOVERBS = 256, O_DBR, O_NONBLOCK_OPT, O_LAX, O_DUMP, O_MTU, O_HOP, O_RATE, O_PLT,
 	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID, O_HOLD, O_RDMACM, O_PDATA, O_SRCIP, O_DSTIP,
-	O_SPORT, O_CRED, O_CREDEXEC,
+	O_SPORT, O_CRED, O_CREDEXEC, O_LIBIBCM,
 };
 
 /* an IPv4 or IPv6 address, kept IPv4-mapped for IPv4 */
@@ -2636,6 +2651,7 @@ static void parse_args(int argc, char **argv)
 		{ "src-port", required_argument, 0, O_SPORT },
 		{ "cred-check", no_argument, 0, O_CRED },
 		{ "cred-check-exec", required_argument, 0, O_CREDEXEC },
+		{ "libibcm", no_argument, 0, O_LIBIBCM },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
@@ -2678,7 +2694,7 @@ static void parse_args(int argc, char **argv)
 		case 'L': opt.dlid = (int)parse_num(optarg, "LID", 1, 0xbfff); break;
 		case 'n': opt.count = parse_num(optarg, "count", 0, 1000000); break;
 		case 'P': opt.parallel = (int)parse_num(optarg, "parallel", 1, 1000); break;
-		case 'M': opt.msgs = (int)parse_num(optarg, "msgs", 1, 1024); break;
+		case 'M': opt.msgs = (int)parse_num(optarg, "msgs", 0, 1024); break;
 		case 'z': opt.msg_size = (int)parse_num(optarg, "size", 8, 65535); break;
 		case 't': opt.wait_ms = (int)parse_num(optarg, "timeout", 1, 3600000); break;
 		case 'w': opt.timewait_ms = (int)parse_num(optarg, "timewait", 0, 3600000); break;
@@ -2707,6 +2723,7 @@ static void parse_args(int argc, char **argv)
 		case O_SPORT: opt.src_port = (int)parse_num(optarg, "source port", 1, 65535); break;
 		case O_CRED: opt.cred_check = 1; break;
 		case O_CREDEXEC: opt.cred_exec = optarg; break;
+		case O_LIBIBCM: opt.libibcm = 1; break;
 		default: usage(stderr); exit(2);
 		}
 	}
@@ -2744,6 +2761,11 @@ static void parse_args(int argc, char **argv)
 	}
 	if (opt.client && opt.count == 0) {
 		errmsg("client needs -n >= 1");
+		exit(2);
+	}
+	if (opt.libibcm && ((opt.client && !opt.no_verbs && opt.msgs > 0) || opt.hold_ms > 0 || opt.nonblock)) {
+		/* nothing would drain the completion channel or fire a timer */
+		errmsg("--libibcm needs --no-verbs or -M 0 (client), and no --hold or --nonblock");
 		exit(2);
 	}
 	if (opt.rdma_cm) {
@@ -2850,7 +2872,11 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int r = run_loop(total);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 
 	/* anything still live (error exit): tear down, ids first */
 	for (struct conn *c = conns, *n; c; c = n) {
@@ -2871,5 +2897,8 @@ int main(int argc, char **argv)
 		any_failure = 1;
 	printf("%s: %ld of %ld connections ok\n", opt.server ? "server" : "client", ok_count,
 	       opt.server ? finished - (listener ? 1 : 0) : total);
+	if (opt.client && wall > 0) /* test/perf/summarize reads this line */
+		printf("ucmclient-perf n=%ld parallel=%d msgs=%d verbs=%d libibcm=%d wall_s=%.4f conn_per_s=%.2f\n",
+		       total, opt.parallel, opt.msgs, !opt.no_verbs, opt.libibcm, wall, (double)ok_count / wall);
 	return any_failure || (opt.client && ok_count != total) ? 1 : 0;
 }

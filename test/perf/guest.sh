@@ -1,0 +1,130 @@
+#!/bin/sh
+# Runs INSIDE the test VM (test/perf/run.sh boots it with run.sh -r): every
+# anchor and every ucmd figure of docs/perf.md in ONE boot, alternating
+# anchor and ucmd (A B A B ...) so that drift in the guest cancels out of
+# the ratios. Prints one key=value line per measurement, prefixed "rep=R",
+# for test/perf/summarize.
+#
+# Usage: guest.sh BINDIR REPS PAIRS SEQ WIN PREFILL
+#   PAIRS   write pairs per CUSE measurement
+#   SEQ     connections per one-at-a-time measurement
+#   WIN     connections per 50-in-flight measurement (a multiple of 50)
+#   PREFILL the "many ids" case of the per-command cost (1,000 is the other)
+set -eu
+B=$1 REPS=$2 PAIRS=$3 SEQ=$4 WIN=$5 PREFILL=$6
+LL0=fe80::ff:fe00:1 LL1=fe80::ff:fe00:2 # rxe0/rxe1 GID 0 (test/vm/guest-rdma.sh)
+SID=0x1000
+log() { echo "perf: $*" >&2; }
+fail() { echo "perf: FAIL: $*" >&2; exit 1; }
+# out CMD...: runs one measurement and prints its line, or fails the run
+out() {
+	line=$("$@") || fail "$*"
+	echo "rep=$rep $line"
+}
+
+waitnode() { # PATH PID
+	i=0
+	while [ ! -e "$1" ]; do
+		i=$((i + 1))
+		{ [ $i -le 400 ] && kill -0 "$2" 2>/dev/null; } || fail "$1 did not appear"
+		sleep 0.05
+	done
+}
+
+stop() { # PID...
+	for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+
+UCMD_FLAGS="--log-level warn --user-ids $((PREFILL + 10000)) --max-ids $((PREFILL + 20000))"
+start_ucmd() {
+	# shellcheck disable=SC2086 # a list of flags
+	"$B/ucmd" serve $UCMD_FLAGS > /tmp/ucmd.log 2>&1 &
+	upid=$!
+	waitnode /dev/infiniband/ucm1 $upid
+	sleep 0.2
+}
+stop_ucmd() {
+	stop $upid
+	grep -i "level=error" /tmp/ucmd.log >&2 || true
+}
+
+kernel_cm() { modprobe -a rdma_ucm || fail "modprobe rdma_ucm"; }
+no_kernel_cm() {
+	modprobe -r rdma_ucm rdma_cm iw_cm ib_cm 2>/dev/null || true
+	[ ! -d /sys/module/ib_cm ] || fail "ib_cm is still loaded"
+}
+
+# ---------------------------------------------------------------- CUSE path
+"$B/cusefloor" infiniband/ucmfloor > /tmp/floor.log 2>&1 &
+fpid=$!
+"$B/cusefloor" infiniband/ucmfloorpvw --pvw > /tmp/floorpvw.log 2>&1 &
+ppid=$!
+waitnode /dev/infiniband/ucmfloor $fpid
+waitnode /dev/infiniband/ucmfloorpvw $ppid
+start_ucmd
+log "CUSE path: $REPS reps x (floor, ucmd, floor+pvw) x 1 and 4 threads, $PAIRS pairs"
+rep=1
+while [ $rep -le "$REPS" ]; do
+	for t in 1 4; do
+		n=$((PAIRS / t))
+		out "$B/cmdbench" -D /dev/infiniband/ucmfloor -m floor -n $n -t $t -p $fpid -l floor
+		out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $n -t $t -p $upid -l ucmd
+		out "$B/cmdbench" -D /dev/infiniband/ucmfloorpvw -m floorpvw -n $n -t $t -p $ppid -l floorpvw
+	done
+	# the per-command cost with 1,000 and with PREFILL live ids
+	out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $((PAIRS / 2)) -k 1000 -p $upid -l ids-1k
+	out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $((PAIRS / 2)) -k "$PREFILL" -p $upid -l ids-many
+	rep=$((rep + 1))
+done
+stop_ucmd
+stop $fpid $ppid
+
+# ---------------------------------------------------------- connection rate
+# The kernel's CM and ucmd cannot own the CM class at once: each rep loads
+# rdma_cm for the anchors, unloads it, then runs ucmd.
+conn_ucmd() { # LABEL CLIENT_ARGS...
+	label=$1
+	shift
+	# shellcheck disable=SC2086 # lists of flags
+	r=$("$B/ucmd" exec -- "$B/ucmclient" -c -d rxe0 -g $LL1 -s $SID --libibcm -w 0 -T 600 "$@") ||
+		{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "ucmd $label: the client failed"; }
+	r=$(echo "$r" | grep '^ucmclient-perf')
+	echo "rep=$rep ucmclient label=$label ${r#ucmclient-perf }"
+}
+log "connections: $REPS reps x (kernel rdma_cm, ucmd): $SEQ one at a time, $WIN with 50 in flight"
+rep=1
+while [ $rep -le "$REPS" ]; do
+	kernel_cm
+	"$B/rdmaconn" -l "$LL1%veth1" > /tmp/rdmaconn.log 2>&1 &
+	kpid=$!
+	sleep 0.5
+	K="-s $LL1%veth0 -b $LL0%veth0"
+	# shellcheck disable=SC2086 # a list of flags
+	{
+		out "$B/rdmaconn" $K -n "$SEQ" -w 1 -L k-seq
+		out "$B/rdmaconn" $K -n "$WIN" -w 50 -L k-win50
+		out "$B/rdmaconn" $K -n 50 -w 50 -H -L k-burst50
+	}
+	stop $kpid
+	"$B/rdmaconn" -l "$LL1%veth1" -q > /tmp/rdmaconn.log 2>&1 &
+	kpid=$!
+	sleep 0.5
+	# shellcheck disable=SC2086 # a list of flags
+	out "$B/rdmaconn" $K -n "$SEQ" -w 1 -L k-seq-qp -q
+	stop $kpid
+	no_kernel_cm
+
+	start_ucmd
+	"$B/ucmd" exec -- "$B/ucmclient" -l $SID -d rxe1 -n 0 --libibcm -w 0 > /tmp/srv.log 2>&1 &
+	spid=$!
+	sleep 0.5
+	conn_ucmd warm --no-verbs -G $LL0 -n 3
+	conn_ucmd u-seq --no-verbs -G $LL0 -n "$SEQ"
+	conn_ucmd u-win50 --no-verbs -G $LL0 -n $((WIN / 50)) -P 50
+	conn_ucmd u-seq-qp -M 0 -n "$SEQ"
+	stop $spid
+	stop_ucmd
+	rep=$((rep + 1))
+done
+log "done"

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# make perf / make perf-check: ucmd's request path and connection rate
+# against their anchors (libfuse3's CUSE floor, the kernel's rdma_cm), all
+# in ONE boot of the test VM (docs/perf.md). Prints the ratio table and
+# writes bin/perf/perf.json (and raw.txt, the guest's measurement lines).
+#
+#   test/perf/run.sh [--short]
+#
+# --short (make perf-check, part of make check): one repetition of every
+# measurement at small counts, and the summary only checks that every
+# figure and the JSON were produced. Numbers from a short run mean little.
+# Environment: REPS, PAIRS, SEQ, WIN, PREFILL override the counts.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+cd "$REPO"
+OUT=${PERF_OUT:-bin/perf}
+short=
+[ "${1:-}" = --short ] && short=1
+if [ -n "$short" ]; then
+  REPS=${REPS:-1} PAIRS=${PAIRS:-400} SEQ=${SEQ:-10} WIN=${WIN:-50} PREFILL=${PREFILL:-5000}
+else
+  REPS=${REPS:-5} PAIRS=${PAIRS:-4000} SEQ=${SEQ:-100} WIN=${WIN:-200} PREFILL=${PREFILL:-100000}
+fi
+
+mkdir -p "$OUT"
+CC=${CC:-gcc}
+CFLAGS="-O2 -Wall -Wextra -Werror"
+go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
+make --no-print-directory BIN="$OUT" "$OUT/ucmclient" >/dev/null
+# shellcheck disable=SC2046,SC2086 # pkg-config prints a list of flags
+$CC $CFLAGS -o "$OUT/cusefloor" test/perf/cusefloor.c $(pkg-config --cflags --libs fuse3)
+# shellcheck disable=SC2086
+$CC $CFLAGS -pthread -o "$OUT/cmdbench" test/perf/cmdbench.c
+# shellcheck disable=SC2086
+$CC $CFLAGS -o "$OUT/rdmaconn" test/perf/rdmaconn.c -lrdmacm -libverbs
+
+echo "perf: one boot: REPS=$REPS PAIRS=$PAIRS SEQ=$SEQ WIN=$WIN PREFILL=$PREFILL (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+rc=0
+test/vm/run.sh -r -t "${PERF_TIMEOUT:-3000}" -- sh test/perf/guest.sh "$OUT" "$REPS" "$PAIRS" "$SEQ" "$WIN" "$PREFILL" \
+  > "$OUT/raw.txt" || rc=$?
+if [ $rc != 0 ]; then
+  echo "perf: the guest run failed (exit $rc); its output:" >&2
+  cat "$OUT/raw.txt" >&2
+  exit 1
+fi
+go run ./test/perf/summarize ${short:+-check} -json "$OUT/perf.json" < "$OUT/raw.txt"

@@ -1,0 +1,305 @@
+// Command summarize turns the measurement lines of test/perf/guest.sh (one
+// boot of the test VM) into the ratio table of docs/perf.md and its JSON.
+//
+//	go run ./test/perf/summarize [-check] [-json FILE] < bin/perf/raw.txt
+//
+// Every ratio is computed inside one repetition (adjacent measurements of
+// the same boot) and then reported as min, median and max over the
+// repetitions. -check (make perf-check) fails unless every figure got a
+// value; it applies no thresholds: CI machines are too noisy for them.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// sample is one measurement line: its tool, label and key=value fields.
+type sample struct {
+	rep    int
+	tool   string
+	label  string
+	fields map[string]string
+}
+
+func (s sample) num(key string) (float64, bool) {
+	v, ok := s.fields[key]
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	return f, err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
+}
+
+// parse reads guest.sh's lines ("rep=R TOOL label=L k=v ..."); other
+// lines (the guest's log) are ignored.
+func parse(r io.Reader) ([]sample, error) {
+	var out []sample
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 || !strings.HasPrefix(f[0], "rep=") {
+			continue
+		}
+		rep, err := strconv.Atoi(strings.TrimPrefix(f[0], "rep="))
+		if err != nil {
+			return nil, fmt.Errorf("line %q: bad repetition: %w", sc.Text(), err)
+		}
+		s := sample{rep: rep, tool: f[1], fields: map[string]string{}}
+		for _, kv := range f[2:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return nil, fmt.Errorf("line %q: field %q is not key=value", sc.Text(), kv)
+			}
+			s.fields[k] = v
+		}
+		s.label = s.fields["label"]
+		if s.label == "" {
+			return nil, fmt.Errorf("line %q: no label", sc.Text())
+		}
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+// rep is one repetition's measurements, by label and thread count.
+type rep map[string]sample
+
+func key(label string, threads string) string {
+	if threads == "" {
+		return label
+	}
+	return label + "/t" + threads
+}
+
+func byRep(samples []sample) map[int]rep {
+	reps := map[int]rep{}
+	for _, s := range samples {
+		if reps[s.rep] == nil {
+			reps[s.rep] = rep{}
+		}
+		reps[s.rep][key(s.label, s.fields["threads"])] = s
+	}
+	return reps
+}
+
+// figure is one row of the table: a value computed from one repetition.
+type figure struct {
+	Name   string `json:"name"`
+	What   string `json:"what"`
+	Goal   string `json:"goal,omitempty"`
+	value  func(rep) (float64, bool)
+	Values []float64 `json:"values"`
+	Min    float64   `json:"min"`
+	Median float64   `json:"median"`
+	Max    float64   `json:"max"`
+}
+
+// field is a measured value; ratio, a quotient of two in one repetition.
+func field(k, f string) func(rep) (float64, bool) {
+	return func(r rep) (float64, bool) {
+		s, ok := r[k]
+		if !ok {
+			return 0, false
+		}
+		return s.num(f)
+	}
+}
+
+func ratio(num, den func(rep) (float64, bool)) func(rep) (float64, bool) {
+	return func(r rep) (float64, bool) {
+		a, ok1 := num(r)
+		b, ok2 := den(r)
+		if !ok1 || !ok2 || b == 0 {
+			return 0, false
+		}
+		return a / b, true
+	}
+}
+
+func figures() []*figure {
+	pair := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "us_per_pair") }
+	rate := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "pairs_per_s") }
+	cpu := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "daemon_cpu_us_per_cmd") }
+	conns := func(l string) func(rep) (float64, bool) { return field(l, "conn_per_s") }
+	return []*figure{
+		{Name: "cmd_pair_ratio_t1", What: "CREATE_ID+DESTROY_ID ÷ two no-op libfuse3 CUSE writes, 1 client thread", Goal: "≤ 1.4",
+			value: ratio(pair("ucmd", "1"), pair("floor", "1"))},
+		{Name: "cmd_pair_ratio_t4", What: "same, 4 client threads on one fd", Goal: "≤ 1.25",
+			value: ratio(pair("ucmd", "4"), pair("floor", "4"))},
+		{Name: "pvw_floor_ratio_t1", What: "libfuse3 floor with one process_vm_writev ÷ without, 1 thread",
+			value: ratio(pair("floorpvw", "1"), pair("floor", "1"))},
+		{Name: "ucmd_us_per_pair_t1", What: "ucmd: µs per CREATE_ID+DESTROY_ID pair, 1 thread", value: pair("ucmd", "1")},
+		{Name: "floor_us_per_pair_t1", What: "libfuse3 floor: µs per two writes, 1 thread", value: pair("floor", "1")},
+		{Name: "cpu_ratio_t1", What: "daemon CPU per command: ucmd ÷ libfuse3, 1 client thread", Goal: "≤ 2.5",
+			value: ratio(cpu("ucmd", "1"), cpu("floor", "1"))},
+		{Name: "ucmd_cpu_us_per_cmd_t1", What: "ucmd: daemon CPU µs per command, 1 thread", value: cpu("ucmd", "1")},
+		{Name: "floor_cpu_us_per_cmd_t1", What: "libfuse3: daemon CPU µs per command, 1 thread", value: cpu("floor", "1")},
+		{Name: "ucmd_ctxsw_per_cmd_t1", What: "ucmd: context switches per command (all its threads), 1 thread", Goal: "report",
+			value: field(key("ucmd", "1"), "ctxsw_per_cmd")},
+		{Name: "floor_ctxsw_per_cmd_t1", What: "libfuse3: context switches per command, 1 thread",
+			value: field(key("floor", "1"), "ctxsw_per_cmd")},
+		{Name: "ucmd_scaling_t4", What: "ucmd: pairs/s with 4 client threads ÷ 1 thread", value: ratio(rate("ucmd", "4"), rate("ucmd", "1"))},
+		{Name: "floor_scaling_t4", What: "libfuse3: writes/s with 4 client threads ÷ 1 thread", value: ratio(rate("floor", "4"), rate("floor", "1"))},
+		{Name: "scaling_ratio_t4", What: "ucmd's 4-thread scaling ÷ libfuse3's", Goal: "≥ 0.9",
+			value: ratio(ratio(rate("ucmd", "4"), rate("ucmd", "1")), ratio(rate("floor", "4"), rate("floor", "1")))},
+		{Name: "conn_ratio_seq", What: "RC connections/s, CM only: ucmd ÷ kernel rdma_cm, one at a time", Goal: "≥ 0.5",
+			value: ratio(conns("u-seq"), conns("k-seq"))},
+		{Name: "conn_ratio_win50", What: "same, 50 in flight", Goal: "≥ 0.4",
+			value: ratio(conns("u-win50"), conns("k-win50"))},
+		{Name: "conn_ratio_seq_qp", What: "same with an RC QP on both sides, no data, one at a time", Goal: "≥ 0.5",
+			value: ratio(conns("u-seq-qp"), conns("k-seq-qp"))},
+		{Name: "ucmd_conn_per_s_seq", What: "ucmd: connections/s, CM only, one at a time", value: conns("u-seq")},
+		{Name: "kernel_conn_per_s_seq", What: "kernel rdma_cm: connections/s, CM only, one at a time", value: conns("k-seq")},
+		{Name: "ucmd_conn_per_s_win50", What: "ucmd: connections/s, CM only, 50 in flight", value: conns("u-win50")},
+		{Name: "kernel_conn_per_s_win50", What: "kernel rdma_cm: connections/s, CM only, 50 in flight", value: conns("k-win50")},
+		{Name: "kernel_burst50_connect_per_s", What: "kernel rdma_cm: 50 at once, start → all ESTABLISHED, conn/s",
+			value: field("k-burst50", "burst_conn_per_s")},
+		{Name: "ucmd_conn_per_s_seq_qp", What: "ucmd: connections/s with QPs, one at a time", value: conns("u-seq-qp")},
+		{Name: "kernel_conn_per_s_seq_qp", What: "kernel rdma_cm: connections/s with QPs, one at a time", value: conns("k-seq-qp")},
+		{Name: "ids_cost_ratio", What: "per-command cost with many live ids ÷ with 1,000", Goal: "≤ 1.2",
+			value: ratio(field(key("ids-many", "1"), "us_per_pair"), field(key("ids-1k", "1"), "us_per_pair"))},
+		{Name: "rss_bytes_per_id", What: "ucmd RSS growth per idle id (many-ids prefill)",
+			value: field(key("ids-many", "1"), "rss_bytes_per_id")},
+	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// summary is the JSON document.
+type summary struct {
+	Reps    int       `json:"repetitions"`
+	Figures []*figure `json:"figures"`
+	// PerThread is the context switches per command of each busy daemon
+	// thread in the last repetition, busiest first.
+	PerThread map[string]string `json:"ctxsw_per_thread_last_rep"`
+}
+
+func summarize(samples []sample) summary {
+	reps := byRep(samples)
+	nums := make([]int, 0, len(reps))
+	for n := range reps {
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	figs := figures()
+	for _, f := range figs {
+		f.Values = []float64{}
+		for _, n := range nums {
+			if v, ok := f.value(reps[n]); ok {
+				f.Values = append(f.Values, v)
+			}
+		}
+		if len(f.Values) > 0 {
+			f.Min, f.Max, f.Median = slices.Min(f.Values), slices.Max(f.Values), median(f.Values)
+		}
+	}
+	s := summary{Reps: len(nums), Figures: figs, PerThread: map[string]string{}}
+	if len(nums) > 0 {
+		for k, smp := range reps[nums[len(nums)-1]] {
+			if v, ok := smp.fields["ctxsw_per_thread"]; ok {
+				s.PerThread[k] = v
+			}
+		}
+	}
+	return s
+}
+
+func format(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func writeTable(w io.Writer, s summary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "figure (%d repetitions in one boot)\tmedian\t[min, max]\tgoal\n", s.Reps)
+	for _, f := range s.Figures {
+		if len(f.Values) == 0 {
+			fmt.Fprintf(tw, "%s\tmissing\t\t%s\n", f.What, f.Goal)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t[%s, %s]\t%s\n", f.What, format(f.Median), format(f.Min), format(f.Max), f.Goal)
+	}
+	keys := make([]string, 0, len(s.PerThread))
+	for k := range s.PerThread {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "context switches per command per busy thread, %s (last repetition)\t%s\t\t\n", k, s.PerThread[k])
+	}
+	return tw.Flush()
+}
+
+// check reports every figure that got no value.
+func check(s summary) error {
+	var missing []string
+	for _, f := range s.Figures {
+		if len(f.Values) == 0 {
+			missing = append(missing, f.Name)
+		}
+	}
+	if s.Reps == 0 {
+		return errors.New("no measurement lines in the input")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("figures without a value: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func main() {
+	jsonPath := flag.String("json", "", "also write the summary as JSON to this file")
+	checkOnly := flag.Bool("check", false, "fail unless every figure has a value (no thresholds)")
+	flag.Parse()
+	samples, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "summarize:", err)
+		os.Exit(1)
+	}
+	s := summarize(samples)
+	if err := writeTable(os.Stdout, s); err != nil {
+		fmt.Fprintln(os.Stderr, "summarize:", err)
+		os.Exit(1)
+	}
+	if *jsonPath != "" {
+		b, err := json.MarshalIndent(s, "", "  ")
+		if err == nil {
+			err = os.WriteFile(*jsonPath, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "summarize: writing JSON:", err)
+			os.Exit(1)
+		}
+	}
+	if *checkOnly {
+		if err := check(s); err != nil {
+			fmt.Fprintln(os.Stderr, "summarize:", err)
+			os.Exit(1)
+		}
+		fmt.Println("perf-check: every figure and the JSON were produced (no thresholds)")
+	}
+}
