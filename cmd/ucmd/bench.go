@@ -24,8 +24,9 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "measure the CM at fabric scale on the simulated fabric",
 		Long: `Benchmarks that need no HCA, no CUSE and no privileges: many simulated nodes,
-each with its own CM, on one in-process simulated fabric (package
-internal/storm). See "ucmd bench storm --help" and "ucmd bench listener --help".`,
+each a full ucmd device stack (a ucm device on its own CM, driven by a
+libibcm-like application through ucm's write interface), on one in-process
+simulated fabric (package internal/storm). See "ucmd bench storm --help" and "ucmd bench listener --help".`,
 		Example: `  ucmd bench storm --nodes 256 --latency 100us --loss 0.001
   ucmd bench listener --accept-rate 1000 --mra delayed`,
 		Args: cobra.NoArgs,
@@ -99,8 +100,9 @@ func newBenchStormCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "storm",
 		Short: "wire up N simulated nodes and report time, MADs and memory per connection",
-		Long: `Run an MPI-style connection storm: N simulated nodes, each a full CM with a
-listener, connect all-to-all (every pair once, N(N-1)/2 connections, every
+		Long: `Run an MPI-style connection storm: N simulated nodes, each a full ucmd device
+stack (CM, ucm device, and an application with a listener issuing libibcm's
+commands on its open file), connect all-to-all (every pair once, N(N-1)/2 connections, every
 node sending about as many REQs as it receives) or in a ring plus on-demand
 connections to random peers. The fabric has the given one-way latency,
 uniform jitter and loss. Simulated time runs on a fake clock that moves only
@@ -109,7 +111,9 @@ when every CM is idle, so "sim" is the protocol's time to full mesh and
 
 After the mesh every connection must be ESTABLISHED on both sides; then all
 are disconnected and, once timewait is over, no id (but the listeners), no
-event and no timer may remain. The command fails otherwise.
+event and no timer may remain in the applications, ucm or the CMs, nor
+anything in ucm's budgets once the files are closed. The command fails
+otherwise.
 
 Per N it prints: connections, simulated and wall time to full mesh,
 connections per wall second, REQ retransmissions, MRAs, timeouts, MADs lost,
@@ -225,8 +229,8 @@ func printStorm(w io.Writer, r *storm.Result) {
 		if c.RealClock {
 			timers = "timers not counted (real clock)"
 		}
-		fmt.Fprintf(w, "  teardown: %v wall; leaked %d ids, %d events, %s\n",
-			r.TeardownWall.Round(time.Millisecond), r.LeakedIDs, r.LeakedEvents, timers)
+		fmt.Fprintf(w, "  teardown: %v wall; leaked %d ids, %d events, %s; %d held after close\n",
+			r.TeardownWall.Round(time.Millisecond), r.LeakedIDs, r.LeakedEvents, timers, r.LeakedAfterClose)
 	}
 }
 
@@ -256,7 +260,10 @@ func newBenchListenerCmd() *cobra.Command {
 		Short: "storm one listener with REQs and accept them at a fixed rate",
 		Long: `Send --requests REQs evenly within --within from --senders simulated nodes to one
 listening id whose application accepts (REP) --accept-rate new connections
-per second, oldest first, as a libibcm server after GET_EVENT. With --mra off
+per second, oldest first, as a libibcm server after GET_EVENT: with --mra off
+or cm the REQs wait in ucm's event queue under its per-user budget (default
+limits; --user-events to change) until the application reads one to accept
+it. With --mra off
 the application never sends MRA (as libibcm programs and the kernel's ib_cm);
 delayed gives every REQ it cannot accept at once a delayed MRA (rdma_cm's
 IB_CM_MRA_FLAG_DELAY: an MRA answers only a retransmitted REQ); immediate
@@ -310,6 +317,8 @@ every id is destroyed.`,
 	f.Float64Var(&cfg.Loss, "loss", 0, "probability that a MAD is lost")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the fabric")
 	f.DurationVar(&cfg.Deadline, "sim-deadline", 30*time.Minute, "give up after this much simulated time")
+	f.IntVar(&cfg.Limits.UserEvents, "user-events", 0, "the listener's ucm --user-events (0: ucm's default)")
+	f.IntVar(&cfg.Limits.UserIDs, "user-ids", 0, "the listener's ucm --user-ids (0: ucm's default)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	timeoutFlags(cmd, &cfg.Timeouts)
 	prof.register(cmd)
@@ -327,9 +336,12 @@ func printListener(w io.Writer, r *storm.ListenerResult) {
 		r.Established, r.Timeouts, r.Failed, r.LastEst.Round(time.Millisecond), r.WallTime.Round(time.Millisecond))
 	fmt.Fprintf(w, "  MADs: %d REQ (%d retransmitted), %d MRA (%d received), %d REP, %d REJ; %d lost, %d overflowed\n",
 		r.REQs, r.REQRetransmits, r.MRAs, r.MRAsReceived, r.REPs, r.REJs, r.Lost, r.Overflow)
-	fmt.Fprintf(w, "  queue: at most %d waiting (ucm's per-file event limit %d), longest wait %v; %.0f B live heap per waiting connection\n",
-		r.MaxQueue, r.UCMMaxEvents, r.MaxWait.Round(time.Millisecond), r.HeapPerQueued)
-	fmt.Fprintf(w, "  after destroy: leaked %d ids, %d events, %d timers\n", r.LeakedIDs, r.LeakedEvents, r.LeakedTimers)
+	fmt.Fprintf(w, "  queue: at most %d waiting, longest wait %v; %.0f B live heap per waiting connection\n",
+		r.MaxQueue, r.MaxWait.Round(time.Millisecond), r.HeapPerQueued)
+	l := r.UCMLimits
+	fmt.Fprintf(w, "  ucm at the listener: at most %d events queued and %d ids held, %s charged; %d new connections rejected (limits: %d events and %d ids per file, %d events and %d ids per user, budget %s)\n",
+		r.UCMPeakEvents, r.UCMPeakIDs, mib(uint64(r.UCMPeakBytes)), r.UCMRejected, l.MaxEvents, l.MaxIDs, l.UserEvents, l.UserIDs, mib(uint64(l.MemoryBudget)))
+	fmt.Fprintf(w, "  after destroy: leaked %d ids, %d events, %d timers; %d held after close\n", r.LeakedIDs, r.LeakedEvents, r.LeakedTimers, r.LeakedAfterClose)
 }
 
 // reqInterval is cmcore's REQ retransmission interval for t.

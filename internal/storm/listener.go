@@ -2,13 +2,13 @@ package storm
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cuse/callermem"
 	"github.com/ucmd/ucmd/hw/sim"
 	"github.com/ucmd/ucmd/ucm"
 )
@@ -58,6 +58,9 @@ type ListenerConfig struct {
 	QueueLen int // the listener port's receive queue (default Requests)
 	Timeouts Timeouts
 	Deadline time.Duration // simulated (default 30 minutes)
+	// Limits are the listener's ucm limits (zero: ucm's defaults, what
+	// the storm is run with).
+	Limits ucm.Limits
 }
 
 // ListenerResult is what a listener storm measured.
@@ -68,8 +71,12 @@ type ListenerResult struct {
 	Failed      int           // timed out, rejected, or REP out of retries
 	LastEst     time.Duration // simulated, from the first REQ
 	WallTime    time.Duration
-	MaxQueue    int           // new connections waiting for the application at most
-	MaxWait     time.Duration // longest a connection waited in the queue
+	// MaxQueue is the most new connections waiting for the application
+	// at once: REQ events queued in ucm's file (off, cm: the application
+	// reads a REQ only when it accepts it) plus those it has read and
+	// holds (delayed, immediate: it reads each at once to send its MRA).
+	MaxQueue int
+	MaxWait  time.Duration // longest from a connection's first REQ to its REP
 
 	REQs, REQRetransmits uint64
 	MRAs, MRAsReceived   uint64 // MADs sent; MRA_RECEIVED events at the senders
@@ -78,41 +85,44 @@ type ListenerResult struct {
 
 	// HeapPerQueued is the live heap per waiting connection (both ends,
 	// as both run here, and the established ones' share), measured when
-	// the storm's last REQ is queued.
+	// the storm's last REQ has arrived.
 	HeapPerQueued float64
-	// UCMMaxEvents is ucm's per-file queue limit (the listener's file
-	// would queue MaxQueue REQ events in it).
-	UCMMaxEvents int
 
-	LeakedIDs, LeakedEvents, LeakedTimers int
-}
+	// What ucm held at the listener, from its per-user Budget (the
+	// listening application's uid) at its default limits: the most
+	// events queued and ids held, and the daemon's memory charge.
+	UCMPeakEvents int
+	UCMPeakIDs    int
+	UCMPeakBytes  int64
+	UCMRejected   int        // new connections ucm rejected (a limit reached)
+	UCMLimits     ucm.Limits // the limits in force (ucm's defaults)
+	UCMMaxEvents  int        // ucm's per-file queue limit
 
-type lconn struct {
-	idx    int
-	act    *cmcore.ID
-	pas    *cmcore.ID // one goroutine at a time (the pump)
-	queued time.Time
-	out    outcome
+	LeakedIDs, LeakedEvents, LeakedTimers, LeakedAfterClose int
 }
 
 type lstorm struct {
 	cfg     ListenerConfig
 	net     *simNet
 	t0      time.Time
-	lnode   *node
-	senders []*node
-	conns   []*lconn
+	lnode   *stack
+	senders []*stack
+	conns   []*conn
+	paced   bool // the application reads a REQ when it accepts it
 
-	mu       sync.Mutex // the application's accept queue
-	queue    []*lconn
+	backlog  []*conn // read, not yet accepted (listener's mu)
 	head     int
 	maxQueue int
 	maxWait  time.Duration
-	measure  bool // take the heap now: the last REQ is queued
+	peak     struct {
+		events, ids int
+		bytes       int64
+	}
+	measure  bool // take the heap now: the last REQ has arrived
 	measured int  // connections waiting then
 
 	tally
-	timeouts, mraRecv, errs atomic.Int64
+	timeouts, mraRecv atomic.Int64
 }
 
 // RunListener runs one listener storm.
@@ -150,39 +160,57 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 		cfg.Deadline = 30 * time.Minute
 	}
 	s := &lstorm{cfg: cfg}
+	s.paced = cfg.AcceptRate > 0 && (cfg.MRA == MRAOff || cfg.MRA == MRACM)
 	s.net = newSimNet(cfg.Seed, sim.Knobs{Delay: cfg.Latency, Jitter: cfg.Jitter, Loss: cfg.Loss}, cfg.QueueLen)
-	var all []*node
+	var all []*stack
 	defer func() {
 		for _, nd := range all {
 			nd.cm.Close()
 		}
 	}()
+	mem := callermem.NewFake()
 	for i := range cfg.Senders + 1 {
-		s.net.autoMRA = 0
+		var auto uint8
 		if i == 0 && cfg.MRA == MRACM {
-			s.net.autoMRA = cfg.MRAServiceTimeout
+			auto = cfg.MRAServiceTimeout
 		}
-		cm, dev, err := s.net.addCM(fmt.Sprintf("n%d", i))
+		var lim ucm.Limits
+		if i == 0 {
+			lim = cfg.Limits
+		}
+		st, err := s.net.addStack(i, mem, auto, lim)
 		if err != nil {
 			return nil, err
 		}
-		a, err := dev.Port(1).Attr()
-		if err != nil {
-			return nil, err
-		}
-		nd := &node{i: i, dev: dev, cm: cm, gid: a.GIDs[0].GID, lid: a.LID}
-		all = append(all, nd)
+		st.onEv = s.onSender
+		all = append(all, st)
 	}
 	s.lnode, s.senders = all[0], all[1:]
-	l := s.lnode.cm.CreateID(s.handle)
-	if err := l.Listen(serviceID, 0); err != nil {
-		return nil, err
-	}
+	s.lnode.onEv = s.onListener
+	s.lnode.paced = s.paced
+	s.lnode.onWake = s.sample
 	for i := range cfg.Requests {
-		s.conns = append(s.conns, &lconn{idx: i})
+		s.conns = append(s.conns, &conn{idx: i, a: 1 + i%cfg.Senders, b: 0, act: -1, pas: -1})
 	}
 	s.t0 = s.net.clk.Now()
 	res := &ListenerResult{Config: cfg, UCMMaxEvents: ucm.DefaultMaxEvents}
+	res.UCMLimits = cfg.Limits
+	def := ucm.Limits{
+		MaxIDs: ucm.DefaultMaxIDs, MaxEvents: ucm.DefaultMaxEvents, UserIDs: ucm.DefaultUserIDs,
+		UserEvents: ucm.DefaultUserEvents, UserFiles: ucm.DefaultUserFiles, MemoryBudget: ucm.DefaultMemoryBudget,
+	}
+	for _, f := range []struct{ v, d *int }{
+		{&res.UCMLimits.MaxIDs, &def.MaxIDs}, {&res.UCMLimits.MaxEvents, &def.MaxEvents}, {&res.UCMLimits.UserIDs, &def.UserIDs},
+		{&res.UCMLimits.UserEvents, &def.UserEvents}, {&res.UCMLimits.UserFiles, &def.UserFiles},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	if res.UCMLimits.MemoryBudget <= 0 {
+		res.UCMLimits.MemoryBudget = def.MemoryBudget
+	}
+	res.UCMMaxEvents = res.UCMLimits.MaxEvents
 	base := liveHeap()
 	var peakHeap uint64
 
@@ -191,6 +219,11 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 	for i, c := range s.conns {
 		s.net.clk.AfterFunc(time.Duration(i)*step, func() { s.connect(c) })
 	}
+	// The last REQ has reached the listener: the queue is about its
+	// longest.
+	s.net.clk.AfterFunc(cfg.Within+2*cfg.Latency+cfg.Jitter, func() {
+		s.measure, s.measured = true, s.waiting()
+	})
 	if cfg.AcceptRate > 0 {
 		every := time.Duration(float64(time.Second) / cfg.AcceptRate)
 		var tick func()
@@ -203,11 +236,8 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 		s.net.clk.AfterFunc(every, tick)
 	}
 	_, err := s.net.runUntil(ctx, s.t0.Add(cfg.Deadline), func() bool {
-		s.mu.Lock()
-		measure := s.measure
-		s.measure = false
-		s.mu.Unlock()
-		if measure {
+		if s.measure {
+			s.measure = false
 			peakHeap = liveHeap()
 		}
 		return s.done()
@@ -222,6 +252,8 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 	res.MRAsReceived = uint64(s.mraRecv.Load())
 	res.LastEst = time.Duration(s.lastEst.Load())
 	res.MaxQueue, res.MaxWait = s.maxQueue, s.maxWait
+	res.UCMPeakEvents, res.UCMPeakIDs, res.UCMPeakBytes = s.peak.events, s.peak.ids, s.peak.bytes
+	res.UCMRejected = int(s.lnode.rejected.Load())
 	if peakHeap > base && s.measured > 0 {
 		res.HeapPerQueued = float64(peakHeap-base) / float64(s.measured)
 	}
@@ -237,32 +269,16 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 		res.Overflow += c.Overflow
 	}
 
-	// Tear down: destroy every id, run the clock dry, nothing may remain
-	// but the listener.
-	for _, c := range s.conns {
-		for _, id := range []*cmcore.ID{c.act, c.pas} {
-			if id != nil {
-				id.Destroy()
-			}
-		}
-	}
-	if _, err := s.net.runUntil(ctx, s.net.clk.Now().Add(cfg.Deadline), nil); err != nil {
+	// Tear down: destroy every id (DESTROY_ID), run the clock dry,
+	// nothing may remain but the listener; then close every file.
+	var r Result
+	err = destroyAll(ctx, s.net, all, cfg.Deadline, &r)
+	res.LeakedIDs, res.LeakedEvents, res.LeakedTimers, res.LeakedAfterClose = r.LeakedIDs, r.LeakedEvents, r.LeakedTimers, r.LeakedAfterClose
+	if err != nil {
 		return res, err
 	}
-	for i, nd := range all {
-		ids, evs := nd.cm.Count()
-		if i == 0 {
-			ids-- // the listener
-		}
-		res.LeakedIDs += ids
-		res.LeakedEvents += evs
-	}
-	res.LeakedTimers = s.net.pending()
-	if e := s.errs.Load(); e > 0 {
-		return res, fmt.Errorf("storm: %d CM calls failed", e)
-	}
-	if res.LeakedIDs != 0 || res.LeakedEvents != 0 || res.LeakedTimers != 0 {
-		return res, fmt.Errorf("storm: leaked %d ids, %d events, %d timers", res.LeakedIDs, res.LeakedEvents, res.LeakedTimers)
+	if e := s.net.errs.Load(); e > 0 {
+		return res, fmt.Errorf("storm: %d ucm commands failed", e)
 	}
 	return res, nil
 }
@@ -271,124 +287,176 @@ func (s *lstorm) done() bool {
 	return s.established.Load()+s.failed.Load() == int64(len(s.conns))
 }
 
-// connect sends connection c's REQ from its sender. Driver goroutine.
-func (s *lstorm) connect(c *lconn) {
-	nd := s.senders[c.idx%len(s.senders)]
-	to := s.cfg.Timeouts
-	c.act = nd.cm.CreateID(s.handle)
-	c.act.SetContext(c)
-	var pd [4]byte
-	binary.BigEndian.PutUint32(pd[:], uint32(c.idx))
-	err := c.act.SendREQ(&cmcore.REQParams{
-		Primary: &cmcore.PathRecord{
-			SGID: nd.gid, DGID: s.lnode.gid, SLID: nd.lid, DLID: s.lnode.lid,
-			PKey: 0xffff, MTU: 4, Rate: 3, PacketLifeTime: to.PacketLifeTime, Reversible: true,
-		},
-		ServiceID: serviceID, QPType: cmcore.QPTypeRC, QPN: nd.qpn.Add(1), StartingPSN: 1,
-		RemoteCMResponseTimeout: to.RemoteCMResponseTimeout, LocalCMResponseTimeout: to.LocalCMResponseTimeout,
-		MaxCMRetries: to.MaxCMRetries, RetryCount: 7, RNRRetryCount: 7, PrivateData: pd[:],
-	})
+// sample records what ucm holds for the listening application; it runs
+// whenever ucm queues an event on its file (the file's Waker).
+func (s *lstorm) sample() {
+	_, ids, evs := s.lnode.ucm.Budget().User(stormUID)
+	s.peak.events = max(s.peak.events, evs)
+	s.peak.ids = max(s.peak.ids, ids)
+	s.peak.bytes = max(s.peak.bytes, s.lnode.ucm.Budget().Usage().Bytes)
+	s.maxQueue = max(s.maxQueue, s.waiting())
+}
+
+// waiting is how many new connections wait for the application: events
+// queued in ucm (REQs, and the few others behind them) and its backlog.
+func (s *lstorm) waiting() int {
+	_, _, evs := s.lnode.ucm.Budget().User(stormUID)
+	return evs + len(s.backlog) - s.head
+}
+
+// connect sends connection c's REQ from its sender (CREATE_ID, SEND_REQ).
+func (s *lstorm) connect(c *conn) {
+	st := s.senders[c.a-1]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	id, err := st.createID(uint64(c.idx))
 	if err != nil {
-		s.errs.Add(1)
+		s.net.errs.Add(1)
+		s.fail(c)
+		return
+	}
+	c.act = int64(id)
+	c.sent = s.net.clk.Now()
+	st.setEnd(id, end{c: c, active: true})
+	if err := st.sendREQ(id, s.lnode, c.idx, s.cfg.Timeouts); err != nil {
+		s.net.errs.Add(1)
 		s.fail(c)
 	}
 }
 
-// accept takes the oldest waiting connection and sends its REP, as an
-// application's accept after GET_EVENT. Driver goroutine (a timer).
+// accept is the application's accept loop, one connection per tick. Paced
+// (no MRA, or the CM's): GET_EVENT until a REQ is read and accepted (the
+// other events on the way are handled too). Otherwise the oldest
+// connection of its backlog. A connection whose peer gave up (its REP
+// fails) does not count: the next one.
 func (s *lstorm) accept() {
-	for {
-		s.mu.Lock()
-		if s.head == len(s.queue) {
-			s.queue, s.head = s.queue[:0], 0
-			s.mu.Unlock()
-			return
+	st := s.lnode
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if s.paced {
+		var ev abi.EventResp
+		for {
+			pd, ok, err := st.getEvent(&ev)
+			if err != nil {
+				s.net.errs.Add(1)
+				return
+			}
+			if !ok {
+				return
+			}
+			if c := s.onListenerEvent(st, &ev, pd); c != nil && s.rep(st, c) {
+				return
+			}
 		}
-		c := s.queue[s.head]
-		s.queue[s.head] = nil
+	}
+	for s.head < len(s.backlog) {
+		c := s.backlog[s.head]
+		s.backlog[s.head] = nil
 		s.head++
-		if w := s.net.clk.Now().Sub(c.queued); w > s.maxWait {
-			s.maxWait = w
+		if s.head == len(s.backlog) {
+			s.backlog, s.head = s.backlog[:0], 0
 		}
-		s.mu.Unlock()
-		if s.rep(c) {
+		if c.pas >= 0 && s.rep(st, c) {
 			return
 		}
-		// Its peer gave up and it is gone: the next one.
 	}
 }
 
-func (s *lstorm) rep(c *lconn) bool {
-	err := c.pas.SendREP(&cmcore.REPParams{QPN: s.lnode.qpn.Add(1), StartingPSN: 1})
-	return err == nil
+// rep accepts c (SEND_REP); false if its end is gone meanwhile.
+func (s *lstorm) rep(st *stack, c *conn) bool {
+	if w := s.net.clk.Now().Sub(c.sent); w > s.maxWait {
+		s.maxWait = w
+	}
+	return st.sendREP(uint32(c.pas), uint64(c.idx)) == nil
 }
 
-func (s *lstorm) fail(c *lconn) { c.out.fail(&s.tally) }
+func (s *lstorm) fail(c *conn) { c.out.fail(&s.tally) }
 
-func (s *lstorm) mark(c *lconn, active bool) {
+func (s *lstorm) mark(c *conn, active bool) {
 	c.out.established(&s.tally, active, s.net.clk.Now().Sub(s.t0))
 }
 
-func (s *lstorm) handle(ev *cmcore.Event) cmcore.Outcome {
-	c, _ := ev.ID.Context().(*lconn)
-	switch ev.Type {
-	case evREQReceived:
-		i, ok := connIndex(ev.PrivateData, len(s.conns))
+// onListener is the listening application's event handling when it reads
+// its events as they come (no accept rate, or an MRA of its own to send).
+func (s *lstorm) onListener(st *stack, ev *abi.EventResp, pd []byte) {
+	c := s.onListenerEvent(st, ev, pd)
+	if c == nil {
+		return
+	}
+	if s.cfg.AcceptRate <= 0 {
+		if !s.rep(st, c) {
+			s.net.errs.Add(1)
+		}
+		return
+	}
+	waiting := len(s.backlog) - s.head
+	s.backlog = append(s.backlog, c)
+	s.maxQueue = max(s.maxQueue, s.waiting())
+	var err error
+	switch {
+	case s.cfg.MRA == MRADelayed:
+		err = st.sendMRA(uint32(c.pas), cmcore.MRAFlagDelay|s.cfg.MRAServiceTimeout)
+	case s.cfg.MRA == MRAImmediate && waiting+1 >= s.cfg.MRAQueue:
+		err = st.sendMRA(uint32(c.pas), s.cfg.MRAServiceTimeout)
+	}
+	if err != nil {
+		s.net.errs.Add(1)
+	}
+}
+
+// onListenerEvent handles one event of the listening application; for a
+// REQ it returns the new connection, to accept.
+func (s *lstorm) onListenerEvent(st *stack, ev *abi.EventResp, pd []byte) *conn {
+	c := st.endOf(ev.ID).c
+	switch ev.Event {
+	case abi.CMREQReceived:
+		i, ok := connIndex(pd, len(s.conns))
 		if !ok {
-			return cmcore.Destroy
+			drop(st, ev.ID)
+			return nil
 		}
 		c = s.conns[i]
-		ev.ID.SetContext(c)
-		if c.pas != nil {
+		if c.pas >= 0 {
 			// A retransmitted REQ after our REP ran out of retries:
-			// the old end (IDLE, maybe still queued) goes.
-			c.pas.Destroy()
+			// the old end (IDLE, maybe still in the backlog) goes.
+			drop(st, uint32(c.pas))
 			c.out.revive(&s.tally)
 		}
-		c.pas = ev.ID
-		if s.cfg.AcceptRate <= 0 {
-			if !s.rep(c) {
-				s.errs.Add(1)
-			}
-			return cmcore.Keep
+		c.pas = int64(ev.ID)
+		st.setEnd(ev.ID, end{c: c})
+		return c
+	case abi.CMRTUReceived:
+		if c != nil {
+			s.mark(c, false)
 		}
-		s.mu.Lock()
-		waiting := len(s.queue) - s.head
-		c.queued = s.net.clk.Now()
-		s.queue = append(s.queue, c)
-		s.maxQueue = max(s.maxQueue, waiting+1)
-		if c.idx == len(s.conns)-1 {
-			// The storm's last REQ: the queue is about its longest.
-			s.measure, s.measured = true, waiting+1
-		}
-		s.mu.Unlock()
-		var err error
-		switch {
-		case s.cfg.MRA == MRADelayed:
-			err = ev.ID.SendMRA(cmcore.MRAFlagDelay|s.cfg.MRAServiceTimeout, nil)
-		case s.cfg.MRA == MRAImmediate && waiting+1 >= s.cfg.MRAQueue:
-			err = ev.ID.SendMRA(s.cfg.MRAServiceTimeout, nil)
-		}
-		if err != nil {
-			s.errs.Add(1)
-		}
-	case evREPReceived:
-		if err := ev.ID.SendRTU(nil); err != nil {
-			s.errs.Add(1)
-			return cmcore.Keep
-		}
-		s.mark(c, true)
-	case evRTUReceived:
-		s.mark(c, false)
-	case evMRAReceived:
-		s.mraRecv.Add(1)
-	case evREQError:
-		s.timeouts.Add(1)
-		s.fail(c)
-	case evREPError, evREJReceived:
+	case abi.CMREPError, abi.CMREJReceived:
 		if c != nil {
 			s.fail(c)
 		}
 	}
-	return cmcore.Keep
+	return nil
+}
+
+// onSender is a sending application: RTU on REP.
+func (s *lstorm) onSender(st *stack, ev *abi.EventResp, _ []byte) {
+	c := st.endOf(ev.ID).c
+	if c == nil {
+		return
+	}
+	switch ev.Event {
+	case abi.CMREPReceived:
+		if err := st.send(abi.CmdSendRTU, ev.ID); err != nil {
+			s.net.errs.Add(1)
+			return
+		}
+		c.actEst = true
+		s.mark(c, true)
+	case abi.CMMRAReceived:
+		s.mraRecv.Add(1)
+	case abi.CMREQError:
+		s.timeouts.Add(1)
+		s.fail(c)
+	case abi.CMREPError, abi.CMREJReceived:
+		s.fail(c)
+	}
 }

@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
-	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/cuse/callermem"
 	"github.com/ucmd/ucmd/hw/sim"
+	"github.com/ucmd/ucmd/ucm"
 )
 
 // Pattern is a wire-up pattern.
@@ -114,40 +116,36 @@ type Result struct {
 
 	// Teardown: every connection disconnected, the clock run dry.
 	TeardownWall time.Duration
-	LeakedIDs    int // ids left in the CMs besides the listeners
-	LeakedEvents int
+	LeakedIDs    int // ids left besides the listeners: in the applications, in ucm (files and budgets) and in the CMs
+	LeakedEvents int // events left queued in ucm's files and budgets and in the CMs
 	LeakedTimers int
-	NotBothSides int // connections that were not ESTABLISHED on both ends at full mesh
-}
-
-type node struct {
-	i        int
-	dev      *sim.Device
-	cm       *cmcore.CM
-	listener *cmcore.ID
-	qpn      atomic.Uint32
-	gid      hw.GID
-	lid      uint16
+	// LeakedAfterClose is what ucm's budgets (files, ids, events, bytes)
+	// and the CMs still held after every application closed its file.
+	LeakedAfterClose int
+	NotBothSides     int // connections that were not ESTABLISHED on both ends at full mesh
 }
 
 type conn struct {
 	idx   int
 	a, b  int // active, passive node
 	start time.Duration
-	act   *cmcore.ID                // driver goroutine only
-	pas   atomic.Pointer[cmcore.ID] // set by the handler
-	out   outcome
+	// act and pas are the ucm ids of the two ends (-1: none): act is
+	// node a's application's, under its mu; pas node b's.
+	act, pas int64
+	actEst   bool      // node a's mu: REP received, RTU sent
+	sent     time.Time // node a's mu: the first REQ (listener storm)
+	out      outcome
 }
 
 type mesh struct {
 	cfg   Config
 	net   *simNet
 	t0    time.Time
-	nodes []*node
+	nodes []*stack
 	conns []*conn
 
 	tally
-	handlerErrs atomic.Int64
+	dreqs atomic.Int64 // DREQs waiting for DREP or DREQ_ERROR
 }
 
 // Run runs one storm.
@@ -178,21 +176,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		m.net = newSimNet(cfg.Seed, knobs, cfg.QueueLen)
 	}
 	defer m.close()
+	mem := callermem.NewFake()
 	for i := range cfg.Nodes {
-		cm, dev, err := m.net.addCM(fmt.Sprintf("n%d", i))
+		st, err := m.net.addStack(i, mem, 0, ucm.Limits{})
 		if err != nil {
 			return nil, err
 		}
-		a, err := dev.Port(1).Attr()
-		if err != nil {
-			return nil, err
-		}
-		nd := &node{i: i, dev: dev, cm: cm, gid: a.GIDs[0].GID, lid: a.LID}
-		nd.listener = cm.CreateID(m.handle)
-		if err := nd.listener.Listen(serviceID, 0); err != nil {
-			return nil, err
-		}
-		m.nodes = append(m.nodes, nd)
+		st.onEv = m.onEvent
+		m.nodes = append(m.nodes, st)
 	}
 	if err := m.plan(); err != nil {
 		return nil, err
@@ -207,15 +198,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	m.schedule()
 	half := false
 	total := int64(len(m.conns))
+	var statesWall, statesCPU time.Duration // taking the states is not the storm's work
 	_, err := m.net.runUntil(ctx, m.t0.Add(cfg.Deadline), func() bool {
 		done := m.established.Load() + m.failed.Load()
 		if !half && 2*m.established.Load() >= total {
 			half = true
+			w, c := time.Now(), cpuTime()
 			res.HalfStates = m.states()
+			statesWall, statesCPU = time.Since(w), cpuTime()-c
 		}
 		return done == total
 	})
-	res.WallTime, res.CPUTime = time.Since(wall), cpuTime()-cpu
+	res.WallTime, res.CPUTime = time.Since(wall)-statesWall, cpuTime()-cpu-statesCPU
 	res.PeakHeap, res.PeakTotal = ms.end()
 	if err != nil {
 		return res, err
@@ -234,21 +228,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.BytesPerConn = float64(res.MeshHeap-res.BaseHeap) / float64(res.Established)
 	}
 	m.counters(res)
-	for _, c := range m.conns {
-		pas := c.pas.Load()
-		if c.act == nil || pas == nil {
-			res.NotBothSides++
-			continue
-		}
-		as, _ := c.act.State()
-		ps, _ := pas.State()
-		if as != stateEstablished || ps != stateEstablished {
-			res.NotBothSides++
-		}
-	}
+	res.NotBothSides = m.notBothSides()
 	var errs []error
-	if n := m.handlerErrs.Load(); n > 0 {
-		errs = append(errs, fmt.Errorf("storm: %d CM calls failed", n))
+	if n := m.net.errs.Load(); n > 0 {
+		errs = append(errs, fmt.Errorf("storm: %d ucm commands failed", n))
 	}
 	if res.Established != res.Connections || res.NotBothSides != 0 {
 		errs = append(errs, fmt.Errorf("storm: %d of %d connections established on both sides (%d failed, %d not ESTABLISHED on both ends)",
@@ -266,7 +249,7 @@ const serviceID = 0x0000_0000_5354_524d // "STRM"
 func (m *mesh) plan() error {
 	n := m.cfg.Nodes
 	add := func(a, b int, start time.Duration) error {
-		m.conns = append(m.conns, &conn{idx: len(m.conns), a: a, b: b, start: start})
+		m.conns = append(m.conns, &conn{idx: len(m.conns), a: a, b: b, start: start, act: -1, pas: -1})
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(m.cfg.Seed, 0x73746f726d))
@@ -356,29 +339,22 @@ func (m *mesh) schedule() {
 	}
 }
 
-// connect creates the active id and sends the REQ, whose private data
-// carries the connection's index. Driver goroutine.
+// connect creates the active id (CREATE_ID, its cookie the connection's
+// index) and sends the REQ (SEND_REQ, the index in its private data).
 func (m *mesh) connect(c *conn) {
-	nd := m.nodes[c.a]
-	c.act = nd.cm.CreateID(m.handle)
-	c.act.SetContext(c)
-	var pd [4]byte
-	binary.BigEndian.PutUint32(pd[:], uint32(c.idx))
-	to := m.cfg.Timeouts
-	peer := m.nodes[c.b]
-	path := &cmcore.PathRecord{
-		SGID: nd.gid, DGID: peer.gid, SLID: nd.lid, DLID: peer.lid,
-		PKey: 0xffff, MTU: 4, Rate: 3, PacketLifeTime: to.PacketLifeTime, Reversible: true,
-	}
-	err := c.act.SendREQ(&cmcore.REQParams{
-		Primary: path, ServiceID: serviceID, QPType: cmcore.QPTypeRC,
-		QPN: nd.qpn.Add(1), StartingPSN: 1,
-		RemoteCMResponseTimeout: to.RemoteCMResponseTimeout, LocalCMResponseTimeout: to.LocalCMResponseTimeout,
-		MaxCMRetries: to.MaxCMRetries, RetryCount: 7, RNRRetryCount: 7,
-		PrivateData: pd[:],
-	})
+	st := m.nodes[c.a]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	id, err := st.createID(uint64(c.idx))
 	if err != nil {
-		m.handlerErrs.Add(1)
+		m.net.errs.Add(1)
+		m.fail(c)
+		return
+	}
+	c.act = int64(id)
+	st.setEnd(id, end{c: c, active: true})
+	if err := st.sendREQ(id, m.nodes[c.b], c.idx, m.cfg.Timeouts); err != nil {
+		m.net.errs.Add(1)
 		m.fail(c)
 	}
 }
@@ -389,71 +365,86 @@ func (m *mesh) mark(c *conn, active bool) {
 	c.out.established(&m.tally, active, m.net.clk.Now().Sub(m.t0))
 }
 
-// handle is every id's handler: listeners, active and passive ends.
-func (m *mesh) handle(ev *cmcore.Event) cmcore.Outcome {
-	c, _ := ev.ID.Context().(*conn)
-	switch ev.Type {
-	case evREQReceived:
-		i, ok := connIndex(ev.PrivateData, len(m.conns))
+// drop destroys id (DESTROY_ID) and forgets it in its connection. The
+// caller holds st.mu.
+func drop(st *stack, id uint32) {
+	if e := st.endOf(id); e.c != nil {
+		if e.active {
+			e.c.act = -1
+		} else {
+			e.c.pas = -1
+		}
+	}
+	if err := st.destroyID(id); err != nil {
+		st.net.errs.Add(1)
+	}
+}
+
+// onEvent is every node's application after GET_EVENT, as a libibcm
+// program: REP on REQ, RTU on REP, DREP and DESTROY_ID on DREQ,
+// DESTROY_ID on DREP.
+func (m *mesh) onEvent(st *stack, ev *abi.EventResp, pd []byte) {
+	c := st.endOf(ev.ID).c
+	switch ev.Event {
+	case abi.CMREQReceived:
+		i, ok := connIndex(pd, len(m.conns))
 		if !ok {
-			return cmcore.Destroy
+			drop(st, ev.ID) // not ours: rejected
+			return
 		}
 		c = m.conns[i]
-		ev.ID.SetContext(c)
-		if old := c.pas.Swap(ev.ID); old != nil {
+		if c.pas >= 0 {
 			// The REQ's retransmission after our end's REP ran out of
 			// retries: a new passive end; the old one (IDLE) goes.
-			old.Destroy()
+			drop(st, uint32(c.pas))
 			c.out.revive(&m.tally)
 		}
-		nd := m.nodes[c.b]
-		if err := ev.ID.SendREP(&cmcore.REPParams{QPN: nd.qpn.Add(1), StartingPSN: 1}); err != nil {
-			m.handlerErrs.Add(1)
-			return cmcore.Destroy
+		c.pas = int64(ev.ID)
+		st.setEnd(ev.ID, end{c: c})
+		if err := st.sendREP(ev.ID, uint64(c.idx)); err != nil {
+			m.net.errs.Add(1)
 		}
-	case evREPReceived:
-		if err := ev.ID.SendRTU(nil); err != nil {
-			m.handlerErrs.Add(1)
-			return cmcore.Keep
+	case abi.CMREPReceived:
+		if c == nil {
+			return
 		}
+		if err := st.send(abi.CmdSendRTU, ev.ID); err != nil {
+			m.net.errs.Add(1)
+			return
+		}
+		c.actEst = true
 		m.mark(c, true)
-	case evRTUReceived:
-		m.mark(c, false)
-	case evREQError, evREPError, evREJReceived:
+	case abi.CMRTUReceived:
+		if c != nil {
+			m.mark(c, false)
+		}
+	case abi.CMREQError, abi.CMREPError, abi.CMREJReceived:
 		if c != nil {
 			m.fail(c)
 		}
-	case evDREQReceived:
-		if err := ev.ID.SendDREP(nil); err != nil {
-			m.handlerErrs.Add(1)
+	case abi.CMDREQReceived:
+		if err := st.send(abi.CmdSendDREP, ev.ID); err != nil {
+			m.net.errs.Add(1)
 		}
-		return cmcore.Destroy
-	case evDREPReceived, evDREQError:
-		return cmcore.Destroy
+		drop(st, ev.ID)
+	case abi.CMDREPReceived, abi.CMDREQError:
+		drop(st, ev.ID)
+		m.dreqs.Add(-1)
 	}
-	return cmcore.Keep
 }
 
-// states counts the ids of every node by state. Driver goroutine.
+// states counts every node's ids by state, through ucm (Device.Files).
 func (m *mesh) states() map[string][3]int {
+	return stateStats(m.nodes)
+}
+
+func stateStats(nodes []*stack) map[string][3]int {
 	out := make(map[string][3]int)
-	per := make([]map[string]int, len(m.nodes))
-	for i := range per {
-		per[i] = make(map[string]int)
-	}
-	for _, c := range m.conns {
-		if c.act != nil {
-			s, _ := c.act.State()
-			per[c.a][s.String()]++
-		}
-		if pas := c.pas.Load(); pas != nil {
-			s, _ := pas.State()
-			per[c.b][s.String()]++
-		}
-	}
-	names := make(map[string]bool)
-	for _, p := range per {
-		for s := range p {
+	per := make([]map[cmcore.State]int, len(nodes))
+	names := make(map[cmcore.State]bool)
+	for i, st := range nodes {
+		per[i] = st.states()
+		for s := range per[i] {
 			names[s] = true
 		}
 	}
@@ -465,9 +456,32 @@ func (m *mesh) states() map[string][3]int {
 			v[1] = min(v[1], x)
 			v[2] = max(v[2], x)
 		}
-		out[s] = v
+		out[s.String()] = v
 	}
 	return out
+}
+
+// notBothSides counts the connections whose two ends are not both
+// ESTABLISHED in ucm's view of the CM.
+func (m *mesh) notBothSides() int {
+	states := make([]map[uint32]cmcore.State, len(m.nodes))
+	for i, st := range m.nodes {
+		states[i] = st.idStates()
+	}
+	n := 0
+	for _, c := range m.conns {
+		a, b := m.nodes[c.a], m.nodes[c.b]
+		a.mu.Lock()
+		act := c.act
+		a.mu.Unlock()
+		b.mu.Lock()
+		pas := c.pas
+		b.mu.Unlock()
+		if act < 0 || pas < 0 || states[c.a][uint32(act)] != stateEstablished || states[c.b][uint32(pas)] != stateEstablished {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *mesh) counters(r *Result) {
@@ -488,76 +502,86 @@ func (m *mesh) counters(r *Result) {
 	}
 }
 
-// teardown disconnects every connection from its active side (DREQ,
-// retransmitted; the passive side answers DREP and destroys), destroys the
-// ids, runs the clock dry (timewaits) and checks that only the listeners
-// are left, with no queued event and no timer.
+// teardown disconnects every connection from its active side (SEND_DREQ;
+// the passive application answers SEND_DREP and destroys its end, the
+// active one destroys its end on DREP), destroys every id left
+// (DESTROY_ID), runs the clock dry (timewaits) and checks that only the
+// listeners are left (applications, ucm, CMs), with no queued event and no
+// timer; then every application closes its file and nothing may remain.
 func (m *mesh) teardown(ctx context.Context, r *Result) error {
 	wall := time.Now()
 	for _, c := range m.conns {
-		if c.act == nil {
-			continue
+		st := m.nodes[c.a]
+		st.mu.Lock()
+		switch {
+		case c.act < 0:
+		case c.actEst && st.send(abi.CmdSendDREQ, uint32(c.act)) == nil:
+			m.dreqs.Add(1)
+		default:
+			drop(st, uint32(c.act))
 		}
-		if s, _ := c.act.State(); s == stateEstablished {
-			if err := c.act.SendDREQ(nil); err != nil {
-				m.handlerErrs.Add(1)
-			}
-		} else {
-			c.act.Destroy()
-		}
+		st.mu.Unlock()
 	}
-	if _, err := m.net.runUntil(ctx, m.net.clk.Now().Add(m.cfg.Deadline), m.net.onReal(m.quiet)); err != nil {
+	if _, err := m.net.runUntil(ctx, m.net.clk.Now().Add(m.cfg.Deadline), m.net.onReal(func() bool { return m.dreqs.Load() <= 0 })); err != nil {
 		return err
 	}
-	// Then every id is destroyed (again: Destroy may be called twice), as
-	// an application's close would: the ends of failed connections, a
-	// passive end whose DREQ never came. That must leave nothing behind
-	// either.
-	for _, c := range m.conns {
-		for _, id := range []*cmcore.ID{c.act, c.pas.Load()} {
-			if id != nil {
-				id.Destroy()
-			}
-		}
-	}
-	if _, err := m.net.runUntil(ctx, m.net.clk.Now().Add(m.cfg.Deadline), m.net.onReal(m.gone)); err != nil {
+	// Then every id is destroyed, as an application's cleanup would: the
+	// ends of failed connections, a passive end whose DREQ never came.
+	// That must leave nothing behind either.
+	if err := destroyAll(ctx, m.net, m.nodes, m.cfg.Deadline, r); err != nil {
 		return err
 	}
 	r.TeardownWall = time.Since(wall)
-	for _, nd := range m.nodes {
-		ids, evs := nd.cm.Count()
-		r.LeakedIDs += ids - 1
-		r.LeakedEvents += evs
-	}
-	r.LeakedTimers = max(m.net.pending(), 0)
-	if r.LeakedIDs != 0 || r.LeakedEvents != 0 || r.LeakedTimers != 0 {
-		return fmt.Errorf("storm: leaked %d ids, %d events, %d timers", r.LeakedIDs, r.LeakedEvents, r.LeakedTimers)
-	}
 	return nil
 }
 
-// quiet is the end of the disconnect phase on the real clock (the fake one
-// runs dry instead): no active end waits for its DREP any more.
-func (m *mesh) quiet() bool {
-	for _, c := range m.conns {
-		if c.act != nil {
-			if s, _ := c.act.State(); s == cmcore.State(11) { // DREQ_SENT
+// destroyAll destroys every id the applications hold but their listeners,
+// runs the clock dry (or, on the real clock, waits until nothing is left),
+// counts what is left into r's Leaked fields, then closes every
+// application's file and counts what ucm and the CMs still hold.
+func destroyAll(ctx context.Context, n *simNet, nodes []*stack, deadline time.Duration, r *Result) error {
+	for _, st := range nodes {
+		st.mu.Lock()
+		for id, e := range st.ends {
+			if e.c != nil {
+				drop(st, uint32(id))
+			}
+		}
+		st.mu.Unlock()
+	}
+	gone := func() bool {
+		for _, st := range nodes {
+			if st.leaks() != (leaks{}) {
 				return false
 			}
 		}
+		return true
 	}
-	return true
-}
-
-// gone is the end of the teardown on the real clock: only the listeners
-// are left.
-func (m *mesh) gone() bool {
-	for _, nd := range m.nodes {
-		if ids, evs := nd.cm.Count(); ids != 1 || evs != 0 {
-			return false
-		}
+	if _, err := n.runUntil(ctx, n.clk.Now().Add(deadline), n.onReal(gone)); err != nil {
+		return err
 	}
-	return true
+	for _, st := range nodes {
+		st.mu.Lock()
+		l := st.leaks()
+		st.mu.Unlock()
+		r.LeakedIDs += l.appEnds + l.ucmIDs + l.cmIDs
+		r.LeakedEvents += l.ucmEvents + l.cmEvents
+	}
+	r.LeakedTimers = max(n.pending(), 0)
+	for _, st := range nodes {
+		st.mu.Lock()
+		u, c := st.close()
+		st.mu.Unlock()
+		r.LeakedAfterClose += u + c
+	}
+	if _, err := n.runUntil(ctx, n.clk.Now().Add(deadline), n.onReal(func() bool { return true })); err != nil {
+		return err
+	}
+	r.LeakedTimers += max(n.pending(), 0)
+	if r.LeakedIDs != 0 || r.LeakedEvents != 0 || r.LeakedTimers != 0 || r.LeakedAfterClose != 0 {
+		return fmt.Errorf("storm: leaked %d ids, %d events, %d timers; %d held after close", r.LeakedIDs, r.LeakedEvents, r.LeakedTimers, r.LeakedAfterClose)
+	}
+	return nil
 }
 
 func (m *mesh) close() {

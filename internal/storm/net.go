@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ucmd/ucmd/cmcore"
@@ -15,30 +16,14 @@ import (
 // CM management attribute IDs (IBTA vol. 1 table 12.6.2), for the counts
 // taken from the fabric's trace.
 const (
-	attrREQ  = 0x0010
-	attrMRA  = 0x0011
-	attrREJ  = 0x0012
-	attrREP  = 0x0013
-	attrRTU  = 0x0014
-	attrDREQ = 0x0015
-	attrDREP = 0x0016
+	attrREQ = 0x0010
+	attrMRA = 0x0011
+	attrREJ = 0x0012
+	attrREP = 0x0013
+	attrRTU = 0x0014
 )
 
-// Event type numbers (enum ib_cm_event_type, ABI-visible through ucm, so
-// stable whatever the Go names are).
-const (
-	evREQError       cmcore.EventType = 0
-	evREQReceived    cmcore.EventType = 1
-	evREPError       cmcore.EventType = 2
-	evREPReceived    cmcore.EventType = 3
-	evRTUReceived    cmcore.EventType = 4
-	evDREQError      cmcore.EventType = 6
-	evDREQReceived   cmcore.EventType = 7
-	evDREPReceived   cmcore.EventType = 8
-	evMRAReceived    cmcore.EventType = 10
-	evREJReceived    cmcore.EventType = 11
-	stateEstablished cmcore.State     = 10
-)
+const stateEstablished = cmcore.StateEstablished
 
 // simNet is N CMs on one hw/sim fabric driven by one fake clock, one
 // goroutine at a time: a pump on the driving goroutine hands each MAD that
@@ -61,6 +46,58 @@ type simNet struct {
 	eps    []*pumpEP
 
 	autoMRA uint8 // cmcore.Options.AutoMRA of the CMs added from now on
+
+	// The applications woken by their file (an event queued), in wake
+	// order; run on the driving goroutine between MAD deliveries.
+	appMu  sync.Mutex
+	woken  []*stack
+	spare  []*stack
+	notify chan struct{} // real clock: an application was woken
+	errs   atomic.Int64  // commands that failed where none should
+}
+
+// wake queues st's application to run.
+func (n *simNet) wake(st *stack) {
+	n.appMu.Lock()
+	if !st.woken {
+		st.woken = true
+		n.woken = append(n.woken, st)
+	}
+	n.appMu.Unlock()
+	if n.notify != nil {
+		select {
+		case n.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// runApps runs every woken application until none is; it reports whether
+// any ran. Driving goroutine only.
+func (n *simNet) runApps() bool {
+	ran := false
+	for {
+		n.appMu.Lock()
+		ws := n.woken
+		n.woken, n.spare = n.spare[:0], nil
+		for _, st := range ws {
+			st.woken = false
+		}
+		n.appMu.Unlock()
+		for _, st := range ws {
+			st.mu.Lock()
+			st.run()
+			st.mu.Unlock()
+		}
+		clear(ws)
+		n.appMu.Lock()
+		n.spare = ws[:0]
+		n.appMu.Unlock()
+		if len(ws) == 0 {
+			return ran
+		}
+		ran = true
+	}
 }
 
 func newSimNet(seed uint64, knobs sim.Knobs, queueLen int) *simNet {
@@ -84,6 +121,7 @@ func newRealNet(seed uint64, knobs sim.Knobs, queueLen int) *simNet {
 		clk:    clock.Real{},
 		f:      sim.New(sim.Config{Seed: seed, Clock: clock.Real{}, Knobs: knobs, QueueLen: queueLen}),
 		byPort: make(map[sim.PortID]*pumpEP),
+		notify: make(chan struct{}, 1),
 	}
 	n.f.SetTrace(n.trace)
 	return n
@@ -168,7 +206,12 @@ func (n *simNet) runUntil(ctx context.Context, deadline time.Time, stop func() b
 		return n.waitUntil(ctx, deadline, stop)
 	}
 	for i := 0; ; i++ {
-		n.settle()
+		for {
+			n.settle()
+			if !n.runApps() {
+				break
+			}
+		}
 		if stop != nil && stop() {
 			return true, nil
 		}
@@ -189,7 +232,10 @@ func (n *simNet) runUntil(ctx context.Context, deadline time.Time, stop func() b
 // waitUntil is runUntil on the real clock: it polls stop, which must be
 // set (there is no knowing when real timers are done).
 func (n *simNet) waitUntil(ctx context.Context, deadline time.Time, stop func() bool) (bool, error) {
+	t := time.NewTimer(time.Millisecond)
+	defer t.Stop()
 	for {
+		n.runApps()
 		if stop() {
 			return true, nil
 		}
@@ -199,7 +245,11 @@ func (n *simNet) waitUntil(ctx context.Context, deadline time.Time, stop func() 
 		if time.Now().After(deadline) {
 			return false, fmt.Errorf("storm: deadline passed")
 		}
-		time.Sleep(200 * time.Microsecond)
+		t.Reset(time.Millisecond)
+		select {
+		case <-n.notify:
+		case <-t.C:
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/ucmd/ucmd/ucm"
 )
 
 // TestMesh32 is the short storm of make check: 32 nodes all-to-all (496
@@ -110,6 +112,39 @@ func TestListenerStorm(t *testing.T) {
 			if tc.mra != MRAOff && res.MRAsReceived == 0 {
 				t.Fatal("no MRA arrived")
 			}
+			// Every REQ went through ucm at its default limits: none
+			// rejected, and where the application reads a REQ only to
+			// accept it (off, cm) they waited in ucm's event queue.
+			if res.UCMRejected != 0 || res.UCMLimits.UserEvents != ucm.DefaultUserEvents {
+				t.Fatalf("ucm rejected %d new connections (limits %+v)", res.UCMRejected, res.UCMLimits)
+			}
+			if paced := tc.mra == MRAOff || tc.mra == MRACM; paced && res.UCMPeakEvents < res.Config.Requests*9/10 {
+				t.Fatalf("at most %d events queued in ucm, want about %d", res.UCMPeakEvents, res.Config.Requests)
+			}
+			if res.UCMPeakIDs != res.Config.Requests+1 {
+				t.Fatalf("ucm held at most %d ids, want every connection's and the listener's", res.UCMPeakIDs)
+			}
 		})
+	}
+}
+
+// TestListenerUCMBudget: the storm's REQs are queued by ucm and charged to
+// the listening user's Budget: with --user-events 500 instead of the
+// default, ucm queues at most 500 and rejects the REQs past it (REJ
+// consumer defined), which fail at their senders; nothing leaks.
+func TestListenerUCMBudget(t *testing.T) {
+	res, err := RunListener(context.Background(), ListenerConfig{
+		Requests: 2000, Within: 2 * time.Millisecond, Senders: 20, AcceptRate: 400, MRA: MRACM,
+		Latency: 100 * time.Microsecond, Seed: 1, Limits: ucm.Limits{UserEvents: 500},
+	})
+	if res != nil {
+		t.Logf("%+v", *res)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.UCMPeakEvents != 500 || res.UCMRejected == 0 || res.REJs == 0 || res.Failed == 0 || res.Established+res.Failed != res.Config.Requests {
+		t.Fatalf("with 500 events per user: %d queued at most, %d rejected by ucm, %d REJ, %d failed, %d established",
+			res.UCMPeakEvents, res.UCMRejected, res.REJs, res.Failed, res.Established)
 	}
 }
