@@ -55,7 +55,15 @@ func (c *call) sendREQ(_ context.Context, m *abi.REQ) error {
 		return err
 	}
 	defer x.put()
-	return x.cmID.SendREQ(p)
+	var start int64
+	if c.f.d.obs != nil {
+		start = setupStamp()
+	}
+	if err := x.cmID.SendREQ(p); err != nil {
+		return err
+	}
+	c.f.d.setupBegins(x, start)
+	return nil
 }
 
 // sendREP is ib_ucm_send_rep. It sets the id's uid before the CM call,
@@ -87,8 +95,9 @@ func (c *call) sendREP(_ context.Context, m *abi.REP) error {
 }
 
 // sendPrivateData is ib_ucm_send_private_data: SEND_RTU, SEND_DREQ and
-// SEND_DREP, each with its CM call.
-func sendPrivateData(send func(id *cmcore.ID, pd []byte) error) func(*call, context.Context, *abi.PrivateData) error {
+// SEND_DREP, each with its CM call; establishes marks SEND_RTU, after which
+// the active side is ESTABLISHED.
+func sendPrivateData(send func(id *cmcore.ID, pd []byte) error, establishes bool) func(*call, context.Context, *abi.PrivateData) error {
 	return func(c *call, _ context.Context, m *abi.PrivateData) error {
 		pd, err := c.data(m.Data, m.Len, "private data")
 		if err != nil {
@@ -99,7 +108,13 @@ func sendPrivateData(send func(id *cmcore.ID, pd []byte) error) func(*call, cont
 			return err
 		}
 		defer x.put()
-		return send(x.cmID, pd)
+		if err := send(x.cmID, pd); err != nil {
+			return err
+		}
+		if establishes {
+			c.f.d.setupDone(x)
+		}
+		return nil
 	}
 }
 

@@ -1,6 +1,8 @@
 package ucm
 
 import (
+	"sync/atomic"
+
 	"github.com/ucmd/ucmd/cmcore"
 )
 
@@ -25,6 +27,10 @@ type ucmCtx struct {
 	dead           bool   // torn down: events for it are dropped
 
 	newConn bool // created for a REQ or SIDR_REQ: charged its CM state too
+
+	// setup is when the connection's setup began (setupStamp), 0 when
+	// none is under way; only with an Observer (observer.go).
+	setup atomic.Int64
 }
 
 // put drops a reference taken by IDTable.get.

@@ -69,7 +69,14 @@ func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 // failed command is counted and logged (failures.go) with its cause,
 // which cuse reduces to the errno.
 func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, error) {
+	var start time.Time
+	if f.d.obs != nil {
+		start = time.Now()
+	}
 	hdr, cmd, err := f.write(ctx, req, data)
+	if f.d.obs != nil {
+		observeCommand(f.d.obs, data, start, err)
+	}
 	if err != nil {
 		id, hasID := commandID(cmd)
 		f.d.fails.record(ctx, f, req.Caller.Pid, commandName(data, hdr), id, hasID, err)

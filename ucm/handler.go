@@ -35,6 +35,12 @@ func (d *Device) handle(ev *cmcore.Event) cmcore.Outcome {
 		}
 		e.child = child
 		e.resp.ID = child.id
+		if ev.Type == cmcore.EventREQReceived {
+			f.d.setupBegins(child, setupStamp())
+		}
+	}
+	if ev.Type == cmcore.EventRTUReceived || ev.Type == cmcore.EventUserEstablished {
+		f.d.setupDone(owner)
 	}
 	if err := f.enqueue(owner, e); err != nil {
 		if e.child != nil {

@@ -55,6 +55,9 @@ type Options struct {
 	// Logger is the device's ucm.Config.Logger (failed commands are
 	// logged at debug level); nil is slog.Default().
 	Logger *slog.Logger
+	// Observer is the device's ucm.Config.Observer (command latency,
+	// connection setup time); nil is none.
+	Observer ucm.Observer
 }
 
 // ProcessName is every process's name on a DUT (ucm.Config.ProcessName),
@@ -88,7 +91,7 @@ func New(tb testing.TB, opts *Options) *DUT {
 		tg = func(tid int) (int, error) { return tid, nil }
 	}
 	dev, err := ucm.New(ucm.Config{CM: cm, Memory: devMem, IDs: ids, Limits: opts.Limits, ThreadGroup: tg,
-		ProcessName: func(int) (string, error) { return ProcessName, nil }, Logger: opts.Logger})
+		ProcessName: func(int) (string, error) { return ProcessName, nil }, Logger: opts.Logger, Observer: opts.Observer})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,74 @@
+package ucm_test
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
+	"github.com/ucmd/ucmd/ucm"
+)
+
+// histObserver is what `ucmd serve --metrics-listen` attaches
+// (internal/metrics.Device, which ucm may not import): a Prometheus
+// histogram per command, found by index.
+type histObserver struct {
+	cmds  [abi.NumCmds + 1]prometheus.Histogram
+	setup prometheus.Histogram
+}
+
+func newHistObserver() *histObserver {
+	o := &histObserver{setup: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "setup", Buckets: prometheus.ExponentialBuckets(100e-6, 4, 11)})}
+	for i := range o.cmds {
+		o.cmds[i] = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cmd", Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10)})
+	}
+	return o
+}
+
+func (o *histObserver) ObserveCommand(cmd abi.Cmd, took time.Duration, _ error) {
+	if !cmd.Valid() {
+		cmd = abi.NumCmds
+	}
+	o.cmds[cmd].Observe(took.Seconds())
+}
+
+func (o *histObserver) ObserveSetup(_ bool, took time.Duration) { o.setup.Observe(took.Seconds()) }
+
+// BenchmarkCommandObserver is BenchmarkCreateDestroyID (two commands per
+// op through the fake kernel) with no Observer, as ucmd serve runs without
+// --metrics-listen, and with the metrics endpoint's histograms: what
+// timing every command costs, and that off costs nothing.
+//
+//	go test -run '^$' -bench CommandObserver -count 5 ./ucm/
+func BenchmarkCommandObserver(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		obs  ucm.Observer
+	}{{"metrics=off", nil}, {"metrics=on", newHistObserver()}} {
+		b.Run(tc.name, func(b *testing.B) {
+			d := fakedut.New(b, &fakedut.Options{Observer: tc.obs})
+			c, err := conformance.NewClient(d, false)
+			must(b, err)
+			ff := fake(c)
+			createResp := c.Mem.Alloc(abi.CreateIDRespSize)
+			destroyResp := c.Mem.Alloc(abi.DestroyIDRespSize)
+			create := conformance.Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 1, Response: createResp})
+			destroy := conformance.Encode(abi.CmdDestroyID, 4, &abi.DestroyID{Response: destroyResp})
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, errno := ff.F.Write(ff.Caller, create); errno != 0 {
+					b.Fatal(errno)
+				}
+				id := binary.NativeEndian.Uint32(c.Mem.Read(createResp, 4))
+				binary.NativeEndian.PutUint32(destroy[abi.HeaderSize+8:], id)
+				if _, errno := ff.F.Write(ff.Caller, destroy); errno != 0 {
+					b.Fatal(errno)
+				}
+			}
+		})
+	}
+}
