@@ -43,6 +43,8 @@ func TestServeFlagsCheckedFirst(t *testing.T) {
 		{[]string{"serve", "--mode", "999"}, "--mode"},
 		{[]string{"serve", "--auto-mra", "32"}, "--auto-mra 32: want an MRA service timeout from 1 to 31"},
 		{[]string{"serve", "--auto-mra", "-1"}, "--auto-mra -1"},
+		{[]string{"serve", "--metrics-listen", "9435"}, `--metrics-listen "9435": want HOST:PORT`},
+		{[]string{"serve", "--metrics-listen", "127.0.0.1:http"}, `--metrics-listen "127.0.0.1:http": port "http" is not a number`},
 	} {
 		_, err := runRoot(t, append(tc.args, "--runtime-dir", t.TempDir())...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/internal/metrics"
 	"github.com/ucmd/ucmd/internal/sdnotify"
 	"github.com/ucmd/ucmd/ucm"
 )
@@ -37,6 +38,7 @@ type serveFlags struct {
 	autoMRA      int
 	waitDevices  time.Duration
 	statusGroup  string
+	metrics      string
 }
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
@@ -47,6 +49,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.waitDevices, "wait-devices", 0, "with --fabric umad: wait up to this long for the RDMA devices (every --device, else at least one) to appear with umad ports, as at boot (0: do not wait)")
 	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucmN as 231:224+N, the kernel driver's numbers")
 	fs.StringVar(&f.statusGroup, "status-group", "", "`GROUP` that may read the status socket (ucmd status) besides root: mode 0660 and that group; default root only")
+	fs.StringVar(&f.metrics, "metrics-listen", "", "`HOST:PORT` to serve Prometheus metrics on at /metrics (MADs, retransmissions, timeouts, ids per state, files, queued events, failed commands, command latency and connection setup histograms; docs/metrics.md); e.g. 127.0.0.1:9435; default off, which also attaches no latency timing")
 	fs.StringVar(&f.mode, "mode", "0666", "permissions of the device nodes (the kernel driver used 0666)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
@@ -87,6 +90,11 @@ func (f *serveFlags) validate() error {
 	}
 	if f.autoMRA < 0 || f.autoMRA > 31 {
 		return fmt.Errorf("--auto-mra %d: want an MRA service timeout from 1 to 31 (IBTA 5-bit time; 24 is rdma_cm's, about 69 s), or 0 for none", f.autoMRA)
+	}
+	if f.metrics != "" {
+		if err := metrics.CheckAddr(f.metrics); err != nil {
+			return err
+		}
 	}
 	if f.waitDevices < 0 {
 		return fmt.Errorf("--wait-devices %v: cannot be negative", f.waitDevices)
@@ -133,6 +141,7 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 		Env:          g.env.daemon,
 		AutoMRA:      uint8(f.autoMRA),
 	}
+	cfg.MetricsListen = f.metrics
 	cfg.Limits = ucm.Limits{
 		MaxIDs: f.maxIDs, MaxEvents: f.maxEvents,
 		UserIDs: f.userIDs, UserEvents: f.userEvents, UserFiles: f.userFiles,
@@ -196,7 +205,8 @@ rdma_cm, rdma_ucm, ib_ipoib, ib_srpt, ...) must not be loaded.`,
 		Example: `  sudo ucmd serve                            # every RDMA device with umad ports
   sudo ucmd serve --device mlx5_0 --fixed-numbers   # one device, as 231:224
   sudo ucmd serve --fabric sim --sim-devices 2      # no hardware: two simulated devices
-  sudo ucmd serve --user-ids 1024 --log-level debug`,
+  sudo ucmd serve --user-ids 1024 --log-level debug
+  sudo ucmd serve --metrics-listen 127.0.0.1:9435   # Prometheus metrics at /metrics`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, g, f) },
 	}

@@ -58,3 +58,23 @@ func TestServeAutoMRAFlag(t *testing.T) {
 		}
 	}
 }
+
+// --metrics-listen reaches the daemon's Config.MetricsListen; it is off
+// by default.
+func TestServeMetricsListenFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{nil, ""}, {[]string{"--metrics-listen", "127.0.0.1:0"}, "127.0.0.1:0"}, {[]string{"--metrics-listen", "[::1]:9435"}, "[::1]:9435"}} {
+		var f serveFlags
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.config(&globalFlags{})
+		if err != nil || cfg.MetricsListen != tc.want {
+			t.Errorf("%v: MetricsListen %q, %v; want %q", tc.args, cfg.MetricsListen, err, tc.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"github.com/ucmd/ucmd/hw"
 	"github.com/ucmd/ucmd/hw/sim"
 	"github.com/ucmd/ucmd/hw/umad"
+	"github.com/ucmd/ucmd/internal/metrics"
 	"github.com/ucmd/ucmd/internal/status"
 	"github.com/ucmd/ucmd/internal/sysclass"
 	"github.com/ucmd/ucmd/ucm"
@@ -74,8 +76,12 @@ type Config struct {
 	// must not block (cmcore.Observer); MADEvent.Device tells the devices
 	// apart.
 	Observers []cmcore.Observer
-	Version   string
-	Logger    *slog.Logger
+	// MetricsListen (HOST:PORT) serves the Prometheus metrics at
+	// /metrics (package metrics); "" serves none and attaches no
+	// metrics observer.
+	MetricsListen string
+	Version       string
+	Logger        *slog.Logger
 
 	// UMAD overrides discovery options (tests).
 	UMAD umad.Options
@@ -150,6 +156,8 @@ type Daemon struct {
 	fabric  *sim.Fabric
 	served  []*served
 	status  *status.Server
+	metrics *metrics.Metrics // nil without MetricsListen
+	metSrv  *metrics.Server
 	wg      sync.WaitGroup
 	failed  chan error // first CUSE channel failure
 }
@@ -183,6 +191,13 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.MetricsListen != "" {
+		if err := metrics.CheckAddr(cfg.MetricsListen); err != nil {
+			return nil, err
+		}
+		// The endpoint's snapshot metrics are the status socket's.
+		d.metrics = metrics.New(status.ProviderFunc(d.Snapshot))
+	}
 	devs, err := d.waitDevices(ctx)
 	if err != nil {
 		return nil, err
@@ -213,7 +228,25 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d.status = st
+	if d.metrics != nil {
+		ms, err := metrics.Listen(cfg.MetricsListen, d.metrics, d.log)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.metSrv = ms
+		d.log.Info("serving metrics", "addr", ms.Addr().String(), "path", metrics.Path)
+	}
 	return d, nil
+}
+
+// MetricsAddr is the address of the metrics endpoint (the port chosen for
+// port 0), nil without one.
+func (d *Daemon) MetricsAddr() net.Addr {
+	if d.metSrv == nil {
+		return nil
+	}
+	return d.metSrv.Addr()
 }
 
 // statusOptions makes the status socket readable by the group named (a
@@ -416,7 +449,11 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
 	}
-	u, err := ucm.New(ucm.Config{CM: cm, Memory: d.cfg.Env.Memory, ThreadGroup: d.cfg.Env.ThreadGroup, ProcessName: d.cfg.Env.ProcessName, IDs: ids, Budget: budget, Limits: d.cfg.Limits, Logger: log})
+	uc := ucm.Config{CM: cm, Memory: d.cfg.Env.Memory, ThreadGroup: d.cfg.Env.ThreadGroup, ProcessName: d.cfg.Env.ProcessName, IDs: ids, Budget: budget, Limits: d.cfg.Limits, Logger: log}
+	if d.metrics != nil {
+		uc.Observer = d.metrics.Device(dev.Name())
+	}
+	u, err := ucm.New(uc)
 	if err != nil {
 		cm.Close()
 		return fmt.Errorf("ucm device for %s: %w", dev.Name(), err)
@@ -454,13 +491,17 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 // observer is what every CM's Options.Observer gets: nil without
 // observers, so that the CMs pay only their nil check.
 func (d *Daemon) observer() cmcore.Observer {
-	switch len(d.cfg.Observers) {
+	obs := d.cfg.Observers
+	if d.metrics != nil {
+		obs = append(slices.Clip(obs), d.metrics)
+	}
+	switch len(obs) {
 	case 0:
 		return nil
 	case 1:
-		return d.cfg.Observers[0]
+		return obs[0]
 	}
-	return cmcore.Observers(d.cfg.Observers)
+	return cmcore.Observers(obs)
 }
 
 func cuseHint(err error) error {
@@ -523,6 +564,9 @@ func (d *Daemon) Nodes() []string {
 // answers ENOTCONN once the CUSE channel closes), ids are destroyed, the CMs
 // stop, and the class tree and status socket go away.
 func (d *Daemon) Close() error {
+	if d.metSrv != nil {
+		d.metSrv.Close()
+	}
 	if d.status != nil {
 		d.status.Close()
 	}

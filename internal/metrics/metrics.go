@@ -1,0 +1,217 @@
+// Package metrics is ucmd's Prometheus endpoint (`ucmd serve
+// --metrics-listen`): a private registry with the Go runtime's and the
+// process's collectors, ucmd's own metrics, and an HTTP server for
+// /metrics. docs/metrics.md lists every metric.
+//
+// Two kinds of metric:
+//
+//   - What `ucmd status` shows (MAD totals, ids per CM state, open files,
+//     queued events, failed commands by errno) is not counted twice: a
+//     Collector takes one status snapshot per scrape, from the same
+//     status.Provider as the control socket, so the two cannot disagree.
+//   - What status does not keep is counted as it happens, by the observers
+//     of one Device: CM MADs by port, type and direction (a
+//     cmcore.Observer), and the histograms of command latency and
+//     connection setup time (a ucm.Observer). Without --metrics-listen
+//     none of them is attached, and the data path reads no clock for them.
+package metrics
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/internal/status"
+)
+
+// Namespace prefixes every metric of ucmd's own.
+const Namespace = "ucmd"
+
+// Buckets of the histograms, in seconds. A command is served in tens of
+// microseconds unless it waits (GET_EVENT for an event, a slow client's
+// memory); a connection is set up in milliseconds on a quiet fabric and in
+// seconds when REQs or REPs are retransmitted.
+var (
+	CommandBuckets = prometheus.ExponentialBuckets(10e-6, 4, 10)  // 10 µs .. 2.6 s
+	SetupBuckets   = prometheus.ExponentialBuckets(100e-6, 4, 11) // 100 µs .. 105 s
+)
+
+// Metrics is one daemon's registry.
+type Metrics struct {
+	reg   *prometheus.Registry
+	cmds  *prometheus.HistogramVec
+	setup *prometheus.HistogramVec
+	mads  *prometheus.CounterVec
+	// madCounters caches mads' series (madKey → prometheus.Counter).
+	madCounters sync.Map
+}
+
+// New returns the registry of a daemon whose state p snapshots (the
+// daemon's status.Provider), with the Go and process collectors.
+func New(p status.Provider) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		cmds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "command_duration_seconds",
+			Help:    "Time a ucm device took to answer a write() (a command), by device and command (\"invalid\": no known command); GET_EVENT includes its wait for an event.",
+			Buckets: CommandBuckets,
+		}, []string{"device", "command"}),
+		setup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "connection_setup_duration_seconds",
+			Help:    "Time from SEND_REQ (side active) or the REQ's arrival (side passive) to ESTABLISHED (SEND_RTU; the RTU's arrival or COMM_EST), by device and side.",
+			Buckets: SetupBuckets,
+		}, []string{"device", "side"}),
+		mads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "mads_total",
+			Help: "CM MADs by device, port, type (REQ, REP, ..., other) and direction: sent (first transmissions), retransmitted, send-failed (refused by the endpoint), received (acted on), dropped (undecodable or ignored), timed-out (ran out of retries; nothing on the wire).",
+		}, []string{"device", "port", "type", "direction"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.cmds, m.setup, m.mads,
+		&snapshotCollector{p: p},
+	)
+	return m
+}
+
+// Registry returns the registry, for tests (prometheus/testutil).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in Prometheus' text (or negotiated) format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Device returns the ucm.Observer of the device named (its RDMA device
+// name, as status shows it), for its ucm.Config.Observer. Its command and
+// setup series exist, at zero, from now on. MADs are observed by m itself
+// (ObserveMAD), for every device.
+func (m *Metrics) Device(name string) *Device {
+	d := &Device{}
+	for c := range abi.Cmd(abi.NumCmds + 1) {
+		d.cmds[c] = m.cmds.WithLabelValues(name, commandLabel(c))
+	}
+	d.active = m.setup.WithLabelValues(name, "active")
+	d.passive = m.setup.WithLabelValues(name, "passive")
+	return d
+}
+
+func commandLabel(c abi.Cmd) string {
+	if !c.Valid() {
+		return "invalid"
+	}
+	return c.String()
+}
+
+// Device times one device's commands and connection setups: a
+// ucm.Observer.
+type Device struct {
+	cmds            [abi.NumCmds + 1]prometheus.Observer // by abi.Cmd; NumCmds: invalid
+	active, passive prometheus.Observer
+}
+
+// ObserveCommand implements ucm.Observer.
+func (d *Device) ObserveCommand(cmd abi.Cmd, took time.Duration, _ error) {
+	if !cmd.Valid() {
+		cmd = abi.NumCmds
+	}
+	d.cmds[cmd].Observe(took.Seconds())
+}
+
+// ObserveSetup implements ucm.Observer.
+func (d *Device) ObserveSetup(active bool, took time.Duration) {
+	if active {
+		d.active.Observe(took.Seconds())
+		return
+	}
+	d.passive.Observe(took.Seconds())
+}
+
+// snapshotCollector turns one status snapshot per scrape into metrics.
+type snapshotCollector struct{ p status.Provider }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+}
+
+var (
+	descInfo = desc("info", "Always 1: the running ucmd's version and fabric (umad or sim).", "version", "fabric")
+	descDev  = desc("device_info", "Always 1: a served RDMA device, its node and node GUID.", "device", "node", "node_guid")
+
+	descSent    = desc("cm_mads_sent_total", "CM MADs handed to the device's endpoints, retransmissions and refused sends included (status: sent).", "device")
+	descRecv    = desc("cm_mads_received_total", "CM MADs received, dropped ones included (status: received).", "device")
+	descRetx    = desc("cm_retransmissions_total", "CM MADs retransmitted after a timeout (status: retransmitted).", "device")
+	descTimeout = desc("cm_timeouts_total", "CM messages that ran out of retries, each a *_ERROR event (status: timed_out).", "device")
+	descDropped = desc("cm_mads_dropped_total", "Received MADs dropped as not CM messages ucmd decodes (status: dropped).", "device")
+	descSendErr = desc("cm_send_errors_total", "Sends the endpoint refused, each lost like a MAD on the wire (status: send_failed).", "device")
+
+	descIDs    = desc("ids", "ucm ids of the device's open files, by CM state (new connections not yet delivered are not counted).", "device", "state")
+	descFiles  = desc("open_files", "Open files of the device's node.", "device")
+	descEvents = desc("queued_events", "Events queued on the device's open files, not yet read by GET_EVENT.", "device")
+	descErrors = desc("command_errors_total", "Commands that failed on the device, by the errno the client got (status: errors).", "device", "errno")
+)
+
+// states are the CM states, every one reported for every device.
+var states = func() []string {
+	var s []string
+	for st := cmcore.StateIdle; st <= cmcore.StateSIDRREQRcvd; st++ {
+		s = append(s, st.String())
+	}
+	return s
+}()
+
+// Describe implements prometheus.Collector.
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descErrors} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.p.Snapshot()
+	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, s.Version, s.Fabric)
+	for _, d := range s.Devices {
+		ch <- prometheus.MustNewConstMetric(descDev, prometheus.GaugeValue, 1, d.Name, d.Node, d.NodeGUID)
+		counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), append([]string{d.Name}, labels...)...)
+		}
+		gauge := func(desc *prometheus.Desc, v int, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(v), append([]string{d.Name}, labels...)...)
+		}
+		counter(descSent, d.Counters.Sent)
+		counter(descRecv, d.Counters.Received)
+		counter(descRetx, d.Counters.Retransmitted)
+		counter(descTimeout, d.Counters.TimedOut)
+		counter(descDropped, d.Counters.Dropped)
+		counter(descSendErr, d.Counters.SendFailed)
+		for _, errno := range slices.Sorted(maps.Keys(d.Errors)) {
+			counter(descErrors, d.Errors[errno], errno)
+		}
+		byState := make(map[string]int, len(states))
+		for _, st := range states {
+			byState[st] = 0
+		}
+		events := 0
+		for _, f := range d.Files {
+			events += f.Events
+			for _, id := range f.IDs {
+				byState[id.State]++
+			}
+		}
+		for _, st := range slices.Sorted(maps.Keys(byState)) {
+			gauge(descIDs, byState[st], st)
+		}
+		gauge(descFiles, len(d.Files))
+		gauge(descEvents, events)
+	}
+}

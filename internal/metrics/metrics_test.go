@@ -1,0 +1,240 @@
+package metrics_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/metrics"
+	"github.com/ucmd/ucmd/internal/status"
+)
+
+// The snapshot metrics are the status snapshot's numbers, per device:
+// counters, ids per state (every state, zeros included), files, queued
+// events, failed commands by errno.
+func TestSnapshotMetrics(t *testing.T) {
+	snap := status.Snapshot{Version: "1.2.3", Fabric: "sim", Devices: []status.Device{
+		{
+			Name: "sim0", Node: "/dev/infiniband/ucm0", NodeGUID: "0002:c903:0000:0001",
+			Counters: status.MADCounter{Sent: 10, Received: 9, Retransmitted: 2, TimedOut: 1, Dropped: 3, SendFailed: 4},
+			Errors:   map[string]uint64{"EINVAL": 5, "EFAULT": 1},
+			Files: []status.File{
+				{Events: 2, IDs: []status.ID{{State: "LISTEN"}, {State: "ESTABLISHED"}, {State: "ESTABLISHED"}}},
+				{Events: 1, IDs: []status.ID{{State: "IDLE"}}},
+			},
+		},
+		{Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002"},
+	}}
+	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return snap }))
+	const want = `
+# HELP ucmd_cm_mads_sent_total CM MADs handed to the device's endpoints, retransmissions and refused sends included (status: sent).
+# TYPE ucmd_cm_mads_sent_total counter
+ucmd_cm_mads_sent_total{device="sim0"} 10
+ucmd_cm_mads_sent_total{device="sim1"} 0
+# HELP ucmd_cm_mads_received_total CM MADs received, dropped ones included (status: received).
+# TYPE ucmd_cm_mads_received_total counter
+ucmd_cm_mads_received_total{device="sim0"} 9
+ucmd_cm_mads_received_total{device="sim1"} 0
+# HELP ucmd_cm_retransmissions_total CM MADs retransmitted after a timeout (status: retransmitted).
+# TYPE ucmd_cm_retransmissions_total counter
+ucmd_cm_retransmissions_total{device="sim0"} 2
+ucmd_cm_retransmissions_total{device="sim1"} 0
+# HELP ucmd_cm_timeouts_total CM messages that ran out of retries, each a *_ERROR event (status: timed_out).
+# TYPE ucmd_cm_timeouts_total counter
+ucmd_cm_timeouts_total{device="sim0"} 1
+ucmd_cm_timeouts_total{device="sim1"} 0
+# HELP ucmd_cm_mads_dropped_total Received MADs dropped as not CM messages ucmd decodes (status: dropped).
+# TYPE ucmd_cm_mads_dropped_total counter
+ucmd_cm_mads_dropped_total{device="sim0"} 3
+ucmd_cm_mads_dropped_total{device="sim1"} 0
+# HELP ucmd_cm_send_errors_total Sends the endpoint refused, each lost like a MAD on the wire (status: send_failed).
+# TYPE ucmd_cm_send_errors_total counter
+ucmd_cm_send_errors_total{device="sim0"} 4
+ucmd_cm_send_errors_total{device="sim1"} 0
+# HELP ucmd_command_errors_total Commands that failed on the device, by the errno the client got (status: errors).
+# TYPE ucmd_command_errors_total counter
+ucmd_command_errors_total{device="sim0",errno="EFAULT"} 1
+ucmd_command_errors_total{device="sim0",errno="EINVAL"} 5
+# HELP ucmd_open_files Open files of the device's node.
+# TYPE ucmd_open_files gauge
+ucmd_open_files{device="sim0"} 2
+ucmd_open_files{device="sim1"} 0
+# HELP ucmd_queued_events Events queued on the device's open files, not yet read by GET_EVENT.
+# TYPE ucmd_queued_events gauge
+ucmd_queued_events{device="sim0"} 3
+ucmd_queued_events{device="sim1"} 0
+# HELP ucmd_info Always 1: the running ucmd's version and fabric (umad or sim).
+# TYPE ucmd_info gauge
+ucmd_info{fabric="sim",version="1.2.3"} 1
+# HELP ucmd_device_info Always 1: a served RDMA device, its node and node GUID.
+# TYPE ucmd_device_info gauge
+ucmd_device_info{device="sim0",node="/dev/infiniband/ucm0",node_guid="0002:c903:0000:0001"} 1
+ucmd_device_info{device="sim1",node="/dev/infiniband/ucm1",node_guid="0002:c903:0000:0002"} 1
+`
+	names := []string{
+		"ucmd_cm_mads_sent_total", "ucmd_cm_mads_received_total", "ucmd_cm_retransmissions_total",
+		"ucmd_cm_timeouts_total", "ucmd_cm_mads_dropped_total", "ucmd_cm_send_errors_total",
+		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_info", "ucmd_device_info",
+	}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+
+	// ids: one series per CM state and device.
+	n, err := testutil.GatherAndCount(m.Registry(), "ucmd_ids")
+	if err != nil || n != 2*16 {
+		t.Errorf("ucmd_ids: %d series, %v; want 32 (16 states, 2 devices)", n, err)
+	}
+	var ids strings.Builder
+	ids.WriteString("# HELP ucmd_ids ucm ids of the device's open files, by CM state (new connections not yet delivered are not counted).\n# TYPE ucmd_ids gauge\n")
+	for _, dev := range []string{"sim0", "sim1"} {
+		for st := cmcore.StateIdle; st <= cmcore.StateSIDRREQRcvd; st++ {
+			v := 0
+			if dev == "sim0" {
+				v = map[cmcore.State]int{cmcore.StateIdle: 1, cmcore.StateListen: 1, cmcore.StateEstablished: 2}[st]
+			}
+			ids.WriteString(`ucmd_ids{device="` + dev + `",state="` + st.String() + `"} ` + string(rune('0'+v)) + "\n")
+		}
+	}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(ids.String()), "ucmd_ids"); err != nil {
+		t.Error(err)
+	}
+
+	// The Go and process collectors are there too.
+	for _, name := range []string{"go_goroutines", "process_start_time_seconds"} {
+		if n, err := testutil.GatherAndCount(m.Registry(), name); err != nil || n != 1 {
+			t.Errorf("%s: %d series, %v", name, n, err)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
+	}
+}
+
+type fakeDev struct{ name string }
+
+func (d fakeDev) Name() string           { return d.name }
+func (d fakeDev) NodeGUID() uint64       { return 1 }
+func (d fakeDev) LocalCAAckDelay() uint8 { return 0 }
+func (d fakeDev) Ports() []hw.Port       { return nil }
+
+// cmMAD is a CM MAD of attribute attr.
+func cmMAD(attr uint16) *hw.MAD {
+	var m hw.MAD
+	m[0], m[1], m[2], m[3] = 1, 0x07, 2, 0x03 // base version 1, CM, class version 2, SEND
+	binary.BigEndian.PutUint16(m[16:], attr)
+	return &m
+}
+
+// MADs are counted per device, port, type and direction; what is not a
+// CM message ucmd knows is "other", so the fabric cannot grow the label's
+// values.
+func TestMADCounters(t *testing.T) {
+	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return status.Snapshot{} }))
+	if _, err := wire.DecodeHeader(cmMAD(wire.AttrREQ)); err != nil {
+		t.Fatalf("test MAD: %v", err)
+	}
+	notCM := cmMAD(wire.AttrREQ)
+	notCM[1] = 0x01 // subnet management
+	for _, ev := range []cmcore.MADEvent{
+		{Device: fakeDev{"rxe0"}, Port: 1, Dir: cmcore.MADSent, MAD: cmMAD(wire.AttrREQ)},
+		{Device: fakeDev{"rxe0"}, Port: 1, Dir: cmcore.MADRetransmitted, MAD: cmMAD(wire.AttrREQ)},
+		{Device: fakeDev{"rxe0"}, Port: 1, Dir: cmcore.MADRetransmitted, MAD: cmMAD(wire.AttrREQ)},
+		{Device: fakeDev{"rxe0"}, Port: 1, Dir: cmcore.MADTimedOut, MAD: cmMAD(wire.AttrREQ)},
+		{Device: fakeDev{"rxe1"}, Port: 1, Dir: cmcore.MADReceived, MAD: cmMAD(wire.AttrSIDRREQ)},
+		{Device: fakeDev{"rxe1"}, Port: 2, Dir: cmcore.MADDropped, MAD: cmMAD(0x0042)},
+		{Device: fakeDev{"rxe1"}, Port: 2, Dir: cmcore.MADDropped, MAD: notCM},
+		{Device: fakeDev{"rxe1"}, Port: 2, Dir: cmcore.MADSendFailed, MAD: cmMAD(wire.AttrDREP)},
+	} {
+		m.ObserveMAD(&ev)
+	}
+	const want = `
+# HELP ucmd_mads_total CM MADs by device, port, type (REQ, REP, ..., other) and direction: sent (first transmissions), retransmitted, send-failed (refused by the endpoint), received (acted on), dropped (undecodable or ignored), timed-out (ran out of retries; nothing on the wire).
+# TYPE ucmd_mads_total counter
+ucmd_mads_total{device="rxe0",direction="retransmitted",port="1",type="REQ"} 2
+ucmd_mads_total{device="rxe0",direction="sent",port="1",type="REQ"} 1
+ucmd_mads_total{device="rxe0",direction="timed-out",port="1",type="REQ"} 1
+ucmd_mads_total{device="rxe1",direction="dropped",port="2",type="other"} 2
+ucmd_mads_total{device="rxe1",direction="received",port="1",type="SIDR_REQ"} 1
+ucmd_mads_total{device="rxe1",direction="send-failed",port="2",type="DREP"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "ucmd_mads_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A device's observer fills the command histogram under the command's
+// name ("invalid" for none) and the setup histogram under its side; the
+// series exist at zero from the start.
+func TestDeviceHistograms(t *testing.T) {
+	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return status.Snapshot{} }))
+	d := m.Device("sim0")
+	if n, err := testutil.GatherAndCount(m.Registry(), "ucmd_command_duration_seconds", "ucmd_connection_setup_duration_seconds"); err != nil || n != abi.NumCmds+1+2 {
+		t.Fatalf("%d series before any command, %v; want %d", n, err, abi.NumCmds+1+2)
+	}
+	d.ObserveCommand(abi.CmdCreateID, 20*time.Microsecond, nil)
+	d.ObserveCommand(abi.CmdCreateID, 3*time.Millisecond, errors.New("EFAULT"))
+	d.ObserveCommand(abi.NumCmds, time.Microsecond, errors.New("EINVAL"))
+	d.ObserveCommand(abi.Cmd(1000), time.Microsecond, errors.New("EINVAL"))
+	d.ObserveSetup(true, 2*time.Millisecond)
+	d.ObserveSetup(false, 300*time.Millisecond)
+	d.ObserveSetup(false, 300*time.Millisecond)
+
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]uint64{}
+	sum := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "ucmd_command_duration_seconds" && f.GetName() != "ucmd_connection_setup_duration_seconds" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range mt.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			count[key] = mt.GetHistogram().GetSampleCount()
+			sum[key] = mt.GetHistogram().GetSampleSum()
+		}
+	}
+	for key, want := range map[string]uint64{
+		"ucmd_command_duration_seconds command=CREATE_ID device=sim0":     2,
+		"ucmd_command_duration_seconds command=invalid device=sim0":       2,
+		"ucmd_command_duration_seconds command=LISTEN device=sim0":        0,
+		"ucmd_connection_setup_duration_seconds device=sim0 side=active":  1,
+		"ucmd_connection_setup_duration_seconds device=sim0 side=passive": 2,
+	} {
+		if got, ok := count[key]; !ok || got != want {
+			t.Errorf("%s: count %d (present %v), want %d", key, got, ok, want)
+		}
+	}
+	if s := sum["ucmd_command_duration_seconds command=CREATE_ID device=sim0"]; s < 0.00301 || s > 0.00303 {
+		t.Errorf("CREATE_ID sum %g s, want 0.00302 (base unit seconds)", s)
+	}
+	if s := sum["ucmd_connection_setup_duration_seconds device=sim0 side=passive"]; s < 0.599 || s > 0.601 {
+		t.Errorf("passive setup sum %g s, want 0.6", s)
+	}
+}
+
+func TestCheckAddr(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:9435": true, "127.0.0.1:0": true, ":9435": true, "[::1]:9435": true, "localhost:1": true,
+		"9435": false, "127.0.0.1": false, "127.0.0.1:http": false, "127.0.0.1:70000": false, "127.0.0.1:-1": false, "": false,
+	} {
+		if err := metrics.CheckAddr(addr); (err == nil) != ok {
+			t.Errorf("CheckAddr(%q): %v, want ok %v", addr, err, ok)
+		} else if err != nil && !strings.Contains(err.Error(), "--metrics-listen") {
+			t.Errorf("CheckAddr(%q): %v does not name the flag", addr, err)
+		}
+	}
+}

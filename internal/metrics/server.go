@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Path is where the metrics are served.
+const Path = "/metrics"
+
+// CheckAddr checks a --metrics-listen value by itself: HOST:PORT with a
+// port number (0 picks a free one); an empty HOST listens on every
+// address.
+func CheckAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-listen %q: want HOST:PORT, such as 127.0.0.1:9435: %w", addr, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("--metrics-listen %q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+// Server serves m's Handler at Path on one TCP address.
+type Server struct {
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Listen serves m on addr (HOST:PORT) until Close.
+func Listen(addr string, m *Metrics, log *slog.Logger) (*Server, error) {
+	if err := CheckAddr(addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, m.Handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, "ucmd: metrics at %s\n", Path)
+	})
+	s := &Server{
+		ln: ln,
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics endpoint failed", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address served (the port chosen for port 0).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Close stops serving: scrapes in progress get a second to finish.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = s.srv.Close()
+	}
+	<-s.done
+	return err
+}
