@@ -36,8 +36,10 @@ func (f *file) finishDelivery(e *event, copied bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.delivering = nil
-	close(f.delivered)
-	f.delivered = nil
+	if f.delivered != nil { // a GET_EVENT or purge waits
+		close(f.delivered)
+		f.delivered = nil
+	}
 	if !copied {
 		return false
 	}
@@ -47,7 +49,11 @@ func (f *file) finishDelivery(e *event, copied bool) bool {
 	switch i := slices.Index(f.events, e); {
 	case i == 0:
 		f.events[0] = nil
-		f.events = f.events[1:] // O(1): the queue may be long
+		if len(f.events) == 1 {
+			f.events = f.events[:0] // empty: keep the array
+		} else {
+			f.events = f.events[1:] // O(1): the queue may be long
+		}
 	case i > 0:
 		f.events = slices.Delete(f.events, i, i+1)
 	default:
@@ -73,20 +79,19 @@ func (f *file) takeHead(ctx context.Context, nonblock bool) (*event, error) {
 		}
 		if f.delivering != nil {
 			// Normally one event's copies; unbounded if one hangs.
-			if err := f.awaitLocked(ctx, f.delivered); err != nil {
+			if err := f.awaitLocked(ctx, f.deliveredChan()); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		if len(f.events) > 0 {
 			f.delivering = f.events[0]
-			f.delivered = make(chan struct{})
 			return f.delivering, nil
 		}
 		if nonblock {
 			return nil, fmt.Errorf("no event queued: %w", unix.EAGAIN)
 		}
-		if err := f.awaitLocked(ctx, f.ready); err != nil {
+		if err := f.awaitLocked(ctx, f.readyChan()); err != nil {
 			return nil, err
 		}
 	}

@@ -82,8 +82,10 @@ func (f *file) enqueue(owner *ucmCtx, e *event) error {
 		e.resp.ID = owner.id
 	}
 	f.events = append(f.events, e)
-	close(f.ready)
-	f.ready = make(chan struct{})
+	if f.ready != nil { // a GET_EVENT waits
+		close(f.ready)
+		f.ready = nil
+	}
 	f.mu.Unlock()
 	f.waker.Wake()
 	return nil
@@ -103,7 +105,7 @@ func (f *file) purge(ctx context.Context, c *ucmCtx) (uint32, []*ucmCtx) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for f.delivering != nil && (f.delivering.ctx == c || f.delivering.child == c) {
-		if err := f.awaitLocked(ctx, f.delivered); err != nil {
+		if err := f.awaitLocked(ctx, f.deliveredChan()); err != nil {
 			break
 		}
 	}
@@ -123,6 +125,24 @@ func (f *file) purge(ctx context.Context, c *ucmCtx) (uint32, []*ucmCtx) {
 	})
 	f.d.budget.give(f.uid, refund)
 	return c.eventsReported, orphans
+}
+
+// readyChan and deliveredChan return the channel closed when an event is
+// queued and when the event being delivered is done, made by the first
+// waiter: nobody waits for most events, which then cost no channel.
+// f.mu must be held.
+func (f *file) readyChan() chan struct{} {
+	if f.ready == nil {
+		f.ready = make(chan struct{})
+	}
+	return f.ready
+}
+
+func (f *file) deliveredChan() chan struct{} {
+	if f.delivered == nil {
+		f.delivered = make(chan struct{})
+	}
+	return f.delivered
 }
 
 // awaitLocked drops f.mu until ch is closed, ctx is cancelled (INTERRUPT:
