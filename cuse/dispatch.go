@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -13,13 +14,69 @@ import (
 	"github.com/ucmd/ucmd/cuse/internal/wire"
 )
 
-// request is one FUSE request in flight.
+// request is one FUSE request in flight. It is also the context its
+// Device or Handle method gets: cancelled by INTERRUPT or shutdown, with
+// its Done channel made only when a method waits on it (GET_EVENT does;
+// most commands never look), so that a request costs one allocation and
+// no registration in a parent context.
 type request struct {
-	hdr    fuse.InHeader
-	body   []byte // after the in_header; in the reader's buffer, valid while it serves
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	done   bool // answered; only the serving goroutine touches it
+	hdr  fuse.InHeader
+	body []byte // after the in_header; in the reader's buffer, valid while it serves
+	done bool   // answered; only the serving goroutine touches it
+
+	mu     sync.Mutex
+	doneCh chan struct{} // made by the first Done
+	cause  error         // errInterrupted or errShutdown once cancelled
+}
+
+var _ context.Context = (*request)(nil)
+
+// Deadline implements context.Context: requests have none.
+func (r *request) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Value implements context.Context: requests carry no values.
+func (r *request) Value(any) any { return nil }
+
+// Done implements context.Context.
+func (r *request) Done() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.doneCh == nil {
+		r.doneCh = make(chan struct{})
+		if r.cause != nil {
+			close(r.doneCh)
+		}
+	}
+	return r.doneCh
+}
+
+// Err implements context.Context: context.Canceled once cancelled.
+func (r *request) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cause != nil {
+		return context.Canceled
+	}
+	return nil
+}
+
+// cancel cancels the request with cause, if it is not already cancelled.
+func (r *request) cancel(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cause == nil {
+		r.cause = cause
+		if r.doneCh != nil {
+			close(r.doneCh)
+		}
+	}
+}
+
+// cancelCause is why the request was cancelled; nil while it is not.
+func (r *request) cancelCause() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cause
 }
 
 func (r *request) op() wire.Opcode { return wire.Opcode(r.hdr.Opcode) }
@@ -90,14 +147,16 @@ func (s *Server) dispatch(msg []byte) *request {
 		s.interrupt(h, body)
 		return nil
 	}
-	ctx, cancel := context.WithCancelCause(s.base)
-	r := &request{hdr: h, body: body, ctx: ctx, cancel: cancel}
+	r := &request{hdr: h, body: body}
 	s.mu.Lock()
 	if _, dup := s.inflight[h.Unique]; dup {
 		s.mu.Unlock()
-		cancel(nil)
 		s.log.Warn("cuse: dropping request reusing an unanswered unique", "op", r.op(), "unique", h.Unique)
 		return nil
+	}
+	if s.cancelled {
+		// Read during shutdown: served, but already cancelled.
+		r.cause = errShutdown
 	}
 	s.inflight[h.Unique] = r
 	s.handlers.Add(1)
@@ -186,7 +245,7 @@ func (s *Server) open(r *request) {
 	s.nextFh++
 	f := &file{s: s, fh: s.nextFh, openFlags: in.Flags}
 	s.mu.Unlock()
-	h, err := s.dev.Open(r.ctx, r.public(in.Flags), f)
+	h, err := s.dev.Open(r, r.public(in.Flags), f)
 	if err == nil && h == nil {
 		err = errors.New("Device.Open returned no Handle and no error")
 	}
@@ -227,7 +286,7 @@ func (s *Server) read(r *request) {
 		return
 	}
 	dst := make([]byte, in.Size)
-	n, err := f.h.Read(r.ctx, r.public(in.Flags), dst)
+	n, err := f.h.Read(r, r.public(in.Flags), dst)
 	if err == nil && (n < 0 || n > len(dst)) {
 		err = fmt.Errorf("Handle.Read returned %d for a %d-byte buffer", n, len(dst))
 	}
@@ -253,7 +312,7 @@ func (s *Server) write(r *request) {
 	if f == nil {
 		return
 	}
-	n, err := f.h.Write(r.ctx, r.public(in.Flags), data)
+	n, err := f.h.Write(r, r.public(in.Flags), data)
 	if err == nil && (n < 0 || n > len(data)) {
 		// The kernel fails the write(2) with EIO on size > count anyway.
 		err = fmt.Errorf("Handle.Write returned %d for %d bytes", n, len(data))
@@ -281,7 +340,7 @@ func (s *Server) poll(r *request) {
 		f.arm(in.Kh)
 	}
 	// fuse_poll_in carries no f_flags; the open flags are the best we have.
-	revents, err := f.h.Poll(r.ctx, r.public(f.openFlags), in.Events)
+	revents, err := f.h.Poll(r, r.public(f.openFlags), in.Events)
 	if err != nil {
 		// Never ENOSYS from here: the kernel would stop polling the
 		// connection for good. Other errors give the poller EPOLLERR.
@@ -312,7 +371,7 @@ func (s *Server) release(r *request) {
 	if f == nil {
 		s.log.Warn("cuse: RELEASE of an unknown file handle", "unique", r.hdr.Unique, "fh", in.Fh)
 	} else {
-		f.release(r.ctx)
+		f.release(r)
 	}
 	s.reply(r, 0, nil, nil)
 }
@@ -327,8 +386,8 @@ func (s *Server) errno(r *request, err error) int32 {
 		s.log.Error("cuse: device returned an errno the kernel rejects", "op", r.op(), "unique", r.hdr.Unique, "err", err)
 		return -int32(unix.EIO)
 	}
-	if r.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		switch context.Cause(r.ctx) {
+	if cause := r.cancelCause(); cause != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		switch cause {
 		case errInterrupted:
 			// The old driver's -ERESTARTSYS; CUSE cannot restart
 			// system calls (the kernel rejects errors <= -512).
@@ -354,7 +413,6 @@ func (s *Server) reply(r *request, status int32, fixed, payload []byte) error {
 	s.mu.Lock()
 	delete(s.inflight, r.hdr.Unique)
 	s.mu.Unlock()
-	r.cancel(nil)
 	return err
 }
 

@@ -32,10 +32,6 @@ type Server struct {
 	minor  uint32 // negotiated protocol minor
 	bufLen int    // read buffer size the kernel requires
 
-	// base is the parent of every request context; cancelled on shutdown.
-	base       context.Context
-	cancelBase context.CancelCauseFunc
-
 	handlers sync.WaitGroup
 
 	// The readers (see reader). rmu serialises reading and registering
@@ -47,14 +43,15 @@ type Server struct {
 	stopping atomic.Bool
 	readers  sync.WaitGroup
 
-	mu       sync.Mutex
-	inflight map[uint64]*request // by unique
-	files    map[uint64]*file    // by fh
-	nextFh   uint64
-	serving  bool
-	closed   bool
-	done     chan struct{} // closed when Serve has shut down
-	readErr  chan error    // why the reader stopped
+	mu        sync.Mutex
+	inflight  map[uint64]*request // by unique
+	files     map[uint64]*file    // by fh
+	nextFh    uint64
+	serving   bool
+	closed    bool
+	cancelled bool          // shutting down: every request is cancelled
+	done      chan struct{} // closed when Serve has shut down
+	readErr   chan error    // why the reader stopped
 }
 
 // Causes of request context cancellation; they pick the client's errno.
@@ -102,28 +99,23 @@ func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server
 		f.Close()
 		return nil, err
 	}
-	base, cancel := context.WithCancelCause(context.Background())
 	s := &Server{
-		ch:         ch,
-		dev:        dev,
-		log:        cfg.Logger.With("dev", cfg.DevName),
-		cfg:        cfg,
-		bufLen:     max(wire.FUSE_MIN_READ_BUFFER, wire.SizeofMaxRequestHeader+int(cfg.MaxWrite)),
-		base:       base,
-		cancelBase: cancel,
-		maxIdle:    max(4, runtime.GOMAXPROCS(0)),
-		inflight:   make(map[uint64]*request),
-		files:      make(map[uint64]*file),
-		done:       make(chan struct{}),
-		readErr:    make(chan error, 1),
+		ch:       ch,
+		dev:      dev,
+		log:      cfg.Logger.With("dev", cfg.DevName),
+		cfg:      cfg,
+		bufLen:   max(wire.FUSE_MIN_READ_BUFFER, wire.SizeofMaxRequestHeader+int(cfg.MaxWrite)),
+		maxIdle:  max(4, runtime.GOMAXPROCS(0)),
+		inflight: make(map[uint64]*request),
+		files:    make(map[uint64]*file),
+		done:     make(chan struct{}),
+		readErr:  make(chan error, 1),
 	}
 	if err := s.init(ctx); err != nil {
-		cancel(errShutdown)
 		f.Close()
 		return nil, fmt.Errorf("cuse init of %s on %s: %w", cfg.DevName, f.Name(), err)
 	}
 	if err := ch.detach(); err != nil {
-		cancel(errShutdown)
 		ch.close()
 		return nil, fmt.Errorf("cuse %s on %s: %w", cfg.DevName, ch.name, err)
 	}
@@ -238,7 +230,7 @@ func (s *Server) Serve() error {
 	s.stop()
 	// Readers serving a request finish it (cancelled) and exit; the
 	// others are woken by stop.
-	s.cancelBase(errShutdown)
+	s.cancelAll()
 	s.readers.Wait()
 	s.shutdown()
 	close(s.done)
@@ -396,16 +388,27 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// cancelAll cancels every request in flight, and every one read from now
+// on, for shutdown.
+func (s *Server) cancelAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancelled = true
+	for _, r := range s.inflight {
+		r.cancel(errShutdown)
+	}
+}
+
 // shutdown answers every request in flight and releases the open files.
 func (s *Server) shutdown() {
-	s.cancelBase(errShutdown)
+	s.cancelAll()
 	s.handlers.Wait()
 	s.mu.Lock()
 	files := s.files
 	s.files = make(map[uint64]*file)
 	s.mu.Unlock()
 	for _, f := range files {
-		// Not s.base: that is cancelled, and Release must still clean up.
+		// Not a cancelled request: Release must still clean up.
 		f.release(context.Background())
 	}
 }
