@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/ucmd/ucmd/cmcore/wire"
 	"github.com/ucmd/ucmd/hw"
@@ -263,6 +264,10 @@ func (cm *CM) transmit(t *txn) {
 func (cm *CM) transmit1(o *outMAD) {
 	if o.p.ep != nil {
 		cm.stats.sent.Add(1)
+		var at time.Time
+		if cm.obs != nil {
+			at = cm.clk.Now() // when the MAD was handed over
+		}
 		err := o.p.ep.Send(bgctx, o.dst, o.mad)
 		if err != nil {
 			cm.stats.sendErrors.Add(1)
@@ -273,11 +278,11 @@ func (cm *CM) transmit1(o *outMAD) {
 		if cm.obs != nil {
 			switch {
 			case err != nil:
-				cm.observe(o.p, MADSendFailed, o.mad, o.dst, o.retx, err.Error())
+				cm.observe(at, o.p, MADSendFailed, o.mad, o.dst, o.retx, err.Error())
 			case o.retx:
-				cm.observe(o.p, MADRetransmitted, o.mad, o.dst, true, "")
+				cm.observe(at, o.p, MADRetransmitted, o.mad, o.dst, true, "")
 			default:
-				cm.observe(o.p, MADSent, o.mad, o.dst, false, "")
+				cm.observe(at, o.p, MADSent, o.mad, o.dst, false, "")
 			}
 		}
 	}

@@ -70,7 +70,10 @@ func itoa(n int) string {
 // and Peer.GRH are valid only during the ObserveMAD call: copy what must
 // outlive it.
 type MADEvent struct {
-	Time   time.Time // the CM's clock (Options.Clock)
+	// Time is the CM's clock (Options.Clock) when the MAD was handed to
+	// the endpoint, when the receive loop got it, or when the message
+	// timed out.
+	Time   time.Time
 	Device hw.Device // the CM's device
 	Port   int       // port number, from 1
 	Dir    MADDirection
@@ -115,10 +118,10 @@ var madEventPool = sync.Pool{New: func() any { return new(MADEvent) }}
 
 // observe hands one event to the observer. Callers check cm.obs != nil
 // first, so with no observer a MAD costs one nil check.
-func (cm *CM) observe(p *port, dir MADDirection, mad *hw.MAD, peer hw.Address, retx bool, reason string) {
+func (cm *CM) observe(at time.Time, p *port, dir MADDirection, mad *hw.MAD, peer hw.Address, retx bool, reason string) {
 	ev := madEventPool.Get().(*MADEvent)
 	*ev = MADEvent{
-		Time: cm.clk.Now(), Device: cm.dev, Port: p.num, Dir: dir,
+		Time: at, Device: cm.dev, Port: p.num, Dir: dir,
 		MAD: mad, Peer: peer, Retransmission: retx, Reason: reason,
 	}
 	cm.obs.ObserveMAD(ev)
@@ -129,6 +132,7 @@ func (cm *CM) observe(p *port, dir MADDirection, mad *hw.MAD, peer hw.Address, r
 // rxObs is a received MAD waiting to be observed once cm.mu is released
 // (and before the answers it caused are sent).
 type rxObs struct {
+	at     time.Time // when the receive loop had it
 	p      *port
 	r      *hw.Received
 	reason string // non-empty: dropped
@@ -136,8 +140,8 @@ type rxObs struct {
 
 func (cm *CM) observeRx(o *rxObs) {
 	if o.reason != "" {
-		cm.observe(o.p, MADDropped, &o.r.MAD, o.r.Src, false, o.reason)
+		cm.observe(o.at, o.p, MADDropped, &o.r.MAD, o.r.Src, false, o.reason)
 		return
 	}
-	cm.observe(o.p, MADReceived, &o.r.MAD, o.r.Src, false, "")
+	cm.observe(o.at, o.p, MADReceived, &o.r.MAD, o.r.Src, false, "")
 }

@@ -1,6 +1,8 @@
 package cmcore
 
 import (
+	"time"
+
 	"github.com/ucmd/ucmd/cmcore/wire"
 	"github.com/ucmd/ucmd/hw"
 )
@@ -16,12 +18,16 @@ type rx struct {
 // MADs are dropped: nothing from the wire can panic or block the CM.
 func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	cm.stats.received.Add(1)
+	var at time.Time
+	if cm.obs != nil {
+		at = cm.clk.Now()
+	}
 	h, m, err := wire.Decode(&r.MAD)
 	if err != nil {
 		cm.stats.dropped.Add(1)
 		cm.log.Debug("cmcore: dropping MAD", "port", p.num, "err", err)
 		if cm.obs != nil {
-			cm.observe(p, MADDropped, &r.MAD, r.Src, false, "undecodable: "+err.Error())
+			cm.observe(at, p, MADDropped, &r.MAD, r.Src, false, "undecodable: "+err.Error())
 		}
 		return
 	}
@@ -57,7 +63,7 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	}
 	if cm.obs != nil {
 		// A row that neither answered nor raised an event ignored it.
-		t.rx = rxObs{p: p, r: r}
+		t.rx = rxObs{at: at, p: p, r: r}
 		if t.n == 0 && len(cm.events) == nev {
 			t.rx.reason = "ignored"
 		}
