@@ -153,42 +153,54 @@ func WithGroup(gid int) Option { return func(o *options) { o.gid = gid } }
 
 // Listen creates the control socket in dir, replacing a stale one.
 func Listen(dir string, p Provider, log *slog.Logger, opts ...Option) (*Server, error) {
-	o := options{gid: -1}
-	for _, opt := range opts {
-		opt(&o)
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("status socket: %w", err)
-	}
-	path := filepath.Join(dir, SocketName)
-	if c, err := net.Dial("unix", path); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("status socket %s: another ucmd is running", path)
-	}
-	os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := ListenSocket(dir, SocketName, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("status socket: %w", err)
-	}
-	mode := os.FileMode(0o600)
-	if o.gid >= 0 {
-		mode = 0o660
-		if err := os.Chown(path, -1, o.gid); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("status socket: group %d: %w", o.gid, err)
-		}
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		ln.Close()
 		return nil, fmt.Errorf("status socket: %w", err)
 	}
 	s := &Server{ln: ln, p: p, log: log}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
+}
+
+// ListenSocket creates the unix socket name in dir with the control
+// socket's access rule (0600, root only; WithGroup: 0660 and that group),
+// replacing a stale one and refusing if a daemon answers on it. The trace
+// socket (internal/trace) is made by it too.
+func ListenSocket(dir, name string, opts ...Option) (net.Listener, error) {
+	o := options{gid: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, name)
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: another ucmd is running", path)
+	}
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	mode := os.FileMode(0o600)
+	if o.gid >= 0 {
+		mode = 0o660
+		if err := os.Chown(path, -1, o.gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("%s: group %d: %w", path, o.gid, err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 func (s *Server) serve() {
