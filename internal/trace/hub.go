@@ -1,0 +1,349 @@
+package trace
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/hw"
+)
+
+// SocketName is the trace socket's name in the runtime directory, next to
+// the status socket and made with the same access rule.
+const SocketName = "trace.sock"
+
+// DefaultBuffer is how many MADs a subscriber's buffer holds when the
+// request does not say; MaxBuffer bounds what a request may ask.
+const (
+	DefaultBuffer = 4096
+	MaxBuffer     = 1 << 16
+)
+
+// Owner is one ucm id of a device as the trace resolves comm ids to
+// processes: the opener of the file that holds it.
+type Owner struct {
+	PID          int
+	Comm         string
+	LocalCommID  uint32
+	RemoteCommID uint32
+	ServiceID    uint64
+	Listening    bool
+}
+
+// OwnersFunc lists the ids of the device named (the daemon walks the ucm
+// device's files). It runs on a subscriber's goroutine, never on the CM's
+// path.
+type OwnersFunc func(dev string) []Owner
+
+// Hub is the daemon's trace: a cmcore.Observer that hands every MAD to
+// the current subscribers. With none, ObserveMAD is one atomic load. A
+// subscriber has a bounded buffer; when it is full the MAD is dropped for
+// that subscriber only and counted, and the subscriber's stream gets a
+// marker with the count where the gap is, so a slow reader never slows
+// the CM.
+type Hub struct {
+	owners OwnersFunc
+	log    *slog.Logger
+	nsubs  atomic.Int32
+	seq    atomic.Uint64
+
+	mu     sync.RWMutex
+	subs   map[*sub]struct{}
+	lns    []net.Listener
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewHub makes a hub; owners may be nil (no pid, process name or service
+// id resolution).
+func NewHub(owners OwnersFunc, log *slog.Logger) *Hub {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if owners == nil {
+		owners = func(string) []Owner { return nil }
+	}
+	return &Hub{owners: owners, log: log, subs: make(map[*sub]struct{})}
+}
+
+// record is one observed MAD, copied out of the CM's event.
+type record struct {
+	seq    uint64
+	time   time.Time
+	dev    hw.Device
+	port   int
+	dir    cmcore.MADDirection
+	reason string
+	mad    hw.MAD
+	peer   hw.Address // GRH nil; see grh
+	grh    hw.GRH
+	hasGRH bool
+	lost   uint64 // MADs this subscriber lost just before this one
+}
+
+// ObserveMAD implements cmcore.Observer.
+func (h *Hub) ObserveMAD(ev *cmcore.MADEvent) {
+	if h.nsubs.Load() == 0 {
+		return
+	}
+	r := record{
+		seq: h.seq.Add(1), time: ev.Time, dev: ev.Device, port: ev.Port, dir: ev.Dir,
+		reason: ev.Reason, mad: *ev.MAD, peer: ev.Peer,
+	}
+	if g := ev.Peer.GRH; g != nil {
+		r.grh, r.hasGRH = *g, true
+	}
+	r.peer.GRH = nil
+	h.mu.RLock()
+	for s := range h.subs {
+		s.push(&r)
+	}
+	h.mu.RUnlock()
+}
+
+// Request is the first line a trace client sends: what to stream.
+type Request struct {
+	Filter Filter `json:"filter"`
+	// Buffer is the subscriber's buffer in MADs (0: DefaultBuffer; at
+	// most MaxBuffer).
+	Buffer int `json:"buffer,omitempty"`
+}
+
+// Serve accepts trace clients on ln until Close (which closes ln). Each
+// client sends a Request line, reads {"subscribed":true} once it is
+// subscribed (or {"error":"..."}), and then Event lines until it
+// disconnects.
+func (h *Hub) Serve(ln net.Listener) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		ln.Close()
+		return
+	}
+	h.lns = append(h.lns, ln)
+	h.wg.Add(1)
+	h.mu.Unlock()
+	go func() {
+		defer h.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					h.log.Warn("trace socket accept", "err", err)
+				}
+				return
+			}
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				h.serveConn(c)
+			}()
+		}
+	}()
+}
+
+func (h *Hub) serveConn(c net.Conn) {
+	defer c.Close()
+	// A client that connects and says nothing holds a goroutine only
+	// this long.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		h.log.Debug("trace socket: no request", "err", err)
+		return
+	}
+	var req Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		fmt.Fprintf(c, "{\"error\":%q}\n", "bad trace request: "+err.Error())
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	s := h.subscribe(req, c)
+	if s == nil {
+		return
+	}
+	// The client knows it is subscribed: what it does from now on is
+	// traced.
+	if _, err := io.WriteString(c, "{\"subscribed\":true}\n"); err != nil {
+		h.unsubscribe(s)
+		return
+	}
+	// The client sends nothing more; its EOF (or the hub's Close, which
+	// closes c) ends the subscription.
+	go func() {
+		io.Copy(io.Discard, br)
+		s.stop()
+	}()
+	s.run()
+	h.unsubscribe(s)
+}
+
+// Subscribe streams to w, as a client of the socket would be served,
+// until w fails or the returned stop function is called; for in-process
+// use and tests. The stream ends after stop with the events already
+// buffered.
+func (h *Hub) Subscribe(req Request, w io.Writer) (done <-chan struct{}, stop func()) {
+	s := h.subscribe(req, w)
+	ch := make(chan struct{})
+	if s == nil {
+		close(ch)
+		return ch, func() {}
+	}
+	go func() {
+		s.run()
+		h.unsubscribe(s)
+		close(ch)
+	}()
+	return ch, s.stop
+}
+
+func (h *Hub) subscribe(req Request, w io.Writer) *sub {
+	n := req.Buffer
+	if n <= 0 {
+		n = DefaultBuffer
+	}
+	n = min(n, MaxBuffer)
+	s := &sub{hub: h, ch: make(chan record, n), quit: make(chan struct{}), w: w, filter: newMatcher(req.Filter)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.subs[s] = struct{}{}
+	h.nsubs.Add(1)
+	return s
+}
+
+func (h *Hub) unsubscribe(s *sub) {
+	h.mu.Lock()
+	if _, ok := h.subs[s]; ok {
+		delete(h.subs, s)
+		h.nsubs.Add(-1)
+	}
+	h.mu.Unlock()
+}
+
+// Subscribers is how many clients are subscribed.
+func (h *Hub) Subscribers() int { return int(h.nsubs.Load()) }
+
+// Close stops accepting, ends every subscription and waits for them.
+func (h *Hub) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	var errs []error
+	for _, ln := range h.lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	for s := range h.subs {
+		s.stop()
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// sub is one subscriber.
+type sub struct {
+	hub     *Hub
+	ch      chan record
+	pending atomic.Uint64 // lost since the last record that got through
+	quit    chan struct{}
+	once    sync.Once
+	w       io.Writer
+	filter  *matcher
+	res     resolver
+}
+
+// push never blocks: a full buffer loses the MAD and counts it.
+func (s *sub) push(r *record) {
+	lost := s.pending.Swap(0)
+	r.lost = lost
+	select {
+	case s.ch <- *r:
+	default:
+		s.pending.Add(lost + 1)
+	}
+	r.lost = 0
+}
+
+func (s *sub) stop() {
+	s.once.Do(func() {
+		close(s.quit)
+		if c, ok := s.w.(io.Closer); ok {
+			c.Close()
+		}
+	})
+}
+
+// run writes the subscriber's stream until its writer fails or stop.
+func (s *sub) run() {
+	bw := bufio.NewWriterSize(s.w, 64<<10)
+	enc := json.NewEncoder(bw)
+	for {
+		var r record
+		select {
+		case r = <-s.ch:
+		case <-s.quit:
+			// What is already buffered still goes out (a closed
+			// connection makes these writes fail at once).
+			for {
+				select {
+				case r = <-s.ch:
+					if !s.write(enc, &r) {
+						return
+					}
+				default:
+					if n := s.pending.Swap(0); n > 0 {
+						enc.Encode(&Event{Time: r.time, Lost: n})
+					}
+					bw.Flush()
+					return
+				}
+			}
+		}
+		if !s.write(enc, &r) {
+			return
+		}
+		if len(s.ch) == 0 {
+			if n := s.pending.Swap(0); n > 0 {
+				// Losses with nothing after them yet: report them now
+				// rather than with the next MAD.
+				if enc.Encode(&Event{Time: r.time, Lost: n}) != nil {
+					return
+				}
+			}
+			if bw.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// write writes r (after its loss marker) if the filter takes it.
+func (s *sub) write(enc *json.Encoder, r *record) bool {
+	if r.lost > 0 {
+		if enc.Encode(&Event{Time: r.time, Lost: r.lost}) != nil {
+			return false
+		}
+	}
+	ev, msg := s.res.event(s.hub, r)
+	if !s.filter.match(&ev, &msg) {
+		return true
+	}
+	return enc.Encode(&ev) == nil
+}

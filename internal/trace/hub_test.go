@@ -1,0 +1,319 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/status"
+)
+
+type fakeDev struct {
+	name  string
+	ports []hw.Port
+}
+
+func (d *fakeDev) Name() string           { return d.name }
+func (d *fakeDev) NodeGUID() uint64       { return 1 }
+func (d *fakeDev) LocalCAAckDelay() uint8 { return 15 }
+func (d *fakeDev) Ports() []hw.Port       { return d.ports }
+
+type fakePort struct {
+	dev   hw.Device
+	attr  hw.PortAttr
+	reads int
+}
+
+func (p *fakePort) Device() hw.Device { return p.dev }
+func (p *fakePort) Num() int          { return 1 }
+func (p *fakePort) Attr() (hw.PortAttr, error) {
+	p.reads++
+	return p.attr, nil
+}
+func (p *fakePort) OpenMAD(hw.Registration) (hw.Endpoint, error) { return nil, nil }
+
+func roceDev() (*fakeDev, *fakePort) {
+	d := &fakeDev{name: "rxe0"}
+	p := &fakePort{dev: d, attr: hw.PortAttr{
+		LinkLayer: hw.LinkEthernet, State: hw.PortActive,
+		GIDs:  []hw.GIDEntry{{Index: 1, GID: hw.GID{0xfe, 0x80, 8: 0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x56}, Type: hw.GIDTypeRoCEv2}},
+		PKeys: []uint16{0xffff},
+	}}
+	d.ports = []hw.Port{p}
+	return d, p
+}
+
+var peerGRH = hw.GRH{GID: hw.GID{0xfe, 0x80, 8: 0x50, 0x54, 0x00, 0xff, 0xfe, 0xab, 0xcd, 0xef}, SGIDIndex: 1, HopLimit: 64}
+
+func observeREQ(h *Hub, dev hw.Device, dir cmcore.MADDirection, comm uint32) {
+	req := testREQ()
+	req.LocalCommID = comm
+	var m hw.MAD
+	copy(m[:], testMAD(uint64(comm), req))
+	g := peerGRH
+	h.ObserveMAD(&cmcore.MADEvent{Time: t0, Device: dev, Port: 1, Dir: dir, MAD: &m, Peer: hw.Address{QPN: 1, GRH: &g}})
+}
+
+func decodeAll(t *testing.T, b []byte) []Event {
+	t.Helper()
+	var out []Event
+	s := NewReader(bytes.NewReader(b))
+	for {
+		ev, err := s.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+}
+
+// With no subscriber, the hub copies nothing and reads nothing.
+func TestHubIdle(t *testing.T) {
+	dev, port := roceDev()
+	h := NewHub(func(string) []Owner { t.Error("owners read without a subscriber"); return nil }, nil)
+	observeREQ(h, dev, cmcore.MADSent, commA)
+	if h.Subscribers() != 0 || h.seq.Load() != 0 || port.reads != 0 {
+		t.Fatalf("idle hub did work: %d subscribers, seq %d, %d port reads", h.Subscribers(), h.seq.Load(), port.reads)
+	}
+}
+
+// A subscriber gets each MAD as an Event: the local GID from the port's
+// table at the GRH's SGID index, the P_Key, the owner's pid and name and
+// the connection's service id from the ucm ids.
+func TestHubEvent(t *testing.T) {
+	dev, _ := roceDev()
+	owners := func(d string) []Owner {
+		if d != "rxe0" {
+			t.Errorf("owners of %q", d)
+		}
+		return []Owner{{PID: 812, Comm: "client", LocalCommID: commA, ServiceID: 0x1234}}
+	}
+	h := NewHub(owners, nil)
+	var buf bytes.Buffer
+	done, stop := h.Subscribe(Request{}, &buf)
+	observeREQ(h, dev, cmcore.MADSent, commA)
+	stop()
+	<-done
+	evs := decodeAll(t, buf.Bytes())
+	if len(evs) != 1 {
+		t.Fatalf("%d events: %s", len(evs), buf.Bytes())
+	}
+	ev := evs[0]
+	want := Event{
+		Time: t0, Dev: "rxe0", Port: 1, Link: LinkRoCE, Dir: "sent",
+		Local:  Endpoint{GID: "fe80::5054:ff:fe12:3456", QPN: 1},
+		Remote: Endpoint{GID: "fe80::5054:ff:feab:cdef", QPN: 1},
+		PKey:   0xffff, GRH: &GRH{HopLimit: 64}, PID: 812, Comm: "client", ServiceID: 0x1234,
+	}
+	got := ev
+	got.MAD = nil
+	gj, _ := json.Marshal(got)
+	wj, _ := json.Marshal(want)
+	if string(gj) != string(wj) {
+		t.Errorf("event\n%s\nwant\n%s", gj, wj)
+	}
+	if m := ev.Decode(); m.Name != "REQ" || m.LocalCommID != commA || m.ServiceID != 0x1234 {
+		t.Errorf("decoded %+v", m)
+	}
+	if h.Subscribers() != 0 {
+		t.Errorf("%d subscribers after stop", h.Subscribers())
+	}
+}
+
+// gate is a writer whose first Write blocks until released.
+type gate struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.Write(p)
+}
+
+// A reader that does not keep up loses MADs, not the CM's time: while the
+// subscriber's writer is stuck, ObserveMAD returns at once, the buffer
+// (2 MADs) holds the first ones, the rest are counted, and the stream
+// says how many were lost where they were lost.
+func TestHubSlowReader(t *testing.T) {
+	dev, _ := roceDev()
+	h := NewHub(nil, nil)
+	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+	done, stop := h.Subscribe(Request{Buffer: 2}, g)
+	observeREQ(h, dev, cmcore.MADSent, 1)
+	<-g.entered // the subscriber is blocked writing MAD 1
+	for c := uint32(2); c <= 10; c++ {
+		observeREQ(h, dev, cmcore.MADSent, c) // 2, 3 buffered; 4..10 lost
+	}
+	close(g.release)
+	stop()
+	<-done
+	var got []string
+	for _, ev := range decodeAll(t, g.buf.Bytes()) {
+		if ev.Lost > 0 {
+			got = append(got, "lost "+itoa(int(ev.Lost)))
+			continue
+		}
+		m := ev.Decode()
+		got = append(got, "REQ "+itoa(int(m.LocalCommID)))
+	}
+	want := []string{"REQ 1", "REQ 2", "REQ 3", "lost 7"}
+	if len(got) != len(want) {
+		t.Fatalf("stream %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("stream %q, want %q", got, want)
+		}
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// A filter on the service id follows the connection: the REP and RTU
+// (which carry no service id) of the matching REQ pass, another
+// connection's MADs do not; a device filter drops the other devices.
+func TestHubFilter(t *testing.T) {
+	dev, _ := roceDev()
+	other := &fakeDev{name: "rxe1"}
+	other.ports = []hw.Port{&fakePort{dev: other, attr: dev.ports[0].(*fakePort).attr}}
+	sid := status.Hex64(0x1234)
+	h := NewHub(nil, nil)
+	var buf bytes.Buffer
+	done, stop := h.Subscribe(Request{Filter: Filter{ServiceID: &sid, Dev: "rxe0"}}, &buf)
+	send := func(d hw.Device, dir cmcore.MADDirection, m wire.Message) {
+		var mad hw.MAD
+		copy(mad[:], testMAD(1, m))
+		g := peerGRH
+		h.ObserveMAD(&cmcore.MADEvent{Time: t0, Device: d, Port: 1, Dir: dir, MAD: &mad, Peer: hw.Address{QPN: 1, GRH: &g}})
+	}
+	req := testREQ()
+	req.LocalCommID = commA
+	otherREQ := testREQ()
+	otherREQ.LocalCommID, otherREQ.ServiceID = 0x0c000003, 0x9999
+	send(dev, cmcore.MADSent, req)
+	send(dev, cmcore.MADSent, otherREQ)
+	send(other, cmcore.MADReceived, req)
+	send(dev, cmcore.MADReceived, &wire.REP{LocalCommID: commB, RemoteCommID: commA})
+	send(dev, cmcore.MADReceived, &wire.REP{LocalCommID: 0x0d000004, RemoteCommID: 0x0c000003})
+	send(dev, cmcore.MADSent, &wire.RTU{LocalCommID: commA, RemoteCommID: commB})
+	stop()
+	<-done
+	var got []string
+	for _, ev := range decodeAll(t, buf.Bytes()) {
+		m := ev.Decode()
+		got = append(got, ev.Dev+" "+m.Name)
+	}
+	if want := "rxe0 REQ,rxe0 REP,rxe0 RTU"; join(got) != want {
+		t.Errorf("filtered stream %s, want %s", join(got), want)
+	}
+}
+
+func join(s []string) string {
+	var b bytes.Buffer
+	for i, x := range s {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(x)
+	}
+	return b.String()
+}
+
+// Over the socket: made with the status socket's access rule (0600), a
+// client's request and its stream, a bad request answered with an error,
+// and Close ending every subscription.
+func TestHubSocket(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := status.ListenSocket(dir, SocketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, SocketName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("trace socket: %v, %v", fi.Mode(), err)
+	}
+	dev, _ := roceDev()
+	h := NewHub(nil, nil)
+	h.Serve(ln)
+	defer h.Close()
+
+	s, err := Dial(t.Context(), dir, Request{Filter: Filter{CommID: commA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Dial returns once the subscription exists.
+	if h.Subscribers() != 1 {
+		t.Fatalf("%d subscribers after Dial", h.Subscribers())
+	}
+	observeREQ(h, dev, cmcore.MADSent, 0x77) // filtered out
+	observeREQ(h, dev, cmcore.MADSent, commA)
+	ev, err := s.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := ev.Decode(); m.Name != "REQ" || m.LocalCommID != commA {
+		t.Errorf("streamed %+v", m)
+	}
+
+	c, err := Dial(context.Background(), dir, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(); err != io.EOF {
+		t.Errorf("after Close: %v, want EOF", err)
+	}
+	if h.Subscribers() != 0 {
+		t.Errorf("%d subscribers after Close", h.Subscribers())
+	}
+}
+
+// A request that is not JSON gets one error line and the connection ends.
+func TestHubBadRequest(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := status.ListenSocket(dir, SocketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHub(nil, nil)
+	h.Serve(ln)
+	defer h.Close()
+	c, err := netDial(filepath.Join(dir, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "hello\n")
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	s := NewReader(bytes.NewReader([]byte(line)))
+	if _, err := s.Next(); err == nil || !bytes.Contains([]byte(err.Error()), []byte("bad trace request")) {
+		t.Errorf("bad request answered %q (%v)", line, err)
+	}
+}
+
+func netDial(path string) (io.ReadWriteCloser, error) { return net.Dial("unix", path) }
