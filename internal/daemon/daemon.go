@@ -30,6 +30,7 @@ import (
 	"github.com/ucmd/ucmd/internal/metrics"
 	"github.com/ucmd/ucmd/internal/status"
 	"github.com/ucmd/ucmd/internal/sysclass"
+	"github.com/ucmd/ucmd/internal/trace"
 	"github.com/ucmd/ucmd/ucm"
 )
 
@@ -158,6 +159,7 @@ type Daemon struct {
 	status  *status.Server
 	metrics *metrics.Metrics // nil without MetricsListen
 	metSrv  *metrics.Server
+	trace   *trace.Hub // every CM's first observer; serves the trace socket
 	wg      sync.WaitGroup
 	failed  chan error // first CUSE channel failure
 }
@@ -185,6 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	cfg.Env = cfg.Env.withDefaults()
 	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1)}
+	d.trace = trace.NewHub(d.traceOwners, d.log)
 	// What the flags name is checked first (a bad --device is a bad flag,
 	// whatever else is missing), then the environment.
 	statusOpts, err := statusOptions(cfg.StatusGroup)
@@ -228,6 +231,13 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d.status = st
+	// The trace carries what the status socket does: same access rule.
+	tl, err := status.ListenSocket(cfg.RuntimeDir, trace.SocketName, statusOpts...)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("trace socket: %w", err)
+	}
+	d.trace.Serve(tl)
 	if d.metrics != nil {
 		ms, err := metrics.Listen(cfg.MetricsListen, d.metrics, d.log)
 		if err != nil {
@@ -491,7 +501,9 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 // observer is what every CM's Options.Observer gets: nil without
 // observers, so that the CMs pay only their nil check.
 func (d *Daemon) observer() cmcore.Observer {
-	obs := d.cfg.Observers
+	// The trace hub always: with no `ucmd trace` running it costs one
+	// atomic load per MAD.
+	obs := append([]cmcore.Observer{d.trace}, d.cfg.Observers...)
 	if d.metrics != nil {
 		obs = append(slices.Clip(obs), d.metrics)
 	}
@@ -502,6 +514,26 @@ func (d *Daemon) observer() cmcore.Observer {
 		return obs[0]
 	}
 	return cmcore.Observers(obs)
+}
+
+// traceOwners lists a device's ids with their file's process, for the
+// trace's comm id -> process resolution.
+func (d *Daemon) traceOwners(dev string) []trace.Owner {
+	var out []trace.Owner
+	for _, s := range d.served {
+		if s.dev.Name() != dev {
+			continue
+		}
+		for _, f := range s.ucm.Files() {
+			for _, id := range f.IDs {
+				out = append(out, trace.Owner{
+					PID: f.PID, Comm: f.Comm, LocalCommID: id.LocalCommID, RemoteCommID: id.RemoteCommID,
+					ServiceID: id.ServiceID, Listening: id.State == cmcore.StateListen,
+				})
+			}
+		}
+	}
+	return out
 }
 
 func cuseHint(err error) error {
@@ -567,6 +599,7 @@ func (d *Daemon) Close() error {
 	if d.metSrv != nil {
 		d.metSrv.Close()
 	}
+	d.trace.Close()
 	if d.status != nil {
 		d.status.Close()
 	}
