@@ -77,6 +77,7 @@ manager itself over the kernel's umad interface. Without a command it serves
 		newServeCmd(g, sf),
 		newExecCmd(g),
 		newStatusCmd(g),
+		newTraceCmd(g),
 		newConformanceCmd(g),
 	)
 	for _, add := range extraCommands {

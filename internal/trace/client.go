@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 // Stream reads Events from a trace connection.
 type Stream struct {
 	c   net.Conn
+	br  *bufio.Reader
 	dec *json.Decoder
 }
 
@@ -37,7 +39,8 @@ func Dial(ctx context.Context, dir string, req Request) (*Stream, error) {
 		c.Close()
 		return nil, fmt.Errorf("send trace request to %s: %w", path, err)
 	}
-	s := &Stream{c: c, dec: json.NewDecoder(bufio.NewReaderSize(c, 64<<10))}
+	br := bufio.NewReaderSize(c, 64<<10)
+	s := &Stream{c: c, br: br, dec: json.NewDecoder(br)}
 	var hello struct {
 		Subscribed bool   `json:"subscribed"`
 		Error      string `json:"error"`
@@ -62,7 +65,18 @@ func Dial(ctx context.Context, dir string, req Request) (*Stream, error) {
 }
 
 // NewReader reads Events from r: a saved `ucmd trace --json` stream.
-func NewReader(r io.Reader) *Stream { return &Stream{dec: json.NewDecoder(r)} }
+func NewReader(r io.Reader) *Stream {
+	br := bufio.NewReader(r)
+	return &Stream{br: br, dec: json.NewDecoder(br)}
+}
+
+// Buffered is how many bytes of the stream have been read but not
+// decoded: 0 means the next Next may wait.
+func (s *Stream) Buffered() int {
+	// The decoder keeps the newline after the last value.
+	rest, _ := io.ReadAll(s.dec.Buffered())
+	return len(bytes.TrimSpace(rest)) + s.br.Buffered()
+}
 
 // errorLine is what the daemon answers a bad request with.
 type errorLine struct {

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/internal/status"
+	"github.com/ucmd/ucmd/internal/trace"
+)
+
+// syncBuffer is an output the test reads while the command writes, with
+// a signal on each write.
+type syncBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.wrote <- struct{}{}:
+	default:
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor waits until the output contains want.
+func (s *syncBuffer) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(waitFor)
+	for !strings.Contains(s.String(), want) {
+		select {
+		case <-s.wrote:
+		case <-deadline:
+			t.Fatalf("no %q in %q", want, s.String())
+		}
+	}
+}
+
+// ucmd trace against a served sim device: -w and --json while a REQ is
+// rejected on loopback; the JSON lines, the pcapng capture (two RoCEv2
+// frames per MAD sent and received), the text lines and the ladder of the
+// saved trace (-r).
+func TestTraceInProcess(t *testing.T) {
+	f, env := fakeMachine(t)
+	next := notifySocket(t)
+	s := serve(t, env, next, "--sim-devices", "1")
+
+	dir := t.TempDir()
+	capPath, jsonPath := filepath.Join(dir, "cm.pcapng"), filepath.Join(dir, "cm.jsonl")
+	root := newRootCmdIn(env)
+	out := &syncBuffer{wrote: make(chan struct{}, 1)}
+	errOut := &syncBuffer{wrote: make(chan struct{}, 1)}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.SetArgs([]string{"trace", "--runtime-dir", s.run, "-w", capPath, "--json", "dev", "ucm0", "service-id", "0x5151"})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	errOut.waitFor(t, "tracing")
+
+	ctxS, cancelS := context.WithTimeout(t.Context(), waitFor)
+	snap, err := status.Fetch(ctxS, s.run)
+	cancelS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid := net.ParseIP(snap.Devices[0].Ports[0].GID0).To16()
+	path := conformance.LoopbackPath([16]byte(gid), 0)
+	dut, err := f.DUT("infiniband/ucm0", &path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := conformance.NewClient(dut, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := conformance.NewClient(dut, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	l, _ := srv.CreateID(1)
+	if err := srv.Listen(l, 0x5151, 0); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := cli.CreateID(2)
+	if err := cli.SendREQ(cli.REQ(id, 0x5151, path, 0x100)); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := srv.Expect(abi.CMREQReceived, waitFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SendInfo(abi.CmdSendREJ, ev.ID, 28, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Expect(abi.CMREJReceived, waitFor); err != nil {
+		t.Fatal(err)
+	}
+	// The last of the four MADs is the REJ's receipt.
+	for strings.Count(out.String(), "\n") < 4 {
+		out.waitFor(t, "\n")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ucmd trace: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "ucmd trace: 4 MADs, 4 frames written to "+capPath) {
+		t.Errorf("summary: %q", errOut.String())
+	}
+	if err := os.WriteFile(jsonPath, []byte(out.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := os.Open(capPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if fi, _ := c.Stat(); fi.Mode().Perm() != 0o600 {
+		t.Errorf("capture mode %v, want 0600", fi.Mode())
+	}
+	r, err := pcapgo.NewNgReader(c, pcapgo.NgReaderOptions{WantMixedLinkType: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := trace.NewReader(strings.NewReader(out.String()))
+	for i := range 4 {
+		data, _, err := r.ReadPacketData()
+		if err != nil {
+			t.Fatalf("packet %d: %v", i, err)
+		}
+		ev, err := st.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, _ := trace.Frame(&ev)
+		if !bytes.Equal(data, frame) {
+			t.Errorf("packet %d is not event %d's frame", i, i)
+		}
+	}
+
+	text, err := runIn(t, env, "trace", "-r", jsonPath)
+	if err != nil || strings.Count(text, " sim0:1 ") != 4 || !strings.Contains(text, "received      REJ") ||
+		!strings.Contains(text, "reason 28 (consumer defined)") || !strings.Contains(text, "pid 4200/fakedut") {
+		t.Errorf("ucmd trace -r: %v\n%s", err, text)
+	}
+	ladder, err := runIn(t, env, "trace", "-r", jsonPath, "--ladder", "--service-id", "0x5151")
+	if err != nil || !strings.Contains(ladder, "|-- REQ ---") || !strings.Contains(ladder, " REJ --|") || !strings.Contains(ladder, "service id 0x0000000000005151") {
+		t.Errorf("ucmd trace -r --ladder: %v\n%s", err, ladder)
+	}
+	if out, err := runIn(t, env, "trace", "colour", "red"); err == nil || !strings.Contains(out+err.Error(), "unknown trace filter") {
+		t.Errorf("ucmd trace colour red: %v %s", err, out)
+	}
+}
