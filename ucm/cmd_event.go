@@ -60,6 +60,7 @@ func (f *file) finishDelivery(e *event, copied bool) bool {
 		return false // purged meanwhile: not delivered after all
 	}
 	f.d.budget.give(f.uid, eventCharge(e))
+	e.ctx.queued--
 	e.ctx.eventsReported++
 	if e.child != nil {
 		f.d.ids.publish(e.child)

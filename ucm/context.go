@@ -24,6 +24,7 @@ type ucmCtx struct {
 	// Guarded by file.mu.
 	uid            uint64 // the client's cookie, echoed in its events
 	eventsReported uint32 // events GET_EVENT delivered for this id
+	queued         int    // events queued on this id (e.ctx == this)
 	dead           bool   // torn down: events for it are dropped
 
 	newConn bool // created for a REQ or SIDR_REQ: charged its CM state too

@@ -82,6 +82,7 @@ func (f *file) enqueue(owner *ucmCtx, e *event) error {
 		e.resp.ID = owner.id
 	}
 	f.events = append(f.events, e)
+	owner.queued++
 	if f.ready != nil { // a GET_EVENT waits
 		close(f.ready)
 		f.ready = nil
@@ -111,6 +112,11 @@ func (f *file) purge(ctx context.Context, c *ucmCtx) (uint32, []*ucmCtx) {
 	}
 	c.dead = true
 	delete(f.ctxs, c)
+	if c.queued == 0 {
+		// Nothing of c's in the queue: no need to look at the others'
+		// (a listener's may hold thousands of REQs).
+		return c.eventsReported, nil
+	}
 	var orphans []*ucmCtx
 	var refund charge
 	f.events = slices.DeleteFunc(f.events, func(e *event) bool {
@@ -123,6 +129,7 @@ func (f *file) purge(ctx context.Context, c *ucmCtx) (uint32, []*ucmCtx) {
 		refund = refund.plus(eventCharge(e))
 		return true
 	})
+	c.queued = 0
 	f.d.budget.give(f.uid, refund)
 	return c.eventsReported, orphans
 }

@@ -19,30 +19,8 @@ import (
 // queue's array is kept when it empties. At fabric scale every CM event
 // goes through here (internal/storm's profiles: two makechans per event).
 func TestEventQueueNoAllocs(t *testing.T) {
-	fab := sim.New(sim.Config{Seed: 1})
-	sd, err := fab.AddIB("sim0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := cmcore.New(sd, cmcore.Options{})
-	defer cm.Close()
-	d, err := New(Config{CM: cm, Memory: callermem.NewFake(),
-		ThreadGroup: func(tid int) (int, error) { return tid, nil },
-		ProcessName: func(int) (string, error) { return "t", nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := d.Open(context.Background(), cuse.Request{Caller: cuse.Caller{Pid: 7, Uid: 1, Gid: 1}, Flags: unix.O_RDWR}, nopWaker{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := h.(*file)
-	defer f.Release(context.Background())
-	c := &ucmCtx{file: f, cmID: cm.CreateID(d.handler)}
-	if err := f.addCtx(c); err != nil {
-		t.Fatal(err)
-	}
-	d.ids.publish(c)
+	f, newCtx := newQueueFile(t)
+	c := newCtx()
 	e := &event{}
 	cycle := func() {
 		if err := f.enqueue(c, e); err != nil {
@@ -62,5 +40,118 @@ func TestEventQueueNoAllocs(t *testing.T) {
 	}
 	if c.eventsReported != 101+1 {
 		t.Errorf("events reported %d, want 102", c.eventsReported)
+	}
+}
+
+// newQueueFile is an open file of a device on an unstarted CM, for the
+// queue's own tests: its ids are made with addCtx and publish.
+func newQueueFile(tb testing.TB) (*file, func() *ucmCtx) {
+	tb.Helper()
+	fab := sim.New(sim.Config{Seed: 1})
+	sd, err := fab.AddIB("sim0", 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cm := cmcore.New(sd, cmcore.Options{})
+	tb.Cleanup(func() { cm.Close() })
+	d, err := New(Config{CM: cm, Memory: callermem.NewFake(),
+		ThreadGroup: func(tid int) (int, error) { return tid, nil },
+		ProcessName: func(int) (string, error) { return "t", nil }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := d.Open(context.Background(), cuse.Request{Caller: cuse.Caller{Pid: 7, Uid: 1, Gid: 1}, Flags: unix.O_RDWR}, nopWaker{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := h.(*file)
+	tb.Cleanup(func() { f.Release(context.Background()) })
+	return f, func() *ucmCtx {
+		c := &ucmCtx{file: f, cmID: cm.CreateID(d.handler)}
+		if err := f.addCtx(c); err != nil {
+			tb.Fatal(err)
+		}
+		d.ids.publish(c)
+		return c
+	}
+}
+
+// BenchmarkDestroyIDLongQueue destroys ids that have no event queued
+// while another id of the file (a listener with 10,000 REQs waiting, as in
+// internal/storm's listener storm) has a long queue: a DESTROY_ID's purge
+// need not look at the other id's events.
+func BenchmarkDestroyIDLongQueue(b *testing.B) {
+	f, newCtx := newQueueFile(b)
+	l := newCtx()
+	for range 10_000 {
+		if err := f.enqueue(l, &event{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		f.teardown(context.Background(), newCtx())
+	}
+}
+
+// Each id counts its queued events, so that DESTROY_ID's purge skips the
+// file's queue when the id has none there (BenchmarkDestroyIDLongQueue):
+// the counts follow enqueue, delivery and purge exactly, purging one id
+// leaves the others' events in order, and status reports them per id.
+func TestQueuedPerID(t *testing.T) {
+	f, newCtx := newQueueFile(t)
+	a, b, idle := newCtx(), newCtx(), newCtx()
+	var bs []*event
+	for i := range 6 {
+		e := &event{}
+		owner := a
+		if i%2 == 1 {
+			owner, bs = b, append(bs, e)
+		}
+		if err := f.enqueue(owner, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		n := map[*ucmCtx]int{}
+		for _, e := range f.events {
+			n[e.ctx]++
+		}
+		for _, c := range []*ucmCtx{a, b, idle} {
+			if c.queued != n[c] {
+				t.Errorf("%s: id %d counts %d queued, the queue has %d", when, c.id, c.queued, n[c])
+			}
+		}
+		for _, fi := range f.d.Files() {
+			for _, id := range fi.IDs {
+				for _, c := range []*ucmCtx{a, b, idle} {
+					if id.ID == c.id && id.QueuedEvents != n[c] {
+						t.Errorf("%s: status shows %d queued for id %d, want %d", when, id.QueuedEvents, c.id, n[c])
+					}
+				}
+			}
+		}
+	}
+	check("queued")
+	e, err := f.takeHead(context.Background(), true)
+	if err != nil || !f.finishDelivery(e, true) || e.ctx != a {
+		t.Fatalf("delivering the head: %v", err)
+	}
+	check("one delivered")
+	if _, orphans := f.purge(context.Background(), idle); len(orphans) != 0 || len(f.events) != 5 {
+		t.Fatalf("purging an id with nothing queued: %d orphans, %d events left", len(orphans), len(f.events))
+	}
+	f.purge(context.Background(), a)
+	check("a purged")
+	if len(f.events) != len(bs) {
+		t.Fatalf("%d events left, want b's %d", len(f.events), len(bs))
+	}
+	for i, e := range f.events {
+		if e != bs[i] {
+			t.Fatalf("event %d is not b's in order", i)
+		}
+	}
+	if _, _, evs := f.d.budget.User(1); evs != len(bs) {
+		t.Errorf("budget charges %d events, want %d", evs, len(bs))
 	}
 }

@@ -50,9 +50,7 @@ func (d *Device) Files() []FileInfo {
 		ctxs := make([]*ucmCtx, 0, len(f.ctxs))
 		for c := range f.ctxs {
 			ctxs = append(ctxs, c)
-		}
-		for _, e := range f.events {
-			queued[e.ctx]++
+			queued[c] = c.queued
 		}
 		fi.QueuedEvents = len(f.events)
 		f.mu.Unlock()
