@@ -335,7 +335,7 @@ func (s *lstorm) accept() {
 	defer st.mu.Unlock()
 	if s.paced {
 		var ev abi.EventResp
-		for {
+		for st.readable() {
 			pd, ok, err := st.getEvent(&ev)
 			if err != nil {
 				s.net.errs.Add(1)
@@ -348,6 +348,7 @@ func (s *lstorm) accept() {
 				return
 			}
 		}
+		return
 	}
 	for s.head < len(s.backlog) {
 		c := s.backlog[s.head]

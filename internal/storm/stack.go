@@ -250,10 +250,18 @@ func (st *stack) getEvent(ev *abi.EventResp) (pd []byte, ok bool, err error) {
 	return nil, true, nil
 }
 
-// run reads and handles every queued event. The caller holds st.mu.
+// readable is poll(2) on the application's file (ucm's Poll): an event
+// is queued.
+func (st *stack) readable() bool {
+	rev, err := st.file.Poll(context.Background(), st.req, unix.POLLIN)
+	return err == nil && rev&unix.POLLIN != 0
+}
+
+// run reads and handles every queued event, as an event loop: poll, then
+// GET_EVENT while readable. The caller holds st.mu.
 func (st *stack) run() {
 	var ev abi.EventResp
-	for {
+	for st.readable() {
 		pd, ok, err := st.getEvent(&ev)
 		if err != nil {
 			st.net.errs.Add(1)
