@@ -61,7 +61,7 @@ func New(p status.Provider) *Metrics {
 		reg: prometheus.NewRegistry(),
 		cmds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "command_duration_seconds",
-			Help:    "Time a ucm device took to answer a write() (a command), by device and command (\"invalid\": no known command); GET_EVENT includes its wait for an event.",
+			Help:    "Time a ucm device took to answer a write() (a command), by device and command (the ABI's names: EVENT is GET_EVENT, which includes its wait for an event; \"invalid\": no known command).",
 			Buckets: CommandBuckets,
 		}, []string{"device", "command"}),
 		setup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
