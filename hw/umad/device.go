@@ -113,7 +113,13 @@ type Port struct {
 	attr      hw.PortAttr   // the last snapshot read
 	attrTime  time.Time     // when it was read; zero: never
 	refreshed chan struct{} // non-nil while a background refresh runs; closed when it ends
+	refreshes int           // background refreshes started
 }
+
+// fullRefreshEvery: every so many background refreshes, one reads the
+// whole GID and P_Key tables again; the others read what can have changed
+// (sysfs.gids). With the default AttrMaxAge, once a minute.
+const fullRefreshEvery = 12
 
 var _ hw.Port = (*Port)(nil)
 
@@ -144,9 +150,18 @@ func (p *Port) Attr() (hw.PortAttr, error) {
 	if time.Since(p.attrTime) >= maxAge && p.refreshed == nil {
 		done := make(chan struct{})
 		p.refreshed = done
+		prev := cloneAttr(p.attr)
+		p.refreshes++
+		if p.refreshes%fullRefreshEvery == 0 {
+			prev = hw.PortAttr{} // now and then, everything
+		}
 		go func() {
 			defer close(done)
-			a, err := p.sys.portAttr(p.dev.name, p.num)
+			var from *hw.PortAttr
+			if prev.LinkLayer != 0 {
+				from = &prev
+			}
+			a, err := p.sys.portAttr(p.dev.name, p.num, from)
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			p.refreshed = nil
@@ -164,7 +179,7 @@ func (p *Port) Attr() (hw.PortAttr, error) {
 
 // Refresh reads the port's attributes from sysfs now and caches them.
 func (p *Port) Refresh() (hw.PortAttr, error) {
-	a, err := p.sys.portAttr(p.dev.name, p.num)
+	a, err := p.sys.portAttr(p.dev.name, p.num, nil)
 	if err != nil {
 		return hw.PortAttr{}, err
 	}

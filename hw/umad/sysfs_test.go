@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -328,5 +329,62 @@ func BenchmarkAttr(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRefreshReadsUpToTheFirstFreeSlot: a background refresh (portAttr
+// with the previous snapshot) reads GID slots only up to one past the
+// highest used one, where the kernel puts a new GID, instead of all 1024
+// of a RoCE table; a full read still sees everything.
+func TestRefreshReadsUpToTheFirstFreeSlot(t *testing.T) {
+	files := fakeSysfs()
+	for i := 4; i < 1024; i++ {
+		files["class/infiniband/rxe0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
+	}
+	root := tree(t, files)
+	s := sysfs{root: root}
+	prev, err := s.portAttr("rxe0", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gids := func(a hw.PortAttr) []int {
+		var idx []int
+		for _, g := range a.GIDs {
+			idx = append(idx, g.Index)
+		}
+		return idx
+	}
+	if got := gids(prev); len(got) != 3 || got[2] != 3 {
+		t.Fatalf("first read: GID slots %v, want 0 1 3", got)
+	}
+	write := func(slot int, gid string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids", strconv.Itoa(slot)), []byte(gid), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(2, "0000:0000:0000:0000:0000:ffff:0a00:0002\n") // the hole, the kernel's next slot
+	write(4, "0000:0000:0000:0000:0000:ffff:0a00:0004\n") // one past the highest
+	write(900, "0000:0000:0000:0000:0000:ffff:0a00:0384\n")
+	os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/pkeys/0"), []byte("0x7fff\n"), 0o644)
+	a, err := s.portAttr("rxe0", 1, &prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gids(a); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Errorf("refresh: GID slots %v, want 0-4 (slot 900 is past where the kernel adds)", got)
+	}
+	if len(a.PKeys) != 1 || a.PKeys[0] != 0xffff {
+		t.Errorf("refresh of a RoCE port: P_Keys %#x, want the previous table", a.PKeys)
+	}
+	full, err := s.portAttr("rxe0", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gids(full); !slices.Equal(got, []int{0, 1, 2, 3, 4, 900}) {
+		t.Errorf("full read: GID slots %v, want 0-4 and 900", got)
+	}
+	if full.PKeys[0] != 0x7fff {
+		t.Errorf("full read: P_Key %#x, want 0x7fff", full.PKeys[0])
 	}
 }
