@@ -11,9 +11,12 @@ type ucmCtx struct {
 	file *file
 	cmID *cmcore.ID
 
-	// Guarded by the IDTable's mutex.
-	id   uint32
-	slot slotState
+	// Guarded by the IDTable's mutex (and slot, below).
+	id uint32
+	// queued counts the events queued on this id (e.ctx == this), under
+	// file.mu; an int32 beside id, as slot beside the file's flags, keeps
+	// the struct in the 64-byte size class (one per connection end).
+	queued int32
 	// refs counts commands using the id (ib_ucm_ctx_get/put); DESTROY_ID
 	// waits for them after taking the id out of the table, on idle, which
 	// IDTable.unused makes and the last put closes. A channel, not a
@@ -24,10 +27,10 @@ type ucmCtx struct {
 	// Guarded by file.mu.
 	uid            uint64 // the client's cookie, echoed in its events
 	eventsReported uint32 // events GET_EVENT delivered for this id
-	queued         int    // events queued on this id (e.ctx == this)
 	dead           bool   // torn down: events for it are dropped
 
-	newConn bool // created for a REQ or SIDR_REQ: charged its CM state too
+	slot    slotState // the IDTable's mutex
+	newConn bool      // created for a REQ or SIDR_REQ: charged its CM state too
 
 	// setup is when the connection's setup began (setupStamp), 0 when
 	// none is under way; only with an Observer (observer.go).

@@ -3,6 +3,7 @@ package ucm
 import (
 	"context"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -118,7 +119,7 @@ func TestQueuedPerID(t *testing.T) {
 			n[e.ctx]++
 		}
 		for _, c := range []*ucmCtx{a, b, idle} {
-			if c.queued != n[c] {
+			if int(c.queued) != n[c] {
 				t.Errorf("%s: id %d counts %d queued, the queue has %d", when, c.id, c.queued, n[c])
 			}
 		}
@@ -153,5 +154,13 @@ func TestQueuedPerID(t *testing.T) {
 	}
 	if _, _, evs := f.d.budget.User(1); evs != len(bs) {
 		t.Errorf("budget charges %d events, want %d", evs, len(bs))
+	}
+}
+
+// An id is one per connection end, a million at a 1,024-node storm's full
+// mesh (internal/storm): it stays in the 64-byte size class.
+func TestIDSize(t *testing.T) {
+	if n := unsafe.Sizeof(ucmCtx{}); n > 64 {
+		t.Errorf("ucmCtx is %d bytes, past the 64-byte size class", n)
 	}
 }

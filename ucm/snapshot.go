@@ -50,7 +50,7 @@ func (d *Device) Files() []FileInfo {
 		ctxs := make([]*ucmCtx, 0, len(f.ctxs))
 		for c := range f.ctxs {
 			ctxs = append(ctxs, c)
-			queued[c] = c.queued
+			queued[c] = int(c.queued)
 		}
 		fi.QueuedEvents = len(f.events)
 		f.mu.Unlock()
