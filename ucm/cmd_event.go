@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cuse/callermem"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,26 +100,34 @@ func (f *file) takeHead(ctx context.Context, nonblock bool) (*event, error) {
 }
 
 // copyEvent copies the response, then data and info, each checked against
-// the caller's buffer size (ENOMEM), in the kernel's order.
+// the caller's buffer size (ENOMEM), in the kernel's order: a buffer too
+// small for data stops the copy there with ENOMEM, after the response
+// was written. What is to be written goes out in one process_vm_writev.
 func (c *call) copyEvent(m *abi.EventGet, e *event) error {
-	if err := c.writeStruct(m.Response, &e.resp, "response"); err != nil {
+	var resp [abi.EventRespSize]byte
+	e.resp.Encode(resp[:])
+	segs := [3]callermem.Seg{{Addr: m.Response, Data: resp[:]}}
+	what := [3]string{"response", "data", "info"}
+	n := 1
+	var short error // ENOMEM for the first buffer too small; nothing after it is copied
+	for _, part := range []struct {
+		b    []byte
+		addr uint64
+		size uint32
+		name string
+	}{{e.data, m.Data, uint32(m.DataLen), "data"}, {e.info, m.Info, uint32(m.InfoLen), "info"}} {
+		if part.b == nil {
+			continue
+		}
+		if int(part.size) < len(part.b) {
+			short = fmt.Errorf("%s buffer %d < %d: %w", part.name, part.size, len(part.b), unix.ENOMEM)
+			break
+		}
+		segs[n], what[n] = callermem.Seg{Addr: part.addr, Data: part.b}, part.name
+		n++
+	}
+	if err := c.writeSegs(segs[:n], what[:n]); err != nil {
 		return err
 	}
-	if e.data != nil {
-		if int(m.DataLen) < len(e.data) {
-			return fmt.Errorf("data buffer %d < %d: %w", m.DataLen, len(e.data), unix.ENOMEM)
-		}
-		if err := c.write(m.Data, e.data, "data"); err != nil {
-			return err
-		}
-	}
-	if e.info != nil {
-		if int(m.InfoLen) < len(e.info) {
-			return fmt.Errorf("info buffer %d < %d: %w", m.InfoLen, len(e.info), unix.ENOMEM)
-		}
-		if err := c.write(m.Info, e.info, "info"); err != nil {
-			return err
-		}
-	}
-	return nil
+	return short
 }

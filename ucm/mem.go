@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cuse/callermem"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,6 +37,18 @@ func (c *call) write(addr uint64, b []byte, what string) error {
 	}
 	if err := c.f.d.mem.Write(c.pid, addr, b); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// writeSegs is several copy_to_user calls in a row, in one system call: it
+// stops at the first that faults, named by what.
+func (c *call) writeSegs(segs []callermem.Seg, what []string) error {
+	if c.pid <= 0 {
+		return fmt.Errorf("%s: caller not visible: %w", what[0], unix.EFAULT)
+	}
+	if i, err := callermem.WriteSegs(c.f.d.mem, c.pid, segs); err != nil {
+		return fmt.Errorf("%s: %w", what[i], err)
 	}
 	return nil
 }

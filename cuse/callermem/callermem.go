@@ -61,3 +61,33 @@ func check(op string, pid int, addr uint64, n int) error {
 	}
 	return nil
 }
+
+// Seg is one destination range of a vectored write.
+type Seg struct {
+	Addr uint64
+	Data []byte
+}
+
+// SegWriter is a Memory that writes several ranges with one system call.
+type SegWriter interface {
+	// WriteSegs writes segs in order; see the function WriteSegs.
+	WriteSegs(pid int, segs []Seg) (int, error)
+}
+
+// WriteSegs writes segs in order as that many Writes would, with one
+// system call when m is a SegWriter (ProcessVM is): a GET_EVENT's
+// response, data and info, which the kernel copied one after the other.
+// On failure it returns the index of the segment that failed, whose
+// predecessors are written and whose successors are not; on success,
+// len(segs).
+func WriteSegs(m Memory, pid int, segs []Seg) (int, error) {
+	if w, ok := m.(SegWriter); ok {
+		return w.WriteSegs(pid, segs)
+	}
+	for i, sg := range segs {
+		if err := m.Write(pid, sg.Addr, sg.Data); err != nil {
+			return i, err
+		}
+	}
+	return len(segs), nil
+}

@@ -11,7 +11,10 @@ import (
 // copy_to_user, writes do not override read-only mappings.
 type ProcessVM struct{}
 
-var _ Memory = ProcessVM{}
+var (
+	_ Memory    = ProcessVM{}
+	_ SegWriter = ProcessVM{}
+)
 
 // Read implements Memory.
 func (ProcessVM) Read(pid int, addr uint64, dst []byte) error {
@@ -58,4 +61,73 @@ func transfer(op string, fn vmFunc, pid int, addr uint64, buf []byte) error {
 		}
 	}
 	return nil
+}
+
+// maxSegs bounds WriteSegs' iovecs, which live on the stack.
+const maxSegs = 8
+
+// WriteSegs implements SegWriter: one process_vm_writev for all of segs
+// (more only when the kernel stops short, to find the segment that
+// faulted, as transfer does for one).
+func (p ProcessVM) WriteSegs(pid int, segs []Seg) (int, error) {
+	if len(segs) > maxSegs {
+		for i, sg := range segs {
+			if err := p.Write(pid, sg.Addr, sg.Data); err != nil {
+				return i, err
+			}
+		}
+		return len(segs), nil
+	}
+	for i, sg := range segs {
+		if err := check("write", pid, sg.Addr, len(sg.Data)); err != nil {
+			return i, err
+		}
+	}
+	var local [maxSegs]unix.Iovec
+	var remote [maxSegs]unix.RemoteIovec
+	first, off := 0, 0 // the first segment not yet written, and how much of it is
+	for first < len(segs) {
+		n := 0
+		for i := first; i < len(segs); i++ {
+			b, addr := segs[i].Data, segs[i].Addr
+			if i == first {
+				b, addr = b[off:], addr+uint64(off)
+			}
+			if len(b) == 0 {
+				continue
+			}
+			local[n] = unix.Iovec{Base: &b[0]}
+			local[n].SetLen(len(b))
+			remote[n] = unix.RemoteIovec{Base: uintptr(addr), Len: len(b)}
+			n++
+		}
+		if n == 0 {
+			break
+		}
+		done, err := unix.ProcessVMWritev(pid, local[:n], remote[:n], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		sg := segs[first]
+		if err != nil {
+			return first, &Error{Op: "write", Pid: pid, Addr: sg.Addr, Len: len(sg.Data), Done: off, Err: err}
+		}
+		if done <= 0 {
+			return first, &Error{Op: "write", Pid: pid, Addr: sg.Addr, Len: len(sg.Data), Done: off, Err: errShort}
+		}
+		// Advance past what was written: whole segments, then part of one.
+		for done > 0 && first < len(segs) {
+			left := len(segs[first].Data) - off
+			if done < left {
+				off += done
+				break
+			}
+			done -= left
+			first, off = first+1, 0
+		}
+		for first < len(segs) && len(segs[first].Data) == off {
+			first, off = first+1, 0
+		}
+	}
+	return len(segs), nil
 }

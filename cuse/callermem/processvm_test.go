@@ -119,3 +119,66 @@ func TestProcessVMBadTarget(t *testing.T) {
 		t.Fatalf("empty write: %v", err)
 	}
 }
+
+// TestWriteSegs: one process_vm_writev writes the segments in order and,
+// when one faults, reports it with those before it written and those
+// after it not, as a Write per segment would.
+func TestWriteSegs(t *testing.T) {
+	ps := os.Getpagesize()
+	pid := os.Getpid()
+	for _, c := range []struct {
+		name     string
+		bad      int // the segment placed across into an unmapped page, or -1
+		wantDone int
+	}{{"all written", -1, 3}, {"first faults", 0, 0}, {"middle faults", 1, 1}, {"last faults", 2, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := mmapPages(t, 3, unix.PROT_READ|unix.PROT_WRITE)
+			if err := unix.Mprotect(mem[2*ps:], unix.PROT_NONE); err != nil { // the third page faults
+				t.Fatal(err)
+			}
+			base := addrOf(mem)
+			segs := []Seg{
+				{Addr: base + 16, Data: bytes.Repeat([]byte{1}, 40)},
+				{Addr: base + 200, Data: bytes.Repeat([]byte{2}, 64)},
+				{Addr: base + uint64(ps) + 8, Data: bytes.Repeat([]byte{3}, 24)},
+			}
+			if c.bad >= 0 {
+				segs[c.bad].Addr = base + uint64(2*ps) - 8 // 8 bytes mapped, then the faulting page
+			}
+			done, err := ProcessVM{}.WriteSegs(pid, segs)
+			if done != c.wantDone {
+				t.Fatalf("WriteSegs = %d, %v; want %d", done, err, c.wantDone)
+			}
+			if c.bad < 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				wantEFAULT(t, err, nil)
+			}
+			for i, sg := range segs {
+				if i == c.bad {
+					continue
+				}
+				off := int(sg.Addr - base)
+				got := mem[off : off+len(sg.Data)]
+				if written := bytes.Equal(got, sg.Data); written != (c.bad < 0 || i < c.bad) {
+					t.Errorf("segment %d written = %v, want %v", i, written, c.bad < 0 || i < c.bad)
+				}
+			}
+			// Fake, through the sequential fallback, agrees.
+			f := NewFake()
+			f.Map(pid, base, 2*ps)
+			if fd, _ := WriteSegs(f, pid, segs); fd != done {
+				t.Errorf("Fake via WriteSegs = %d, ProcessVM %d", fd, done)
+			}
+		})
+	}
+}
+
+func TestWriteSegsEmpty(t *testing.T) {
+	// Nothing to copy is never an error, even at a bad address.
+	if n, err := (ProcessVM{}).WriteSegs(os.Getpid(), []Seg{{Addr: 0}, {Addr: 8}}); n != 2 || err != nil {
+		t.Fatalf("WriteSegs of empty segments = %d, %v", n, err)
+	}
+}

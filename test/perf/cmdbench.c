@@ -106,6 +106,20 @@ static int one_pair(uint64_t uid)
 	return destroy_id(id);
 }
 
+/* prefill: 4 threads create the idle ids, to keep 100,000 of them quick */
+static long prefill_each;
+
+static void *filler(void *arg)
+{
+	uint64_t base = (uintptr_t)arg * (uint64_t)prefill_each;
+	for (long i = 0; i < prefill_each; i++) {
+		uint32_t id;
+		if (create_id(base + (uint64_t)i, &id))
+			die("prefill CREATE_ID");
+	}
+	return NULL;
+}
+
 static void *worker(void *arg)
 {
 	uint64_t uid = (uintptr_t)arg;
@@ -265,10 +279,15 @@ int main(int argc, char **argv)
 		die(path);
 
 	long rss0 = pid ? rss_kib(pid) : -1;
-	for (long i = 0; i < prefill; i++) {
-		uint32_t id;
-		if (create_id((uint64_t)i, &id))
-			die("prefill CREATE_ID");
+	if (prefill > 0) {
+		pthread_t f[4];
+		prefill_each = (prefill + 3) / 4;
+		prefill = prefill_each * 4;
+		for (long i = 0; i < 4; i++)
+			if ((errno = pthread_create(&f[i], NULL, filler, (void *)(uintptr_t)i)))
+				die("pthread_create");
+		for (long i = 0; i < 4; i++)
+			pthread_join(f[i], NULL);
 	}
 	long rss1 = pid ? rss_kib(pid) : -1;
 

@@ -31,6 +31,15 @@ waitnode() { # PATH PID
 	done
 }
 
+waitlog() { # FILE TEXT PID: a server is ready once it logged TEXT
+	i=0
+	until grep -q "$2" "$1" 2>/dev/null; do
+		i=$((i + 1))
+		{ [ $i -le 600 ] && kill -0 "$3" 2>/dev/null; } || { cat "$1" >&2; fail "no '$2' in $1"; }
+		sleep 0.05
+	done
+}
+
 stop() { # PID...
 	for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "$@"; do wait "$p" 2>/dev/null || true; done
@@ -98,7 +107,7 @@ while [ $rep -le "$REPS" ]; do
 	kernel_cm
 	"$B/rdmaconn" -l "$LL1%veth1" > /tmp/rdmaconn.log 2>&1 &
 	kpid=$!
-	sleep 0.5
+	waitlog /tmp/rdmaconn.log listening $kpid
 	K="-s $LL1%veth0 -b $LL0%veth0"
 	# shellcheck disable=SC2086 # a list of flags
 	{
@@ -109,7 +118,7 @@ while [ $rep -le "$REPS" ]; do
 	stop $kpid
 	"$B/rdmaconn" -l "$LL1%veth1" -q > /tmp/rdmaconn.log 2>&1 &
 	kpid=$!
-	sleep 0.5
+	waitlog /tmp/rdmaconn.log listening $kpid
 	# shellcheck disable=SC2086 # a list of flags
 	out "$B/rdmaconn" $K -n "$SEQ" -w 1 -L k-seq-qp -q
 	stop $kpid
@@ -118,7 +127,7 @@ while [ $rep -le "$REPS" ]; do
 	start_ucmd
 	"$B/ucmd" exec -- "$B/ucmclient" -l $SID -d rxe1 -n 0 --libibcm -w 0 > /tmp/srv.log 2>&1 &
 	spid=$!
-	sleep 0.5
+	waitlog /tmp/srv.log "listening on" $spid
 	conn_ucmd warm --no-verbs -G $LL0 -n 3
 	conn_ucmd u-seq --no-verbs -G $LL0 -n "$SEQ"
 	conn_ucmd u-win50 --no-verbs -G $LL0 -n $((WIN / 50)) -P 50
