@@ -31,6 +31,7 @@ type traceFlags struct {
 	buffer    int
 	commID    string
 	serviceID string
+	ibLink    string
 }
 
 func newTraceCmd(g *globalFlags) *cobra.Command {
@@ -53,8 +54,10 @@ service id or comm id filter follows the connection: its REP, RTU, DREQ,
 
 -w FILE writes a pcapng capture that Wireshark and tshark read: RoCEv2
 frames (Ethernet/IP/UDP 4791/BTH/DETH/MAD/ICRC) on RoCE ports,
-LINKTYPE_INFINIBAND frames (LRH, GRH, BTH, DETH, MAD, ICRC, VCRC) on IB
-ports, rebuilt from what umad reports (docs/trace.md says how). --json
+on IB ports the LRH frames (LRH, GRH, BTH, DETH, MAD, ICRC, VCRC) in ERF
+InfiniBand records, which Wireshark decodes (--ib-linktype infiniband:
+LINKTYPE_INFINIBAND, which Wireshark 4.0 does not); rebuilt from what umad
+reports (docs/trace.md says how). --json
 prints the events as JSON lines, which -r reads back. --ladder draws each
 connection's message sequence as two columns when the trace ends.
 
@@ -84,6 +87,7 @@ were lost where.`,
 	fs.IntVar(&tf.buffer, "buffer", trace.DefaultBuffer, "the daemon's buffer for this trace, in `MADs` (at most 65536)")
 	fs.StringVar(&tf.commID, "comm-id", "", "only this connection: a local or remote comm `ID` (filter comm-id)")
 	fs.StringVar(&tf.serviceID, "service-id", "", "only connections to this service `ID` (filter service-id)")
+	fs.StringVar(&tf.ibLink, "ib-linktype", "erf", "IB ports' frames in -w: erf (ERF InfiniBand records, which Wireshark decodes) or infiniband (LINKTYPE_INFINIBAND, which Wireshark 4.0 does not)")
 	return cmd
 }
 
@@ -110,6 +114,9 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 		if ef.ServiceID != nil {
 			f.ServiceID = ef.ServiceID
 		}
+	}
+	if tf.ibLink != "erf" && tf.ibLink != "infiniband" {
+		return fmt.Errorf("--ib-linktype %q: want erf or infiniband", tf.ibLink)
 	}
 	if tf.buffer <= 0 || tf.buffer > trace.MaxBuffer {
 		return fmt.Errorf("--buffer %d: want 1 to %d", tf.buffer, trace.MaxBuffer)
@@ -156,6 +163,9 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 		}
 		defer capFile.Close()
 		capture = trace.NewCapture(capFile)
+		if tf.ibLink == "infiniband" {
+			capture.IBLinkType = trace.LinkTypeInfiniBand
+		}
 	}
 	out := bufio.NewWriter(cmd.OutOrStdout())
 	defer out.Flush()

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -18,7 +19,27 @@ import (
 const (
 	LinkTypeEthernet   = layers.LinkTypeEthernet // RoCE ports: RoCEv2 frames
 	LinkTypeInfiniBand = layers.LinkType(247)    // LINKTYPE_INFINIBAND: IB ports, from the LRH
+	LinkTypeERF        = layers.LinkType(197)    // LINKTYPE_ERF: IB ports, an ERF InfiniBand record around the LRH frame
 )
+
+// erfTypeInfiniBand is the ERF record type of an InfiniBand packet that
+// starts with its LRH (TYPE_INFINIBAND).
+const erfTypeInfiniBand = 21
+
+// erfRecord wraps an IB frame in the 16-byte ERF record header: the
+// timestamp (32.32 fixed point seconds, little-endian), the type, flags
+// (variable length), the record and wire lengths (big-endian).
+func erfRecord(t time.Time, frame []byte) []byte {
+	b := make([]byte, 16, 16+len(frame))
+	ns := uint64(t.UnixNano())
+	sec, frac := ns/1e9, ns%1e9
+	binary.LittleEndian.PutUint64(b[0:], sec<<32|(frac<<32)/1e9)
+	b[8] = erfTypeInfiniBand
+	b[9] = 0x04 // varying record length
+	binary.BigEndian.PutUint16(b[10:], uint16(16+len(frame)))
+	binary.BigEndian.PutUint16(b[14:], uint16(len(frame)))
+	return append(b, frame...)
+}
 
 // Header sizes and values of the frames the capture reconstructs.
 const (
@@ -294,10 +315,20 @@ var ngOptions = pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{
 }}
 
 // Capture writes Events as a pcapng file: one interface per device port
-// (named "rxe0:1", Ethernet for RoCE ports, LINKTYPE_INFINIBAND for IB
-// ones), one packet per MAD that was on the wire (sent, retransmitted,
-// received, dropped; not refused sends, timeouts or loss markers).
+// (named "rxe0:1"; Ethernet for RoCE ports; for IB ports LINKTYPE_ERF, or
+// LINKTYPE_INFINIBAND when IBLinkType says so), one packet per MAD that was
+// on the wire (sent, retransmitted, received, dropped; not refused sends,
+// timeouts or loss markers).
+//
+// IB ports default to ERF because Wireshark (4.0 at least) maps
+// LINKTYPE_INFINIBAND to no dissector ("WTAP_ENCAP = 0") while it decodes
+// an ERF InfiniBand record, the format Mellanox's ibdump writes, from the
+// LRH on.
 type Capture struct {
+	// IBLinkType is LinkTypeERF (the default when zero) or
+	// LinkTypeInfiniBand: how IB ports' frames are written.
+	IBLinkType layers.LinkType
+
 	w      io.Writer
 	ng     *pcapgo.NgWriter
 	intf   map[string]int
@@ -329,7 +360,11 @@ func (c *Capture) Write(ev *Event) error {
 	name := fmt.Sprintf("%s:%d", ev.Dev, ev.Port)
 	lt := LinkTypeEthernet
 	if ev.Link == LinkIB {
-		lt = LinkTypeInfiniBand
+		lt = c.IBLinkType
+		if lt != LinkTypeInfiniBand {
+			lt = LinkTypeERF
+			frame = erfRecord(ev.Time, frame)
+		}
 	}
 	id, ok := c.intf[name]
 	if !ok {

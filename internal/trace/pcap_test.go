@@ -54,6 +54,9 @@ func TestCaptureRoundTrip(t *testing.T) {
 			t.Fatalf("packet %d: %v", i, err)
 		}
 		f, _ := Frame(&ev)
+		if ev.Link == LinkIB {
+			f = erfRecord(ev.Time, f)
+		}
 		if !bytes.Equal(data, f) {
 			t.Errorf("packet %d differs from its frame", i)
 		}
@@ -70,7 +73,7 @@ func TestCaptureRoundTrip(t *testing.T) {
 	for i, want := range []struct {
 		name string
 		lt   layers.LinkType
-	}{{"rxe0:1", layers.LinkTypeEthernet}, {"mlx5_0:1", LinkTypeInfiniBand}} {
+	}{{"rxe0:1", layers.LinkTypeEthernet}, {"mlx5_0:1", LinkTypeERF}} {
 		intf, err := r.Interface(i)
 		if err != nil || intf.Name != want.name || intf.LinkType != want.lt {
 			t.Errorf("interface %d: %+v, %v; want %s %v", i, intf, err, want.name, want.lt)
@@ -107,5 +110,35 @@ func TestCaptureEmpty(t *testing.T) {
 	}
 	if _, _, err := r.ReadPacketData(); err != io.EOF {
 		t.Errorf("empty capture: %v", err)
+	}
+}
+
+// An IB frame in its ERF record: type 21 (InfiniBand), variable length,
+// the record and wire lengths, the time as 32.32 fixed point; with
+// IBLinkType LinkTypeInfiniBand the frame is written bare.
+func TestERFRecord(t *testing.T) {
+	ev := ibEvent(false)
+	ev.Time = time.Unix(0x6b0f4cc0, 500_000_000)
+	f, _ := Frame(&ev)
+	r := erfRecord(ev.Time, f)
+	want := unhex(t, "00000080 c04c0f6b 15 04 0132 0000 0122")
+	if !bytes.Equal(r[:16], want) || !bytes.Equal(r[16:], f) {
+		t.Fatalf("ERF header %x, want %x", r[:16], want)
+	}
+
+	var buf bytes.Buffer
+	c := NewCapture(&buf)
+	c.IBLinkType = LinkTypeInfiniBand
+	if err := c.Write(&ev); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	rd, err := pcapgo.NewNgReader(&buf, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := rd.ReadPacketData()
+	if err != nil || !bytes.Equal(data, f) || rd.LinkType() != LinkTypeInfiniBand {
+		t.Fatalf("bare IB frame: %v, link type %v", err, rd.LinkType())
 	}
 }
