@@ -2,6 +2,7 @@ package cmcore
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,18 @@ func BenchmarkHandshake(b *testing.B) { benchHandshake(b, nil) }
 // BenchmarkHandshakeObserved: BenchmarkHandshake with an Observer that
 // copies each event's MAD, as a trace subscriber would.
 func BenchmarkHandshakeObserved(b *testing.B) { benchHandshake(b, &copyObserver{}) }
+
+// BenchmarkHandshakeIdleObserver: with an Observer that returns after one
+// atomic load, as the daemon's trace hub does with no `ucmd trace` running.
+func BenchmarkHandshakeIdleObserver(b *testing.B) { benchHandshake(b, &idleObserver{}) }
+
+type idleObserver struct{ subscribers atomic.Int32 }
+
+func (o *idleObserver) ObserveMAD(*MADEvent) {
+	if o.subscribers.Load() == 0 {
+		return
+	}
+}
 
 type copyObserver struct {
 	mu  sync.Mutex
