@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -23,13 +22,13 @@ import (
 // The channel starts as the *os.File it was given, read through Go's
 // runtime poller, which is what the CUSE_INIT handshake uses (it honours
 // the caller's context). For serving, detach moves it off the runtime
-// poller to a raw descriptor that the readers wait on themselves, each
-// blocked in epoll_wait(2) on its own epoll instance holding the channel
-// with EPOLLEXCLUSIVE: the kernel wakes exactly one waiting reader per
-// request, directly, as it wakes one of libfuse's threads blocked in
-// read(2), with no wake-up of the runtime's poller thread and no goroutine
-// hand-off on the way. An eventfd in every epoll instance wakes them all
-// to stop.
+// poller to a raw descriptor in blocking mode that the readers block in
+// read(2) on, as libfuse's threads do: the kernel wakes exactly one
+// waiting reader per request, directly, and hands it the request in that
+// same system call, with no wake-up of the runtime's poller thread and no
+// goroutine hand-off on the way. Nothing interrupts a read(2) blocked on
+// /dev/cuse but a request or the connection's end, so Server.stop wakes
+// the readers with requests of its own (wake).
 type channel struct {
 	name string
 
@@ -42,12 +41,11 @@ type channel struct {
 	readFn func(fd uintptr) bool
 
 	// After detach. fdMu keeps fd from being closed (and its number
-	// reused) under a write or read in progress.
+	// reused) under a write in progress; readers need no lock, because
+	// the Server closes the channel only once every reader has returned.
 	fdMu   sync.RWMutex
-	fd     int // -1 once closed
-	stopfd int // eventfd, readable once the readers must stop
-	// noExclusive is set once the kernel refused EPOLLEXCLUSIVE.
-	noExclusive atomic.Bool
+	fd     int  // -1 once closed
+	socket bool // a socketpair (tests): shutdown(2) wakes its readers
 
 	writers sync.Pool // of *writeOp
 }
@@ -63,7 +61,7 @@ func newChannel(f *os.File) (*channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuse channel %s: %w", f.Name(), err)
 	}
-	c := &channel{name: f.Name(), f: f, rc: rc, fd: -1, stopfd: -1}
+	c := &channel{name: f.Name(), f: f, rc: rc, fd: -1}
 	c.readFn = func(fd uintptr) bool {
 		for {
 			c.rn, c.rerr = unix.Read(int(fd), c.rbuf)
@@ -97,9 +95,9 @@ func (c *channel) read(b []byte) (int, error) {
 var errChannelEOF = errors.New("cuse channel closed by the other end")
 
 // detach takes the channel off the runtime poller: it keeps a duplicate of
-// the descriptor (same open file, still non-blocking) and closes the
-// *os.File, which removes the file from the runtime's epoll set. Left
-// there, every request would also wake the runtime's poller thread.
+// the descriptor (same open file), closes the *os.File, which removes the
+// file from the runtime's epoll set (left there, every request would also
+// wake the runtime's poller thread), and puts the file in blocking mode.
 func (c *channel) detach() error {
 	var fd int
 	var derr error
@@ -111,18 +109,21 @@ func (c *channel) detach() error {
 	if derr != nil {
 		return os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", derr)
 	}
-	stopfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		unix.Close(fd)
-		return os.NewSyscallError("eventfd", err)
-	}
 	if err := c.f.Close(); err != nil {
 		unix.Close(fd)
-		unix.Close(stopfd)
 		return err
 	}
 	c.f, c.rc = nil, nil
-	c.fd, c.stopfd = fd, stopfd
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return os.NewSyscallError("fcntl F_SETFL", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return os.NewSyscallError("fstat", err)
+	}
+	c.fd, c.socket = fd, st.Mode&unix.S_IFMT == unix.S_IFSOCK
 	return nil
 }
 
@@ -139,87 +140,22 @@ func (c *channel) close() error {
 		return nil
 	}
 	err := unix.Close(c.fd)
-	unix.Close(c.stopfd)
-	c.fd, c.stopfd = -1, -1
+	c.fd = -1
 	if err != nil {
 		return os.NewSyscallError("close", err)
 	}
 	return nil
 }
 
-// waiter is one reader's epoll instance.
-type waiter struct {
-	ep     int
-	events [2]unix.EpollEvent
-}
-
-// newWaiter makes an epoll instance with the channel (EPOLLIN, exclusive
-// wake-ups) and the stop eventfd.
-func (c *channel) newWaiter() (*waiter, error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		return nil, os.NewSyscallError("epoll_create1", err)
-	}
-	c.fdMu.RLock()
-	defer c.fdMu.RUnlock()
-	if c.fd < 0 {
-		unix.Close(ep)
-		return nil, os.ErrClosed
-	}
-	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.stopfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.stopfd)}); err != nil {
-		unix.Close(ep)
-		return nil, os.NewSyscallError("epoll_ctl", err)
-	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.fd)}
-	exclusive := !c.noExclusive.Load()
-	if exclusive {
-		ev.Events |= unix.EPOLLEXCLUSIVE
-	}
-	err = unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.fd, &ev)
-	if err == unix.EINVAL && exclusive {
-		// Before Linux 4.5: every waiting reader wakes; one wins.
-		c.noExclusive.Store(true)
-		ev.Events &^= unix.EPOLLEXCLUSIVE
-		err = unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.fd, &ev)
-	}
-	if err != nil {
-		unix.Close(ep)
-		return nil, os.NewSyscallError("epoll_ctl", err)
-	}
-	return &waiter{ep: ep}, nil
-}
-
-func (w *waiter) close() { unix.Close(w.ep) }
-
-// wait blocks the calling goroutine's thread in epoll_wait until the
-// channel may have a request or the readers are told to stop.
-func (w *waiter) wait() error {
-	for {
-		_, err := unix.EpollWait(w.ep, w.events[:], -1)
-		if err != unix.EINTR {
-			if err != nil {
-				return os.NewSyscallError("epoll_wait", err)
-			}
-			return nil
-		}
-	}
-}
-
-// readNow reads one message into b without waiting; unix.EAGAIN if there
-// is none.
-func (c *channel) readNow(b []byte) (int, error) {
-	c.fdMu.RLock()
-	defer c.fdMu.RUnlock()
-	if c.fd < 0 {
-		return 0, os.ErrClosed
-	}
+// readBlocking reads one message into b, blocking the calling goroutine's
+// thread in read(2) until the kernel hands it one. Only after detach, and
+// only by readers (see the channel's doc for why it takes no lock).
+func (c *channel) readBlocking(b []byte) (int, error) {
 	for {
 		n, err := unix.Read(c.fd, b)
 		switch {
 		case err == unix.EINTR:
 			continue
-		case err == unix.EAGAIN:
-			return 0, err
 		case err != nil:
 			return 0, os.NewSyscallError("read", err)
 		case n == 0:
@@ -229,15 +165,15 @@ func (c *channel) readNow(b []byte) (int, error) {
 	}
 }
 
-// wakeAll makes every reader's wait return, now and from then on.
-func (c *channel) wakeAll() {
+// shutdownRead ends every read on a socketpair channel, now and later,
+// with end of file; false for /dev/cuse, which has no such call.
+func (c *channel) shutdownRead() bool {
+	if !c.socket {
+		return false
+	}
 	c.fdMu.RLock()
 	defer c.fdMu.RUnlock()
-	if c.stopfd >= 0 {
-		var one [8]byte
-		*(*uint64)(unsafe.Pointer(&one[0])) = 1
-		unix.Write(c.stopfd, one[:])
-	}
+	return c.fd >= 0 && unix.Shutdown(c.fd, unix.SHUT_RD) == nil
 }
 
 // writeOp holds one writev's header and iovecs; pooled, so that a reply

@@ -28,6 +28,19 @@ type Config struct {
 	// Logger receives protocol problems (malformed requests, failed
 	// replies). nil means slog.Default().
 	Logger *slog.Logger
+
+	// Node is where the device node appears, "" meaning /dev/DevName.
+	// Close opens it to wake the readers blocked in read(2): on
+	// /dev/cuse only a request wakes them.
+	Node string
+}
+
+// node is Node or its default.
+func (c Config) node() string {
+	if c.Node != "" {
+		return c.Node
+	}
+	return "/dev/" + c.DevName
 }
 
 // DefaultMaxIO is the default MaxRead and MaxWrite.

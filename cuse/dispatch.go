@@ -241,6 +241,12 @@ func (s *Server) open(r *request) {
 		s.bad(r, err)
 		return
 	}
+	if s.stopping.Load() {
+		// Shutting down: no new files (and the open that wakes a
+		// reader blocked in read(2), see wakeReaders, gets this).
+		s.reply(r, -int32(unix.ENODEV), nil, nil)
+		return
+	}
 	s.mu.Lock()
 	s.nextFh++
 	f := &file{s: s, fh: s.nextFh, openFlags: in.Flags}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,14 +35,12 @@ type Server struct {
 
 	handlers sync.WaitGroup
 
-	// The readers (see reader). rmu serialises reading and registering
-	// requests, so that an INTERRUPT is never handled before the request
-	// it names, read earlier, is registered; it also guards idle.
-	rmu      sync.Mutex
-	idle     int // readers not serving a request
-	maxIdle  int // more idle readers than this exit
+	// The readers (see reader).
+	idle     atomic.Int32 // readers in (or on their way to) read(2)
+	maxIdle  int32        // more idle readers than this exit
 	stopping atomic.Bool
 	readers  sync.WaitGroup
+	stuck    bool // readers could not be woken at shutdown: keep the channel open
 
 	mu        sync.Mutex
 	inflight  map[uint64]*request // by unique
@@ -105,7 +104,7 @@ func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server
 		log:      cfg.Logger.With("dev", cfg.DevName),
 		cfg:      cfg,
 		bufLen:   max(wire.FUSE_MIN_READ_BUFFER, wire.SizeofMaxRequestHeader+int(cfg.MaxWrite)),
-		maxIdle:  max(4, runtime.GOMAXPROCS(0)),
+		maxIdle:  int32(max(4, runtime.GOMAXPROCS(0))),
 		inflight: make(map[uint64]*request),
 		files:    make(map[uint64]*file),
 		done:     make(chan struct{}),
@@ -221,17 +220,15 @@ func (s *Server) Serve() error {
 	s.serving = true
 	s.mu.Unlock()
 
-	s.rmu.Lock()
-	s.idle = 1
+	s.idle.Store(1)
 	s.readers.Add(1)
 	go s.reader()
-	s.rmu.Unlock()
 	err := <-s.readErr
 	s.stop()
 	// Readers serving a request finish it (cancelled) and exit; the
-	// others are woken by stop.
+	// others are woken by wakeReaders.
 	s.cancelAll()
-	s.readers.Wait()
+	s.wakeReaders()
 	s.shutdown()
 	close(s.done)
 	return err
@@ -244,31 +241,30 @@ func (s *Server) isClosed() bool {
 }
 
 // reader is one of the readers, as in libfuse's multi-threaded loop: it
-// waits for a request (its thread blocked in the kernel, which wakes one
-// waiting reader per request), serves it itself, and waits again. Before
-// serving, a reader that leaves no other reader idle starts a new one, so
-// a request that blocks (a GET_EVENT for minutes) never holds up the next:
-// every request is still served in its own goroutine. After serving, a
-// reader beyond maxIdle idle ones exits. With one request at a time the
-// reply thus leaves from the thread the kernel woke, and a round trip
-// costs no goroutine hand-off, no runtime poller and no wake-up of another
-// thread (cross-CPU wake-ups dominate a CUSE round trip).
+// blocks in read(2) on the channel (the kernel wakes one waiting reader
+// per request and hands it the request), serves the request itself, and
+// reads again. Before serving, a reader that leaves no other reader idle
+// starts a new one, so a request that blocks (a GET_EVENT for minutes)
+// never holds up the next: every request is still served in its own
+// goroutine. After serving, a reader beyond maxIdle idle ones exits. With
+// one request at a time a round trip is thus two system calls, read and
+// the reply's writev, on the thread the kernel woke, with no goroutine
+// hand-off and no wake-up of another thread (cross-CPU wake-ups dominate a
+// CUSE round trip).
+//
+// Requests are registered (dispatch) after the read, not under a lock
+// held across it, so an INTERRUPT read by one reader can overtake the
+// registration of the request it names, read just before by another: it
+// is then answered EAGAIN, which makes the kernel queue it again (see
+// interrupt), and the next delivery finds the request.
 func (s *Server) reader() {
 	defer s.readers.Done()
-	w, err := s.ch.newWaiter()
-	if err != nil {
-		s.rmu.Lock()
-		s.idle--
-		s.rmu.Unlock()
-		s.fail(fmt.Errorf("cuse %s: %w", s.cfg.DevName, err))
-		return
-	}
-	defer w.close()
 	buf := make([]byte, s.bufLen)
 	for {
-		r, err := s.next(w, buf)
-		if r == nil {
-			if err != nil {
+		n, err := s.ch.readBlocking(buf)
+		if err != nil {
+			s.idle.Add(-1)
+			if !s.stopping.Load() {
 				// ENODEV or ECONNABORTED: the kernel aborted the
 				// connection (for example through
 				// /sys/class/cuse/*/abort); EOF: the peer is gone.
@@ -276,68 +272,90 @@ func (s *Server) reader() {
 			}
 			return
 		}
+		r := s.dispatch(buf[:n])
+		if r == nil {
+			continue // an INTERRUPT, or dropped; still idle
+		}
+		if s.idle.Add(-1) == 0 && !s.stopping.Load() {
+			// The last idle reader takes this request: start
+			// another before serving it.
+			s.idle.Add(1)
+			s.readers.Add(1)
+			go s.reader()
+		}
 		s.serve(r)
-		s.rmu.Lock()
-		if s.idle >= s.maxIdle || s.stopping.Load() {
-			s.rmu.Unlock()
+		if s.stopping.Load() || s.idle.Load() >= s.maxIdle {
 			return
 		}
-		s.idle++
-		s.rmu.Unlock()
+		s.idle.Add(1)
 	}
 }
 
-// next returns the next request to serve, read into buf; nil when the
-// reader must exit, with the channel's error if it failed. The reader
-// counts as idle until next returns.
-//
-// It waits first and reads after: a reader coming back from serving goes
-// straight back into epoll_wait, where the kernel can hand it the next
-// request, instead of leaving that window to wake another reader. A
-// request that came in meanwhile is still found: the reader's epoll
-// instance is level-triggered and has already queued it.
-func (s *Server) next(w *waiter, buf []byte) (*request, error) {
+// wakeReaders waits for the readers to return, waking those blocked in
+// read(2): on a socketpair with shutdown(2); on /dev/cuse, where nothing
+// else interrupts that read, by opening the device node, once per blocked
+// reader: each open is a request, answered ENODEV (see open), after which
+// its reader returns. Should that not work (the node is gone), it writes
+// the device's abort attribute, which ends the connection as closing the
+// channel would. Readers still blocked after that are left alone, and the
+// channel is not closed under them.
+func (s *Server) wakeReaders() {
+	done := make(chan struct{})
+	go func() {
+		s.readers.Wait()
+		close(done)
+	}()
+	if s.ch.shutdownRead() {
+		<-done
+		return
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(wakeTimeout)
+	aborted := false
 	for {
-		if !s.stopping.Load() {
-			if err := w.wait(); err != nil {
-				s.rmu.Lock()
-				s.idle--
-				s.rmu.Unlock()
-				return nil, err
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			for range s.idle.Load() {
+				go s.openNode()
 			}
-		}
-		s.rmu.Lock()
-		if s.stopping.Load() {
-			s.idle--
-			s.rmu.Unlock()
-			return nil, nil
-		}
-		n, err := s.ch.readNow(buf)
-		switch {
-		case err == unix.EAGAIN:
-			// Another reader took it.
-			s.rmu.Unlock()
-			continue
-		case err != nil:
-			s.idle--
-			s.rmu.Unlock()
-			return nil, err
-		}
-		r := s.dispatch(buf[:n])
-		if r != nil {
-			s.idle--
-			if s.idle == 0 {
-				// The last idle reader takes this request: start
-				// another before serving it.
-				s.idle++
-				s.readers.Add(1)
-				go s.reader()
+		case <-deadline:
+			if !aborted {
+				aborted = true
+				s.log.Warn("cuse: readers did not wake up; aborting the connection", "node", s.cfg.node())
+				s.abort()
+				deadline = time.After(wakeTimeout)
+				continue
 			}
+			s.log.Error("cuse: readers still blocked in read(2); leaving the channel open", "readers", s.idle.Load())
+			s.mu.Lock()
+			s.stuck = true
+			s.mu.Unlock()
+			return
 		}
-		s.rmu.Unlock()
-		if r != nil {
-			return r, nil
-		}
+	}
+}
+
+// wakeTimeout bounds each of wakeReaders' two ways of waking readers.
+const wakeTimeout = 2 * time.Second
+
+// openNode opens the device node once, which makes the kernel send a
+// reader an OPEN; a stopping Server answers it ENODEV.
+func (s *Server) openNode() {
+	fd, err := unix.Open(s.cfg.node(), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+}
+
+// abort writes the CUSE device's abort attribute (cuse_class_abort_store):
+// the kernel ends the connection, and every blocked read fails with ENODEV.
+func (s *Server) abort() {
+	path := "/sys/class/cuse/" + strings.ReplaceAll(s.cfg.DevName, "/", "!") + "/abort"
+	if err := os.WriteFile(path, []byte("1"), 0); err != nil {
+		s.log.Warn("cuse: aborting the connection", "err", err)
 	}
 }
 
@@ -354,12 +372,9 @@ func (s *Server) fail(err error) {
 	s.stop()
 }
 
-// stop tells every reader to exit (a serving one once it has answered).
-func (s *Server) stop() {
-	if s.stopping.CompareAndSwap(false, true) {
-		s.ch.wakeAll()
-	}
-}
+// stop tells every reader to exit once it has answered what it serves;
+// wakeReaders then wakes those blocked in read(2).
+func (s *Server) stop() { s.stopping.Store(true) }
 
 // Close stops Serve, which answers the requests in flight and releases open
 // files, then closes the channel; the kernel then removes the device node,
@@ -381,6 +396,12 @@ func (s *Server) Close() error {
 	} else {
 		s.shutdown()
 		close(s.done)
+	}
+	s.mu.Lock()
+	stuck := s.stuck
+	s.mu.Unlock()
+	if stuck {
+		return fmt.Errorf("cuse %s: readers blocked in read(2) could not be woken; channel left open", s.cfg.DevName)
 	}
 	if err := s.ch.close(); err != nil {
 		return fmt.Errorf("cuse %s: closing channel: %w", s.cfg.DevName, err)

@@ -469,7 +469,8 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 		return fmt.Errorf("ucm device for %s: %w", dev.Name(), err)
 	}
 	name := fmt.Sprintf("infiniband/ucm%d", i)
-	cc := cuse.Config{DevName: name, Logger: log}
+	// Node: where Close opens the node to wake the CUSE readers.
+	cc := cuse.Config{DevName: name, Logger: log, Node: filepath.Join(d.cfg.DevDir, name)}
 	if d.cfg.FixedNumbers {
 		cc.Major, cc.Minor = UCMMajor, uint32(UCMBaseMinor+i)
 	}
