@@ -39,8 +39,11 @@
 // after decoding a request, so nothing of ucm or cmcore is skipped. The
 // application uses no blocking call: its file is O_NONBLOCK, and the
 // file's cuse.Waker (ucm calls Wake when it queues an event) marks it
-// readable; the driving goroutine then runs it, GET_EVENT until EAGAIN, as
-// an epoll loop would.
+// readable; the driving goroutine then runs it as an event loop would
+// (poll, GET_EVENT while readable). On the real clock (Config.RealClock)
+// each application runs on its own goroutine instead, woken the same way,
+// concurrently with every CM's receive goroutine, as hosts of a real
+// fabric would.
 //
 // For the listener storm the listening application either reads a REQ only
 // when it accepts it (MRA off or the CM's: the REQs wait in ucm's event

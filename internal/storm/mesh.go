@@ -572,6 +572,7 @@ func destroyAll(ctx context.Context, n *simNet, nodes []*stack, deadline time.Du
 		st.mu.Lock()
 		u, c := st.close()
 		st.mu.Unlock()
+		st.stop()
 		r.LeakedAfterClose += u + c
 	}
 	if _, err := n.runUntil(ctx, n.clk.Now().Add(deadline), n.onReal(func() bool { return true })); err != nil {
@@ -586,6 +587,7 @@ func destroyAll(ctx context.Context, n *simNet, nodes []*stack, deadline time.Du
 
 func (m *mesh) close() {
 	for _, nd := range m.nodes {
+		nd.stop()
 		nd.cm.Close()
 	}
 }

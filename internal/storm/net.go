@@ -49,27 +49,29 @@ type simNet struct {
 
 	// The applications woken by their file (an event queued), in wake
 	// order; run on the driving goroutine between MAD deliveries.
-	appMu  sync.Mutex
-	woken  []*stack
-	spare  []*stack
-	notify chan struct{} // real clock: an application was woken
-	errs   atomic.Int64  // commands that failed where none should
+	appMu sync.Mutex
+	woken []*stack
+	spare []*stack
+	errs  atomic.Int64 // commands that failed where none should
 }
 
-// wake queues st's application to run.
+// wake queues st's application to run: on the fake clock in the driving
+// goroutine's list, on the real one on its own goroutine (each node a host
+// with its own application running concurrently, as on a real fabric).
 func (n *simNet) wake(st *stack) {
+	if st.kick != nil {
+		select {
+		case st.kick <- struct{}{}:
+		default:
+		}
+		return
+	}
 	n.appMu.Lock()
 	if !st.woken {
 		st.woken = true
 		n.woken = append(n.woken, st)
 	}
 	n.appMu.Unlock()
-	if n.notify != nil {
-		select {
-		case n.notify <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // runApps runs every woken application until none is; it reports whether
@@ -121,7 +123,6 @@ func newRealNet(seed uint64, knobs sim.Knobs, queueLen int) *simNet {
 		clk:    clock.Real{},
 		f:      sim.New(sim.Config{Seed: seed, Clock: clock.Real{}, Knobs: knobs, QueueLen: queueLen}),
 		byPort: make(map[sim.PortID]*pumpEP),
-		notify: make(chan struct{}, 1),
 	}
 	n.f.SetTrace(n.trace)
 	return n
@@ -232,10 +233,7 @@ func (n *simNet) runUntil(ctx context.Context, deadline time.Time, stop func() b
 // waitUntil is runUntil on the real clock: it polls stop, which must be
 // set (there is no knowing when real timers are done).
 func (n *simNet) waitUntil(ctx context.Context, deadline time.Time, stop func() bool) (bool, error) {
-	t := time.NewTimer(time.Millisecond)
-	defer t.Stop()
 	for {
-		n.runApps()
 		if stop() {
 			return true, nil
 		}
@@ -245,11 +243,7 @@ func (n *simNet) waitUntil(ctx context.Context, deadline time.Time, stop func() 
 		if time.Now().After(deadline) {
 			return false, fmt.Errorf("storm: deadline passed")
 		}
-		t.Reset(time.Millisecond)
-		select {
-		case <-n.notify:
-		case <-t.C:
-		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -56,6 +56,9 @@ type stack struct {
 	onWake func()
 
 	woken bool // in net.woken (net.appMu)
+	// kick wakes the application's own goroutine (real clock only);
+	// closing quit ends it, done then closes.
+	kick, quit, done chan struct{}
 
 	// rejected counts the new connections ucm could not queue (its
 	// limits) and so rejected, from its log.
@@ -132,6 +135,10 @@ func (n *simNet) addStack(i int, mem *callermem.Fake, autoMRA uint8, lim ucm.Lim
 		return nil, err
 	}
 	st.file = h
+	if n.fake == nil {
+		st.kick, st.quit, st.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go st.loop()
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.lid0, err = st.createID(0); err != nil {
@@ -248,6 +255,32 @@ func (st *stack) getEvent(ev *abi.EventResp) (pd []byte, ok bool, err error) {
 		return b, true, nil
 	}
 	return nil, true, nil
+}
+
+// loop is the application's goroutine on the real clock: it runs
+// whenever its file wakes it, until quit is closed.
+func (st *stack) loop() {
+	defer close(st.done)
+	for {
+		select {
+		case <-st.kick:
+			st.mu.Lock()
+			st.run()
+			st.mu.Unlock()
+		case <-st.quit:
+			return
+		}
+	}
+}
+
+// stop ends the application's goroutine, if it has one and it runs; the
+// caller (the driving goroutine) does not hold st.mu.
+func (st *stack) stop() {
+	if st.quit != nil {
+		close(st.quit)
+		<-st.done
+		st.quit = nil
+	}
 }
 
 // readable is poll(2) on the application's file (ucm's Poll): an event
