@@ -237,7 +237,6 @@ type txn struct {
 	n    int
 	out  [3]outMAD
 	more []outMAD
-	rx   rxObs // a received MAD to observe before the sends (rx.p set: Observer on)
 }
 
 func (t *txn) send(o outMAD) {
@@ -294,18 +293,22 @@ func (cm *CM) transmit1(o *outMAD) {
 
 // unlock releases cm.mu, then sends and delivers what t collected.
 func (cm *CM) unlock(t *txn) {
-	deliver := cm.evHead < len(cm.events) && !cm.delivering
-	closed := cm.closed
-	cm.mu.Unlock()
+	deliver, closed := cm.release()
 	if !closed {
-		if t.rx.p != nil {
-			cm.observeRx(&t.rx)
-		}
 		cm.transmit(t)
 	}
 	if deliver {
 		cm.deliver()
 	}
+}
+
+// release releases cm.mu and says whether this goroutine is to deliver
+// the queued events and whether the CM is closed (nothing to send).
+func (cm *CM) release() (deliver, closed bool) {
+	deliver = cm.evHead < len(cm.events) && !cm.delivering
+	closed = cm.closed
+	cm.mu.Unlock()
+	return deliver, closed
 }
 
 // encode builds a MAD, from the pool unless it is kept for retransmission.

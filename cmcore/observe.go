@@ -129,19 +129,21 @@ func (cm *CM) observe(at time.Time, p *port, dir MADDirection, mad *hw.MAD, peer
 	madEventPool.Put(ev)
 }
 
-// rxObs is a received MAD waiting to be observed once cm.mu is released
-// (and before the answers it caused are sent).
-type rxObs struct {
-	at     time.Time // when the receive loop had it
-	p      *port
-	r      *hw.Received
-	reason string // non-empty: dropped
-}
-
-func (cm *CM) observeRx(o *rxObs) {
-	if o.reason != "" {
-		cm.observe(o.at, o.p, MADDropped, &o.r.MAD, o.r.Src, false, o.reason)
+// observeRx observes a received MAD: dropped when reason says why.
+func (cm *CM) observeRx(at time.Time, p *port, r *hw.Received, reason string) {
+	if reason != "" {
+		cm.observeReceived(at, p, MADDropped, r, reason)
 		return
 	}
-	cm.observe(o.at, o.p, MADReceived, &o.r.MAD, o.r.Src, false, "")
+	cm.observeReceived(at, p, MADReceived, r, "")
+}
+
+// observeReceived observes a received MAD through a pooled copy: were the
+// receive loop's buffer handed out, it would escape to the heap and cost
+// an allocation per MAD with no observer too.
+func (cm *CM) observeReceived(at time.Time, p *port, dir MADDirection, r *hw.Received, reason string) {
+	mad := madPool.Get().(*hw.MAD)
+	*mad = r.MAD
+	cm.observe(at, p, dir, mad, r.Src, false, reason)
+	madPool.Put(mad)
 }

@@ -27,7 +27,7 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 		cm.stats.dropped.Add(1)
 		cm.log.Debug("cmcore: dropping MAD", "port", p.num, "err", err)
 		if cm.obs != nil {
-			cm.observe(at, p, MADDropped, &r.MAD, r.Src, false, "undecodable: "+err.Error())
+			cm.observeReceived(at, p, MADDropped, r, "undecodable: "+err.Error())
 		}
 		return
 	}
@@ -61,14 +61,25 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 			cm.recvSIDRREP(&t, &in, m)
 		}
 	}
-	if cm.obs != nil {
-		// A row that neither answered nor raised an event ignored it.
-		t.rx = rxObs{at: at, p: p, r: r}
-		if t.n == 0 && len(cm.events) == nev {
-			t.rx.reason = "ignored"
-		}
+	if cm.obs == nil {
+		cm.unlock(&t)
+		return
 	}
-	cm.unlock(&t)
+	// Observed before the answers it caused are sent. A row that neither
+	// answered nor raised an event ignored it. (r goes to the observer by
+	// a copy and never into t: it must not escape the receive loop.)
+	var reason string
+	if t.n == 0 && len(cm.events) == nev {
+		reason = "ignored"
+	}
+	deliver, closed := cm.release()
+	if !closed {
+		cm.observeRx(at, p, r, reason)
+		cm.transmit(&t)
+	}
+	if deliver {
+		cm.deliver()
+	}
 }
 
 // issueREJ is cm_issue_rej: a REJ built from a received message without an
