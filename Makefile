@@ -9,7 +9,7 @@ BENCHCOUNT ?= 6
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup vm-selftest vm-bench e2e e2e-bench check run clean
+.PHONY: all build test race vet fmt fmtcheck fuzz bench vm-setup vm-selftest vm-bench e2e e2e-bench trace-check check run clean
 
 all: build
 
@@ -29,9 +29,11 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./test/e2e/
+	$(GO) vet -tags tshark ./test/tshark/
 	$(GO) vet -tags interop ./test/interop/
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./test/e2e/
+	$(STATICCHECK) -tags tshark ./test/tshark/
 	$(STATICCHECK) -tags interop ./test/interop/
 	@if command -v shellcheck >/dev/null; then \
 		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh .ci/run && shellcheck -s sh test/vm/init test/perf/guest.sh; \
@@ -68,6 +70,11 @@ vm-bench:
 # Soft-RoCE. Fails when the VM cannot run, unless E2E=skip (refused in CI).
 e2e:
 	@./test/vm/e2e.sh
+
+# tshark on the host on the capture of the last make e2e (TestTraceCapture;
+# e2e.sh runs this itself after the guest), and on golden frames.
+trace-check:
+	$(GO) test -tags tshark -count=1 -v ./test/tshark/
 
 # The e2e package's benchmarks, in the VM (real CUSE/umad round trips).
 e2e-bench:

@@ -54,6 +54,13 @@ rc=0
   env UCMD_BIN="$OUT/ucmd" UCMCLIENT_BIN="$OUT/ucmclient" UCMCLIENT32_BIN="$OUT/ucmclient32" "$OUT/e2e.test" -test.v -test.count=1 \
   -test.timeout="${test_timeout}s" ${E2E_FLAGS:-} || rc=$?
 
+# On the host, with an independent decoder: tshark reads the capture
+# TestTraceCapture left (test/tshark; skipped only when that test did not run)
+if [ "$rc" = 0 ] && [ -f "$OUT/run/scratch/trace/expected.json" ]; then
+  echo "e2e: tshark on the host: test/tshark on $OUT/run/scratch/trace"
+  (cd "$REPO" && TRACE_DIR="$OUT/run/scratch/trace" go test -tags tshark -count=1 -v ./test/tshark/) || rc=$?
+fi
+
 wall=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }')
 case $rc in
   0) echo "e2e: PASS (build + VM: $wall s)" ;;

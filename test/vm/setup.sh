@@ -27,7 +27,8 @@ export PATH=$PATH:/usr/sbin:/sbin # depmod
 
 PKGS=(qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils rdma-core
   ibverbs-utils infiniband-diags rdmacm-utils libibumad-dev libibverbs-dev librdmacm-dev fuse3
-  libfuse3-dev pkg-config gcc libc6-dev gcc-multilib util-linux coreutils shellcheck)
+  libfuse3-dev pkg-config gcc libc6-dev gcc-multilib util-linux coreutils shellcheck
+  tshark) # tshark: the host-side decode of ucmd trace's capture (make e2e)
 
 log() { echo "vm-setup: $*" >&2; }
 die() { echo "vm-setup: error: $*" >&2; exit 1; }
@@ -53,6 +54,9 @@ install_packages() {
   [ ${#missing[@]} -eq 0 ] && return 0
   [ "$(id -u)" = 0 ] || die "missing packages (${missing[*]}); run as root to install them"
   apt_update
+  # wireshark-common asks whether non-root users may capture: no (and no
+  # question: the install is non-interactive)
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   log "installing ${missing[*]}"
   apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
