@@ -27,6 +27,10 @@ const (
 	MaxBuffer     = 1 << 16
 )
 
+// MaxSubscribers bounds the traces at once (each holds up to MaxBuffer
+// MADs of memory); one more is refused with an error line.
+const MaxSubscribers = 16
+
 // Owner is one ucm id of a device as the trace resolves comm ids to
 // processes: the opener of the file that holds it.
 type Owner struct {
@@ -169,6 +173,7 @@ func (h *Hub) serveConn(c net.Conn) {
 	c.SetReadDeadline(time.Time{})
 	s := h.subscribe(req, c)
 	if s == nil {
+		fmt.Fprintf(c, "{\"error\":%q}\n", fmt.Sprintf("too many traces at once (%d) or the daemon is stopping", MaxSubscribers))
 		return
 	}
 	// The client knows it is subscribed: what it does from now on is
@@ -215,7 +220,7 @@ func (h *Hub) subscribe(req Request, w io.Writer) *sub {
 	s := &sub{hub: h, ch: make(chan record, n), quit: make(chan struct{}), w: w, filter: newMatcher(req.Filter)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	if h.closed || len(h.subs) >= MaxSubscribers {
 		return nil
 	}
 	h.subs[s] = struct{}{}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -317,3 +318,30 @@ func TestHubBadRequest(t *testing.T) {
 }
 
 func netDial(path string) (io.ReadWriteCloser, error) { return net.Dial("unix", path) }
+
+// More than MaxSubscribers traces at once: the next one is refused with
+// a reason, and one that ends makes room.
+func TestHubMaxSubscribers(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := status.ListenSocket(dir, SocketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHub(nil, nil)
+	h.Serve(ln)
+	defer h.Close()
+	var streams []*Stream
+	for range MaxSubscribers {
+		s, err := Dial(t.Context(), dir, Request{Buffer: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	if _, err := Dial(t.Context(), dir, Request{}); err == nil || !strings.Contains(err.Error(), "too many traces") {
+		t.Fatalf("trace %d: %v", MaxSubscribers+1, err)
+	}
+	for _, s := range streams {
+		s.Close()
+	}
+}
