@@ -169,6 +169,9 @@ ucmd_mads_total{device="rxe1",direction="send-failed",port="2",type="DREP"} 1
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "ucmd_mads_total"); err != nil {
 		t.Error(err)
 	}
+	if problems, err := testutil.GatherAndLint(m.Registry(), "ucmd_mads_total"); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
+	}
 }
 
 // A device's observer fills the command histogram under the command's
@@ -223,6 +226,9 @@ func TestDeviceHistograms(t *testing.T) {
 	}
 	if s := sum["ucmd_connection_setup_duration_seconds device=sim0 side=passive"]; s < 0.599 || s > 0.601 {
 		t.Errorf("passive setup sum %g s, want 0.6", s)
+	}
+	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
 	}
 }
 
