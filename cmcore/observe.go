@@ -98,7 +98,9 @@ type MADEvent struct {
 // for different ports and ids), so it must be safe for concurrent use and
 // must not block: copy what it needs and return. It may call CM and ID
 // methods. A received MAD is observed before the MADs the CM sends in
-// answer to it.
+// answer to it. A send is observed once the endpoint has taken it, so when
+// both ends are CMs of one process, its receipt may be observed first:
+// Time (taken before the send) orders them.
 type Observer interface {
 	ObserveMAD(ev *MADEvent)
 }

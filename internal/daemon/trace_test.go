@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,6 +62,9 @@ func TestTrace(t *testing.T) {
 		must(t, err)
 		evs = append(evs, e)
 	}
+	// A send is observed after the endpoint took it, so its receipt by the
+	// other end of the loopback may come first: Time orders them.
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Time.Before(evs[j].Time) })
 	want := []string{"sent REQ", "received REQ", "sent REJ", "received REJ"}
 	for i, e := range evs {
 		m := e.Decode()
