@@ -2,8 +2,10 @@ package daemon_test
 
 import (
 	"net"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
@@ -15,7 +17,12 @@ import (
 
 type attrLog struct {
 	mu  sync.Mutex
-	got []string
+	got []seenAttr
+}
+
+type seenAttr struct {
+	at   time.Time
+	what string
 }
 
 func (l *attrLog) ObserveMAD(ev *cmcore.MADEvent) {
@@ -25,13 +32,22 @@ func (l *attrLog) ObserveMAD(ev *cmcore.MADEvent) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.got = append(l.got, ev.Device.Name()+" "+ev.Dir.String()+" "+wire.AttrName(h.AttrID))
+	l.got = append(l.got, seenAttr{ev.Time, ev.Device.Name() + " " + ev.Dir.String() + " " + wire.AttrName(h.AttrID)})
 }
 
+// take returns what was seen in the order of the events' times: a send is
+// observed after the endpoint took it, so on loopback its receipt may be
+// observed first.
 func (l *attrLog) take() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.got...)
+	s := slices.Clone(l.got)
+	slices.SortStableFunc(s, func(a, b seenAttr) int { return a.at.Compare(b.at) })
+	var out []string
+	for _, x := range s {
+		out = append(out, x.what)
+	}
+	return out
 }
 
 // Config.Observers: every observer sees every CM MAD of the served
