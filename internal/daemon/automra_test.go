@@ -42,9 +42,11 @@ func TestAutoMRA(t *testing.T) {
 		id, err := cli.CreateID(2)
 		must(t, err)
 		req := cli.REQ(id, 0x5151, path, 0x100)
-		// A REQ every 2·1 + 1 ms, three retries: REQ_ERROR after ~12 ms
-		// unless an MRA extends the wait to the MRA's 69 s.
-		req.RemoteCMResponseTimeout, req.MaxCMRetries = 8, 3
+		// A REQ every 2·1 + 16 ms, 15 retries: REQ_ERROR after ~290 ms
+		// unless the MRA answering the first retransmission (at 18 ms)
+		// extends the wait to the MRA's 69 s; the margin keeps a loaded
+		// machine from turning one into the other.
+		req.RemoteCMResponseTimeout, req.MaxCMRetries = 12, 15
 		must(t, cli.SendREQ(req))
 		if _, err := srv.Expect(abi.CMREQReceived, waitFor); err != nil {
 			t.Fatal(err) // and never accepted
