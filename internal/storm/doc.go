@@ -4,7 +4,7 @@
 // `ucmd bench storm` and `ucmd bench listener` run them (Run,
 // RunListener); the Go entry points are
 //
-//	go test ./internal/storm                  # TestMesh32, TestMeshHostile, TestListenerStorm (make check)
+//	go test ./internal/storm                  # TestMesh32, TestMeshHostile, TestListenerStorm, TestListenerUCMBudget (make check)
 //	STORM_NODES=256 go test -run XXX -bench Mesh -benchtime 1x ./internal/storm
 //	STORM_MRA=off go test -run XXX -bench Listener -benchtime 1x ./internal/storm
 //
