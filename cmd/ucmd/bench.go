@@ -308,7 +308,7 @@ every id is destroyed.`,
 	f.IntVar(&cfg.Requests, "requests", 10_000, "REQs in the storm")
 	f.DurationVar(&cfg.Within, "within", 10*time.Millisecond, "the REQs are sent evenly within this time")
 	f.IntVar(&cfg.Senders, "senders", 100, "active nodes sending them")
-	f.Float64Var(&cfg.AcceptRate, "accept-rate", 1000, "new connections accepted per second (0: at once, in the handler)")
+	f.Float64Var(&cfg.AcceptRate, "accept-rate", 1000, "new connections accepted per second (0: each as soon as its REQ is read)")
 	f.StringVar(&mra, "mra", string(storm.MRAOff), "MRA policy: off, delayed, immediate or cm")
 	f.Uint8Var(&cfg.MRAServiceTimeout, "mra-timeout", 24, "MRA service timeout (5-bit IBTA time)")
 	f.IntVar(&cfg.MRAQueue, "mra-queue", 1, "immediate: send MRA when this many connections are waiting")
