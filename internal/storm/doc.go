@@ -29,8 +29,9 @@
 // queue and Budget, and the node's state counts are read as `ucmd status`
 // reads them (Device.Files).
 //
-// Why through ucm's API and not the fake CUSE kernel (cuse/cusetest): the
-// kernel adds, per command, a socket-pair round trip, a request goroutine
+// Why through ucm's API and not the fake CUSE kernel (cuse/cusetest): that
+// kernel is a test helper (cusetest.Start needs a testing.TB), so `ucmd
+// bench` could not use it at all; and it adds, per command, a socket-pair round trip, a request goroutine
 // and its reader pool, work that is cuse's (measured by its own
 // benchmarks, and the lead's performance issue), the same for every
 // command whatever the fabric's size; 1,024 fake kernels would make it
