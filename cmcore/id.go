@@ -14,51 +14,116 @@ var bgctx = context.Background()
 
 // ID is one CM id (the kernel's cm_id): a listener, a connection end or a
 // SIDR exchange. All its methods are safe for concurrent use.
+//
+// Its fields are ordered to leave no padding, and what few ids use lives
+// behind pointers (the alternate path, saved private data), so that an id
+// stays in the 256-byte size class: one per idle id and two per
+// connection (BenchmarkLiveHeapPerID, BenchmarkLiveHeapPerConnection).
 type ID struct {
 	cm      *CM
 	handler Handler
 
 	// Everything below is guarded by cm.mu.
 	context     any
-	destroyed   bool
-	state       State
-	lapState    LAPState
-	localID     uint32 // wire value
-	remoteID    uint32
 	serviceID   uint64
 	serviceMask uint64
 	tid         uint64
 
 	// Connection parameters (cm_id_priv fields).
-	qpType             QPType
-	localQPN           uint32
-	remoteQPN          uint32
-	remoteCAGUID       uint64
-	remoteQKey         uint32
+	remoteCAGUID uint64
+	timeout      time.Duration
+	port         *port
+	msg          *outMsg        // the outstanding retransmitted message
+	sidrEntry    *sidrKey       // in the SIDR dedupe table
+	alt          *AddressVector // the alternate path; nil: none (all zero)
+	saved        *savedPD       // nil: no private data saved
+	twTimer      clock.Timer    // pending timewait expiry
+	dst          hw.Address     // where this id's MADs go
+	av           AddressVector
+	localID      uint32 // wire value
+	remoteID     uint32
+	localQPN     uint32
+	remoteQPN    uint32
+	remoteQKey   uint32
+	rqPSN, sqPSN uint32
+	pkey         uint16
+	qpType       QPType
+	state        State
+	lapState     LAPState
+	destroyed    bool
+	inRemote     bool // in remoteIDs/remoteQPNs
+
 	initiatorDepth     uint8
 	responderResources uint8
-	rqPSN, sqPSN       uint32
 	pathMTU            uint8
 	retryCount         uint8
 	rnrRetryCount      uint8
 	targetAckDelay     uint8
-	pkey               uint16
-	av, altAV          AddressVector
-	port               *port
-	dst                hw.Address // where this id's MADs go
-	timeout            time.Duration
 	maxRetries         uint8
+	mraTimeout         uint8 // saved for answering duplicates (§4.6)
+}
 
-	msg       *outMsg     // the outstanding retransmitted message
-	twTimer   clock.Timer // pending timewait expiry
-	inRemote  bool        // in remoteIDs/remoteQPNs
-	sidrEntry *sidrKey    // in the SIDR dedupe table
+// savedPD is the private data an id keeps for answering duplicates
+// (§4.6): what it sent with its MRA, RTU and DREP.
+type savedPD struct{ mra, rtu, drep []byte }
 
-	// Saved for answering duplicates (§4.6).
-	mraTimeout uint8
-	mraPD      []byte
-	rtuPD      []byte
-	drepPD     []byte
+// savePD keeps a copy of pd in the field pick selects and returns it;
+// an empty pd allocates nothing.
+func (id *ID) savePD(pick func(*savedPD) *[]byte, pd []byte) []byte {
+	if len(pd) == 0 && id.saved == nil {
+		return nil
+	}
+	if id.saved == nil {
+		id.saved = new(savedPD)
+	}
+	*pick(id.saved) = clone(pd)
+	return *pick(id.saved)
+}
+
+// savedMRA, savedRTU and savedDREP are what savePD kept (nil if nothing).
+func (id *ID) savedMRA() []byte {
+	if id.saved == nil {
+		return nil
+	}
+	return id.saved.mra
+}
+
+func (id *ID) savedRTU() []byte {
+	if id.saved == nil {
+		return nil
+	}
+	return id.saved.rtu
+}
+
+func (id *ID) savedDREP() []byte {
+	if id.saved == nil {
+		return nil
+	}
+	return id.saved.drep
+}
+
+func pickMRA(s *savedPD) *[]byte  { return &s.mra }
+func pickRTU(s *savedPD) *[]byte  { return &s.rtu }
+func pickDREP(s *savedPD) *[]byte { return &s.drep }
+
+// altAV is the alternate path's address vector, zero when there is none.
+func (id *ID) altAV() AddressVector {
+	if id.alt == nil {
+		return AddressVector{}
+	}
+	return *id.alt
+}
+
+// setAltAV sets the alternate path; the zero value removes it.
+func (id *ID) setAltAV(av AddressVector) {
+	if av == (AddressVector{}) {
+		id.alt = nil
+		return
+	}
+	if id.alt == nil {
+		id.alt = new(AddressVector)
+	}
+	*id.alt = av
 }
 
 // CreateID creates an id in state IDLE with a fresh local comm ID. The

@@ -31,7 +31,7 @@ func (id *ID) SendLAP(alt *PathRecord, pd []byte) error {
 		return err
 	}
 	altAV.Timeout = ackTimeout(id.targetAckDelay, alt.PacketLifeTime)
-	id.altAV = altAV
+	id.setAltAV(altAV)
 	lap := &wire.LAP{
 		LocalCommID:             id.localID,
 		RemoteCommID:            id.remoteID,
@@ -97,7 +97,7 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 	case LAPMRALAPSent:
 		cm.sendMsg(t, in.p, in.src, in.tid, &wire.MRA{
 			LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageMRAed: msgOther,
-			ServiceTimeout: id.mraTimeout, PrivateData: id.mraPD,
+			ServiceTimeout: id.mraTimeout, PrivateData: id.savedMRA(),
 		})
 		return
 	default:
@@ -116,7 +116,7 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 	// The primary AV follows the LAP's source (cm_init_av_for_lap).
 	id.port, id.dst = in.p, in.src
 	if av, _, err := cm.avFromPath(&path); err == nil {
-		id.altAV = av
+		id.setAltAV(av)
 	}
 	id.tid = in.tid
 	id.lapState = LAPRcvd

@@ -35,7 +35,9 @@ func (id *ID) Notify(ev NotifyEvent) error {
 			err = errInval("PATH_MIG in state %v/%v", id.state, id.lapState)
 			break
 		}
-		id.av, id.altAV = id.altAV, id.av
+		alt := id.altAV()
+		id.setAltAV(id.av)
+		id.av = alt
 		if p := cm.portByNum(id.av.PortNum); p != nil {
 			id.port, id.dst = p, id.av.madAddress()
 		}

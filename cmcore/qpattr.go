@@ -77,7 +77,7 @@ func (id *ID) InitQPAttr(qpState uint8) (QPAttr, uint32, error) {
 	if id.destroyed {
 		return a, 0, errInval("init QP attr on a destroyed id")
 	}
-	hasAlt := id.altAV.DLID != 0
+	hasAlt := id.altAV().DLID != 0
 	switch qpState {
 	case QPStateInit:
 		if !connecting && st != StateREQSent && st != StateMRAREQRcvd {
@@ -142,8 +142,9 @@ func (id *ID) InitQPAttr(qpState uint8) (QPAttr, uint32, error) {
 }
 
 func (id *ID) fillAlt(a *QPAttr) {
-	a.AltAH = id.altAV
-	a.AltPortNum = id.altAV.PortNum
-	a.AltPKeyIndex = id.altAV.PKeyIndex
-	a.AltTimeout = id.altAV.Timeout
+	alt := id.altAV()
+	a.AltAH = alt
+	a.AltPortNum = alt.PortNum
+	a.AltPKeyIndex = alt.PKeyIndex
+	a.AltTimeout = alt.Timeout
 }

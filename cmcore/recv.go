@@ -128,8 +128,8 @@ func (cm *CM) recvREP(t *txn, in *rx, m *wire.REP) {
 	id.targetAckDelay = m.TargetACKDelay
 	id.remoteQKey = m.LocalQKey
 	id.av.Timeout = ackTimeout(m.TargetACKDelay, id.av.Timeout-1)
-	if id.altAV.DLID != 0 || id.altAV.IsGlobal {
-		id.altAV.Timeout = ackTimeout(m.TargetACKDelay, id.altAV.Timeout-1)
+	if id.alt != nil && (id.alt.DLID != 0 || id.alt.IsGlobal) {
+		id.alt.Timeout = ackTimeout(m.TargetACKDelay, id.alt.Timeout-1)
 	}
 	id.state = StateREPRcvd
 	cm.post(Event{
@@ -197,7 +197,7 @@ func (cm *CM) recvDREQ(t *txn, in *rx, m *wire.DREQ) {
 			id.cancelMsg()
 		}
 	case StateTimewait:
-		cm.sendMsg(t, in.p, in.src, in.tid, &wire.DREP{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.drepPD})
+		cm.sendMsg(t, in.p, in.src, in.tid, &wire.DREP{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.savedDREP()})
 		return
 	default:
 		return

@@ -97,7 +97,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 		if m.Alternate.LocalACKTimeout > 0 {
 			altAV.Timeout = m.Alternate.LocalACKTimeout
 		}
-		id.altAV = altAV
+		id.setAltAV(altAV)
 		alt = &p
 	}
 

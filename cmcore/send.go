@@ -64,7 +64,8 @@ func (id *ID) SendREQ(p *REQParams) error {
 			return err
 		}
 	}
-	id.port, id.av, id.altAV, id.dst = pt, av, altAV, av.madAddress()
+	id.port, id.av, id.dst = pt, av, av.madAddress()
+	id.setAltAV(altAV)
 	id.serviceID, id.serviceMask = p.ServiceID, ^uint64(0)
 	id.timeout = msDuration(2*convertToMs(p.Primary.PacketLifeTime) + convertToMs(p.RemoteCMResponseTimeout))
 	id.maxRetries = p.MaxCMRetries & 0xF
@@ -201,7 +202,7 @@ func (id *ID) SendRTU(pd []byte) error {
 		defer cm.mu.Unlock()
 		return errInval("send RTU in state %v", id.state)
 	}
-	id.rtuPD = clone(pd)
+	id.savePD(pickRTU, pd)
 	id.state = StateEstablished
 	cm.sendRTULocked(&t, id)
 	cm.unlock(&t)
@@ -209,7 +210,7 @@ func (id *ID) SendRTU(pd []byte) error {
 }
 
 func (cm *CM) sendRTULocked(t *txn, id *ID) {
-	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.RTU{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.rtuPD})
+	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.RTU{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.savedRTU()})
 }
 
 // SendDREQ starts a disconnect (ib_send_cm_dreq); an outstanding LAP is
@@ -251,8 +252,7 @@ func (id *ID) SendDREP(pd []byte) error {
 		defer cm.mu.Unlock()
 		return errInval("send DREP in state %v", id.state)
 	}
-	id.drepPD = clone(pd)
-	cm.sendDREPLocked(&t, id, id.drepPD)
+	cm.sendDREPLocked(&t, id, id.savePD(pickDREP, pd))
 	cm.unlock(&t)
 	return nil
 }
@@ -350,7 +350,7 @@ func (id *ID) SendMRA(serviceTimeout uint8, pd []byte) error {
 		return errInval("send MRA in state %v/%v", id.state, id.lapState)
 	}
 	id.mraTimeout = serviceTimeout & 0x1F
-	id.mraPD = clone(pd)
+	id.savePD(pickMRA, pd)
 	if serviceTimeout&MRAFlagDelay == 0 {
 		cm.sendMRALocked(&t, id, mraed)
 	}
@@ -361,7 +361,7 @@ func (id *ID) SendMRA(serviceTimeout uint8, pd []byte) error {
 func (cm *CM) sendMRALocked(t *txn, id *ID, mraed uint8) {
 	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.MRA{
 		LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageMRAed: mraed,
-		ServiceTimeout: id.mraTimeout, PrivateData: id.mraPD,
+		ServiceTimeout: id.mraTimeout, PrivateData: id.savedMRA(),
 	})
 }
 
