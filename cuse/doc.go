@@ -5,10 +5,10 @@
 //
 // The kernel forwards each such call as a FUSE request on the /dev/cuse
 // channel. A Server reads the channel with a small pool of reader
-// goroutines, as libfuse's multi-threaded loop does: each waits in the
-// kernel (epoll_wait with EPOLLEXCLUSIVE, so one request wakes one reader)
-// and serves the request it read itself, and a reader that leaves no other
-// one waiting starts another first. So every request is served in its own
+// goroutines, as libfuse's multi-threaded loop does: each blocks in
+// read(2) on the channel (the kernel wakes one reader per request and
+// hands it the request) and serves the request it read itself, and a
+// reader that leaves no other one waiting starts another first. So every request is served in its own
 // goroutine and a call that blocks never delays another, while a request
 // on an idle server costs one wake-up and no goroutine hand-off. A device implements Device and Handle;
 // the Server does the protocol: the CUSE_INIT handshake, per-file handles,
