@@ -5,13 +5,14 @@
 # the ratios. Prints one key=value line per measurement, prefixed "rep=R",
 # for test/perf/summarize.
 #
-# Usage: guest.sh BINDIR REPS PAIRS SEQ WIN PREFILL
+# Usage: guest.sh BINDIR REPS PAIRS SEQ WIN PREFILL SLICES
 #   PAIRS   write pairs per CUSE measurement
 #   SEQ     connections per one-at-a-time measurement
 #   WIN     connections per 50-in-flight measurement (a multiple of 50)
 #   PREFILL the "many ids" case of the per-command cost (1,000 is the other)
+#   SLICES  rounds per repetition of the CUSE measurements (each a sample)
 set -eu
-B=$1 REPS=$2 PAIRS=$3 SEQ=$4 WIN=$5 PREFILL=$6
+B=$1 REPS=$2 PAIRS=$3 SEQ=$4 WIN=$5 PREFILL=$6 SLICES=$7
 LL0=fe80::ff:fe00:1 LL1=fe80::ff:fe00:2 # rxe0/rxe1 GID 0 (test/vm/guest-rdma.sh)
 SID=0x1000
 log() { echo "perf: $*" >&2; }
@@ -72,19 +73,28 @@ ppid=$!
 waitnode /dev/infiniband/ucmfloor $fpid
 waitnode /dev/infiniband/ucmfloorpvw $ppid
 start_ucmd
-log "CUSE path: $REPS reps x (floor, ucmd, floor+pvw) x 1 and 4 threads, $PAIRS pairs"
-rep=1
-while [ $rep -le "$REPS" ]; do
-	for t in 1 4; do
-		n=$((PAIRS / t))
-		out "$B/cmdbench" -D /dev/infiniband/ucmfloor -m floor -n $n -t $t -p $fpid -l floor
-		out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $n -t $t -p $upid -l ucmd
-		out "$B/cmdbench" -D /dev/infiniband/ucmfloorpvw -m floorpvw -n $n -t $t -p $ppid -l floorpvw
+# Each repetition is SLICES short rounds of (floor, ucmd, floor+pvw), and
+# every round is a sample of its own (rep=...): on a busy host TCG slows
+# down in bursts, and the shorter the distance between the measurements a
+# ratio divides, the less a burst falls on one side of it.
+log "CUSE path: $REPS reps x $SLICES rounds x (floor, ucmd, floor+pvw) x 1 and 4 threads, $PAIRS pairs a rep"
+r=1
+while [ $r -le "$REPS" ]; do
+	s=1
+	while [ $s -le "$SLICES" ]; do
+		rep=$(((r - 1) * SLICES + s))
+		for t in 1 4; do
+			n=$((PAIRS / SLICES / t))
+			out "$B/cmdbench" -D /dev/infiniband/ucmfloor -m floor -n $n -t $t -p $fpid -l floor
+			out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $n -t $t -p $upid -l ucmd
+			out "$B/cmdbench" -D /dev/infiniband/ucmfloorpvw -m floorpvw -n $n -t $t -p $ppid -l floorpvw
+		done
+		s=$((s + 1))
 	done
 	# the per-command cost with 1,000 and with PREFILL live ids
 	out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $((PAIRS / 2)) -k 1000 -p $upid -l ids-1k
 	out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $((PAIRS / 2)) -k "$PREFILL" -p $upid -l ids-many
-	rep=$((rep + 1))
+	r=$((r + 1))
 done
 stop_ucmd
 stop $fpid $ppid

@@ -99,6 +99,7 @@ type figure struct {
 	What   string `json:"what"`
 	Goal   string `json:"goal,omitempty"`
 	value  func(rep) (float64, bool)
+	N      int       `json:"n"`
 	Values []float64 `json:"values"`
 	Min    float64   `json:"min"`
 	Median float64   `json:"median"`
@@ -186,7 +187,7 @@ func median(v []float64) float64 {
 
 // summary is the JSON document.
 type summary struct {
-	Reps    int       `json:"repetitions"`
+	Reps    int       `json:"samples"` // distinct sample numbers (rep=) in the input
 	Figures []*figure `json:"figures"`
 	// PerThread is the context switches per command of each busy daemon
 	// thread in the last repetition, busiest first.
@@ -208,6 +209,7 @@ func summarize(samples []sample) summary {
 				f.Values = append(f.Values, v)
 			}
 		}
+		f.N = len(f.Values)
 		if len(f.Values) > 0 {
 			f.Min, f.Max, f.Median = slices.Min(f.Values), slices.Max(f.Values), median(f.Values)
 		}
@@ -235,13 +237,13 @@ func format(v float64) string {
 
 func writeTable(w io.Writer, s summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "figure (%d repetitions in one boot)\tmedian\t[min, max]\tgoal\n", s.Reps)
+	fmt.Fprintf(tw, "figure (one boot; n samples, each from adjacent measurements)\tn\tmedian\t[min, max]\tgoal\n")
 	for _, f := range s.Figures {
 		if len(f.Values) == 0 {
-			fmt.Fprintf(tw, "%s\tmissing\t\t%s\n", f.What, f.Goal)
+			fmt.Fprintf(tw, "%s\t0\tmissing\t\t%s\n", f.What, f.Goal)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t[%s, %s]\t%s\n", f.What, format(f.Median), format(f.Min), format(f.Max), f.Goal)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t[%s, %s]\t%s\n", f.What, f.N, format(f.Median), format(f.Min), format(f.Max), f.Goal)
 	}
 	keys := make([]string, 0, len(s.PerThread))
 	for k := range s.PerThread {
@@ -249,7 +251,7 @@ func writeTable(w io.Writer, s summary) error {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(tw, "context switches per command per busy thread, %s (last repetition)\t%s\t\t\n", k, s.PerThread[k])
+		fmt.Fprintf(tw, "context switches per command per busy thread, %s (last sample)\t\t%s\t\t\n", k, s.PerThread[k])
 	}
 	return tw.Flush()
 }
