@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +42,7 @@ type serveFlags struct {
 	statusGroup  string
 	metrics      string
 	cpuProfile   string
+	traceFile    string
 }
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
@@ -64,6 +66,8 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	// For performance work (docs/perf.md), not for operators.
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (pprof)")
 	fs.MarkHidden("cpuprofile")
+	fs.StringVar(&f.traceFile, "runtime-trace", "", "write a Go runtime execution trace of the whole run to `FILE` (go tool trace)")
+	fs.MarkHidden("runtime-trace")
 	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, fmt.Sprintf("bytes all users' files, ids and events may cost the daemon together, past which commands fail with ENOMEM (0: default %d, 512 MiB)", ucm.DefaultMemoryBudget))
 }
 
@@ -184,6 +188,20 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		defer func() {
 			pprof.StopCPUProfile()
 			pf.Close()
+		}()
+	}
+	if f.traceFile != "" {
+		tf, err := os.Create(f.traceFile)
+		if err != nil {
+			return fmt.Errorf("--runtime-trace: %w", err)
+		}
+		if err := trace.Start(tf); err != nil {
+			tf.Close()
+			return fmt.Errorf("--runtime-trace: %w", err)
+		}
+		defer func() {
+			trace.Stop()
+			tf.Close()
 		}()
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)

@@ -1041,6 +1041,10 @@ static int apply_qp_state(struct conn *c, uint32_t state, int flags)
 {
 	static const char *const sn[] = { "RESET", "INIT", "RTR", "RTS" };
 	struct ucm_uverbs_qp_attr ka;
+	/* --libibcm does what an application does: without a QP it asks for
+	 * no QP attributes, and it never makes the check-only calls */
+	if (opt.libibcm && (opt.no_verbs || !c->peer_verbs || (flags & QPA_CHECK_ONLY)))
+		return 0;
 	if (ucm_init_qp_attr(c->id, state, &ka)) {
 		if ((flags & QPA_MAY_BE_GONE) && errno == EINVAL) {
 			c->note = "post-REP RTR check skipped (EINVAL: DREQ already in)";

@@ -14,7 +14,7 @@
 set -eu
 B=$1 REPS=$2 PAIRS=$3 SEQ=$4 WIN=$5 PREFILL=$6 SLICES=$7
 LL0=fe80::ff:fe00:1 LL1=fe80::ff:fe00:2 # rxe0/rxe1 GID 0 (test/vm/guest-rdma.sh)
-SID=0x1000
+SID=0x1000 SIDQP=0x2000
 log() { echo "perf: $*" >&2; }
 fail() { echo "perf: FAIL: $*" >&2; exit 1; }
 # out CMD...: runs one measurement and prints its line, or fails the run
@@ -102,11 +102,11 @@ stop $fpid $ppid
 # ---------------------------------------------------------- connection rate
 # The kernel's CM and ucmd cannot own the CM class at once: each rep loads
 # rdma_cm for the anchors, unloads it, then runs ucmd.
-conn_ucmd() { # LABEL CLIENT_ARGS...
-	label=$1
-	shift
+conn_ucmd() { # LABEL SERVICE_ID CLIENT_ARGS...
+	label=$1 sid=$2
+	shift 2
 	# shellcheck disable=SC2086 # lists of flags
-	r=$("$B/ucmd" exec -- "$B/ucmclient" -c -d rxe0 -g $LL1 -s $SID --libibcm -w 0 -T 600 "$@") ||
+	r=$("$B/ucmd" exec -- "$B/ucmclient" -c -d rxe0 -g $LL1 -s "$sid" --libibcm -w 0 -T 600 "$@") ||
 		{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "ucmd $label: the client failed"; }
 	r=$(echo "$r" | grep '^ucmclient-perf')
 	echo "rep=$rep ucmclient label=$label ${r#ucmclient-perf }"
@@ -135,14 +135,18 @@ while [ $rep -le "$REPS" ]; do
 	no_kernel_cm
 
 	start_ucmd
-	"$B/ucmd" exec -- "$B/ucmclient" -l $SID -d rxe1 -n 0 --libibcm -w 0 > /tmp/srv.log 2>&1 &
+	# CM only: a server without QPs; with QPs: one that gives each its QP
+	"$B/ucmd" exec -- "$B/ucmclient" -l $SID -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
 	spid=$!
+	"$B/ucmd" exec -- "$B/ucmclient" -l $SIDQP -d rxe1 -n 0 --libibcm -w 0 > /tmp/srvqp.log 2>&1 &
+	qpid=$!
 	waitlog /tmp/srv.log "listening on" $spid
-	conn_ucmd warm --no-verbs -G $LL0 -n 3
-	conn_ucmd u-seq --no-verbs -G $LL0 -n "$SEQ"
-	conn_ucmd u-win50 --no-verbs -G $LL0 -n $((WIN / 50)) -P 50
-	conn_ucmd u-seq-qp -M 0 -n "$SEQ"
-	stop $spid
+	waitlog /tmp/srvqp.log "listening on" $qpid
+	conn_ucmd warm $SID --no-verbs -G $LL0 -n 3
+	conn_ucmd u-seq $SID --no-verbs -G $LL0 -n "$SEQ"
+	conn_ucmd u-win50 $SID --no-verbs -G $LL0 -n $((WIN / 50)) -P 50
+	conn_ucmd u-seq-qp $SIDQP -M 0 -n "$SEQ"
+	stop $spid $qpid
 	stop_ucmd
 	rep=$((rep + 1))
 done
