@@ -121,6 +121,14 @@ func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server
 	return s, nil
 }
 
+// MaxBlockedReaders is how many of the Server's threads can be blocked in
+// read(2) on the channel at once (idle readers). Each such thread holds
+// one of the Go runtime's Ps while it waits: a process that leaves no P
+// idle makes the runtime's monitor retake one every 20 µs, which costs a
+// busy daemon a thread wake-up per request. cmd/ucmd raises GOMAXPROCS
+// by the sum of its Servers' MaxBlockedReaders (docs/perf.md).
+func (s *Server) MaxBlockedReaders() int { return int(s.maxIdle) + 1 }
+
 // ProtocolMinor is the FUSE protocol minor version agreed with the kernel.
 func (s *Server) ProtocolMinor() uint32 { return s.minor }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -210,6 +211,10 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if prev, procs, raised := spareProcs(d.MaxBlockedReaders()); raised {
+		cfg.Logger.Debug("raised GOMAXPROCS for the CUSE readers", "gomaxprocs", procs)
+		defer runtime.GOMAXPROCS(prev)
+	}
 	cfg.Logger.Info("ucmd ready", "version", cfg.Version, "fabric", cfg.Fabric, "nodes", d.Nodes(), "runtime_dir", cfg.RuntimeDir)
 	// Type=notify: READY=1 only now, with every node in place (Start waits
 	// for each), so units ordered after ucmd find them.
@@ -226,6 +231,23 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		d.Close()
 		return err
 	}
+}
+
+// spareProcs raises GOMAXPROCS by blocked, the CUSE reader threads that
+// can wait in read(2) at once, each holding one of the runtime's Ps: with
+// no P left idle, the runtime's monitor thread retakes one from a blocked
+// reader every 20 µs and wakes a thread for it, about 1.4 extra context
+// switches per request in the test VM (docs/perf.md, "The request path").
+// The readers use no CPU while they wait, so the Ps they hold are not
+// counted against the machine's cores. An explicit GOMAXPROCS is left as
+// it is. It returns the previous setting, to restore when serving ends.
+func spareProcs(blocked int) (prev, procs int, raised bool) {
+	prev = runtime.GOMAXPROCS(0)
+	if os.Getenv("GOMAXPROCS") != "" || blocked <= 0 {
+		return prev, prev, false
+	}
+	runtime.GOMAXPROCS(prev + blocked)
+	return prev, prev + blocked, true
 }
 
 func newServeCmd(g *globalFlags, f *serveFlags) *cobra.Command {

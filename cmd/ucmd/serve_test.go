@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -76,5 +79,21 @@ func TestServeMetricsListenFlag(t *testing.T) {
 		if err != nil || cfg.MetricsListen != tc.want {
 			t.Errorf("%v: MetricsListen %q, %v; want %q", tc.args, cfg.MetricsListen, err, tc.want)
 		}
+	}
+}
+
+func TestSpareProcs(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	t.Setenv("GOMAXPROCS", "")
+	os.Unsetenv("GOMAXPROCS")
+	prev, procs, raised := spareProcs(6)
+	if !raised || prev != base || procs != base+6 || runtime.GOMAXPROCS(0) != base+6 {
+		t.Fatalf("spareProcs(6) = %d, %d, %v with GOMAXPROCS now %d; want %d, %d, true", prev, procs, raised, runtime.GOMAXPROCS(0), base, base+6)
+	}
+	runtime.GOMAXPROCS(base)
+	t.Setenv("GOMAXPROCS", strconv.Itoa(base)) // the operator's choice stands
+	if _, _, raised := spareProcs(6); raised || runtime.GOMAXPROCS(0) != base {
+		t.Fatalf("spareProcs with GOMAXPROCS set raised it to %d", runtime.GOMAXPROCS(0))
 	}
 }

@@ -584,6 +584,18 @@ func (d *Daemon) writeClassTree() error {
 // the device is gone and the daemon should exit so that it is restarted.
 func (d *Daemon) Failed() <-chan error { return d.failed }
 
+// MaxBlockedReaders is the sum of the CUSE servers' MaxBlockedReaders:
+// how many of the daemon's threads can wait in read(2) at once.
+func (d *Daemon) MaxBlockedReaders() int {
+	n := 0
+	for _, s := range d.served {
+		if r, ok := s.srv.(interface{ MaxBlockedReaders() int }); ok {
+			n += r.MaxBlockedReaders()
+		}
+	}
+	return n
+}
+
 // Nodes returns the device nodes served, in order.
 func (d *Daemon) Nodes() []string {
 	var out []string
