@@ -44,6 +44,7 @@ type ID struct {
 	remoteID     uint32
 	localQPN     uint32
 	remoteQPN    uint32
+	twGen        uint32 // which timewait timer is the current one (enterTimewait)
 	remoteQKey   uint32
 	rqPSN, sqPSN uint32
 	pkey         uint16
@@ -303,10 +304,13 @@ func (cm *CM) enterTimewait(id *ID) {
 		id.twTimer = nil
 		return
 	}
-	var tm clock.Timer
-	tm = cm.clk.AfterFunc(msDuration(convertToMs(id.av.Timeout)), func() {
+	// The generation tells this timer from a later one, as comparing the
+	// timers would, without a heap cell for the closure to share.
+	id.twGen++
+	gen := id.twGen
+	id.twTimer = cm.clk.AfterFunc(msDuration(convertToMs(id.av.Timeout)), func() {
 		cm.mu.Lock()
-		if id.twTimer != tm {
+		if id.twTimer == nil || id.twGen != gen {
 			cm.mu.Unlock()
 			return
 		}
@@ -320,7 +324,6 @@ func (cm *CM) enterTimewait(id *ID) {
 		var t txn
 		cm.unlock(&t)
 	})
-	id.twTimer = tm
 }
 
 // insertRemote records (remote comm ID, CA GUID) and (remote QPN, CA GUID).

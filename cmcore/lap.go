@@ -139,6 +139,6 @@ func (cm *CM) recvAPR(t *txn, in *rx, m *wire.APR) {
 
 // isRoCE: LAP and APR are not used on RoCE; Linux drops them there.
 func (cm *CM) isRoCE(p *port) bool {
-	attr, err := p.hw.Attr()
+	attr, err := hw.AttrOf(p.hw)
 	return err == nil && attr.LinkLayer == hw.LinkEthernet
 }

@@ -87,7 +87,7 @@ func (av *AddressVector) madAddress() hw.Address {
 // ib_send_cm_req passes through).
 func (cm *CM) avFromPath(p *PathRecord) (AddressVector, *port, error) {
 	for _, pt := range cm.ports {
-		attr, err := pt.hw.Attr()
+		attr, err := hw.AttrOf(pt.hw)
 		if err != nil {
 			continue
 		}

@@ -66,7 +66,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	cm.insertRemote(id) // cannot collide: both keys were checked above
 
 	// 7-8. Paths and the QP's address vectors.
-	attr, _ := in.p.hw.Attr()
+	attr, _ := hw.AttrOf(in.p.hw)
 	primary := cm.pathFromREQ(in, &attr, m, &m.Primary, true)
 	av, _, err := cm.avFromPath(&primary)
 	if err != nil {

@@ -6,6 +6,7 @@ package cmcore
 
 import (
 	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
 )
 
 // SendSIDRREQ resolves a service ID to a UD QP (ib_send_cm_sidr_req); the
@@ -130,7 +131,7 @@ func (cm *CM) recvSIDRREP(t *txn, in *rx, m *wire.SIDRREP) {
 // pkeyAt returns the P_Key at index i of p's table (the BTH P_Key of a
 // MAD received with that index).
 func (cm *CM) pkeyAt(p *port, i uint16) uint16 {
-	attr, err := p.hw.Attr()
+	attr, err := hw.AttrOf(p.hw)
 	if err != nil || int(i) >= len(attr.PKeys) {
 		return 0
 	}

@@ -170,6 +170,24 @@ type Port interface {
 	OpenMAD(reg Registration) (Endpoint, error)
 }
 
+// SharedAttr is a Port whose attribute snapshots are immutable, replaced
+// whole when they change: AttrShared returns the current one without
+// copying its GID and P_Key tables. hw/umad and hw/sim implement it.
+type SharedAttr interface {
+	AttrShared() (PortAttr, error)
+}
+
+// AttrOf returns p's attributes for reading only: the tables are shared
+// with p when it is a SharedAttr, so the caller must not modify them. The
+// CM looks attributes up several times per connection; copying the tables
+// each time was 6 of a handshake's 39 allocations.
+func AttrOf(p Port) (PortAttr, error) {
+	if s, ok := p.(SharedAttr); ok {
+		return s.AttrShared()
+	}
+	return p.Attr()
+}
+
 // Registration names the management class, class version and methods an
 // endpoint receives.
 type Registration struct {

@@ -95,13 +95,18 @@ func (p *Port) ID() PortID { return p.id }
 
 // Attr returns a snapshot of the port's attributes.
 func (p *Port) Attr() (hw.PortAttr, error) {
-	f := p.dev.fabric
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	a := p.attr
+	a, _ := p.AttrShared()
 	a.GIDs = slices.Clone(a.GIDs)
 	a.PKeys = slices.Clone(a.PKeys)
 	return a, nil
+}
+
+// AttrShared implements hw.SharedAttr: SetGIDs replaces the table whole.
+func (p *Port) AttrShared() (hw.PortAttr, error) {
+	f := p.dev.fabric
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return p.attr, nil
 }
 
 // Counters returns a snapshot of the port's counters.

@@ -141,11 +141,18 @@ func (p *Port) UMADPath() string {
 // callers never wait for a GID table read after the first. The slices are
 // the caller's own.
 func (p *Port) Attr() (hw.PortAttr, error) {
+	a, err := p.AttrShared()
+	return cloneAttr(a), err
+}
+
+// AttrShared implements hw.SharedAttr: Attr without copying the tables; a
+// refresh replaces the snapshot whole.
+func (p *Port) AttrShared() (hw.PortAttr, error) {
 	maxAge := p.opts.withDefaults().AttrMaxAge
 	p.mu.Lock()
 	if p.attrTime.IsZero() || maxAge < 0 {
 		p.mu.Unlock()
-		return p.Refresh()
+		return p.refresh()
 	}
 	if time.Since(p.attrTime) >= maxAge && p.refreshed == nil {
 		done := make(chan struct{})
@@ -172,13 +179,19 @@ func (p *Port) Attr() (hw.PortAttr, error) {
 			p.attrTime = time.Now()
 		}()
 	}
-	a := cloneAttr(p.attr)
+	a := p.attr
 	p.mu.Unlock()
 	return a, nil
 }
 
 // Refresh reads the port's attributes from sysfs now and caches them.
 func (p *Port) Refresh() (hw.PortAttr, error) {
+	a, err := p.refresh()
+	return cloneAttr(a), err
+}
+
+// refresh is Refresh, sharing the new snapshot's tables.
+func (p *Port) refresh() (hw.PortAttr, error) {
 	a, err := p.sys.portAttr(p.dev.name, p.num, nil)
 	if err != nil {
 		return hw.PortAttr{}, err
@@ -186,7 +199,7 @@ func (p *Port) Refresh() (hw.PortAttr, error) {
 	p.mu.Lock()
 	p.attr, p.attrTime = a, time.Now()
 	p.mu.Unlock()
-	return cloneAttr(a), nil
+	return a, nil
 }
 
 func cloneAttr(a hw.PortAttr) hw.PortAttr {
