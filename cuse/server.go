@@ -40,7 +40,8 @@ type Server struct {
 	maxIdle  int32        // more idle readers than this exit
 	stopping atomic.Bool
 	readers  sync.WaitGroup
-	stuck    bool // readers could not be woken at shutdown: keep the channel open
+	stuck    bool         // readers could not be woken at shutdown: keep the channel open
+	opening  atomic.Int32 // wakeReaders' opens of the node in flight
 
 	mu        sync.Mutex
 	inflight  map[uint64]*request // by unique
@@ -326,8 +327,14 @@ func (s *Server) wakeReaders() {
 		case <-done:
 			return
 		case <-tick.C:
-			for range s.idle.Load() {
-				go s.openNode()
+			// One open in flight per blocked reader: an open blocks
+			// until a reader answers it.
+			for s.opening.Load() < s.idle.Load() {
+				s.opening.Add(1)
+				go func() {
+					defer s.opening.Add(-1)
+					s.openNode()
+				}()
 			}
 		case <-deadline:
 			if !aborted {
