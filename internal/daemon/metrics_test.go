@@ -108,19 +108,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatalf("metrics address %v", addr)
 	}
 
-	gid := net.ParseIP(fetch(t, run).Devices[0].Ports[0].GID0).To16()
-	path := conformance.LoopbackPath([16]byte(gid), 0)
-	dut, err := f.DUT("infiniband/ucm0", &path)
-	must(t, err)
-	srv, err := conformance.NewClient(dut, false)
-	must(t, err)
-	defer srv.Close()
-	cli, err := conformance.NewClient(dut, false)
-	must(t, err)
-	defer cli.Close()
-	l, err := srv.CreateID(1)
-	must(t, err)
-	must(t, srv.Listen(l, 0x5151, 0))
+	p := newPair(t, f, run)
+	srv, cli, l, path := p.srv, p.cli, p.listener, p.path
 	if err := srv.Listen(l, 0x5151, 0); conformance.Errno(err) != unix.EINVAL {
 		t.Fatalf("second LISTEN: %v", err)
 	}

@@ -1,16 +1,13 @@
 package daemon_test
 
 import (
-	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/cmcore/wire"
-	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
 )
@@ -57,28 +54,7 @@ func TestObservers(t *testing.T) {
 	f := daemontest.New(t)
 	run := t.TempDir()
 	start(t, f, daemon.Config{SimDevices: 1, RuntimeDir: run, Observers: []cmcore.Observer{&a, &b}})
-	gid := net.ParseIP(fetch(t, run).Devices[0].Ports[0].GID0).To16()
-	path := conformance.LoopbackPath([16]byte(gid), 0)
-	dut, err := f.DUT("infiniband/ucm0", &path)
-	must(t, err)
-	srv, err := conformance.NewClient(dut, false)
-	must(t, err)
-	defer srv.Close()
-	cli, err := conformance.NewClient(dut, false)
-	must(t, err)
-	defer cli.Close()
-	l, err := srv.CreateID(1)
-	must(t, err)
-	must(t, srv.Listen(l, 0x5151, 0))
-	id, err := cli.CreateID(2)
-	must(t, err)
-	must(t, cli.SendREQ(cli.REQ(id, 0x5151, path, 0x100)))
-	ev, err := srv.Expect(abi.CMREQReceived, waitFor)
-	must(t, err)
-	must(t, srv.SendInfo(abi.CmdSendREJ, ev.ID, 28, nil, nil))
-	if _, err := cli.Expect(abi.CMREJReceived, waitFor); err != nil {
-		t.Fatal(err)
-	}
+	newPair(t, f, run).reject(t)
 	want := []string{"sim0 sent REQ", "sim0 received REQ", "sim0 sent REJ", "sim0 received REJ"}
 	for name, l := range map[string]*attrLog{"first": &a, "second": &b} {
 		got := l.take()

@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ucmd/ucmd/abi"
-	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
 	"github.com/ucmd/ucmd/internal/trace"
@@ -33,28 +30,7 @@ func TestTrace(t *testing.T) {
 	must(t, err)
 	defer s.Close()
 
-	gid := net.ParseIP(fetch(t, run).Devices[0].Ports[0].GID0).To16()
-	path := conformance.LoopbackPath([16]byte(gid), 0)
-	dut, err := f.DUT("infiniband/ucm0", &path)
-	must(t, err)
-	srv, err := conformance.NewClient(dut, false)
-	must(t, err)
-	defer srv.Close()
-	cli, err := conformance.NewClient(dut, false)
-	must(t, err)
-	defer cli.Close()
-	l, err := srv.CreateID(1)
-	must(t, err)
-	must(t, srv.Listen(l, 0x5151, 0))
-	id, err := cli.CreateID(2)
-	must(t, err)
-	must(t, cli.SendREQ(cli.REQ(id, 0x5151, path, 0x100)))
-	ev, err := srv.Expect(abi.CMREQReceived, waitFor)
-	must(t, err)
-	must(t, srv.SendInfo(abi.CmdSendREJ, ev.ID, 28, nil, nil))
-	if _, err := cli.Expect(abi.CMREJReceived, waitFor); err != nil {
-		t.Fatal(err)
-	}
+	newPair(t, f, run).reject(t)
 
 	var evs []trace.Event
 	for len(evs) < 4 {
