@@ -8,14 +8,13 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
+	"github.com/ucmd/ucmd/internal/metrics/metricstest"
 )
 
 // scrape GETs the metrics endpoint at addr and parses it.
@@ -29,64 +28,27 @@ func scrape(t *testing.T, addr net.Addr) map[string]*dto.MetricFamily {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s", resp.Status)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := metricstest.Parse(resp.Body)
 	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
+		t.Fatal(err)
 	}
 	return fams
 }
 
-// value is the value of the series of family name whose labels include
-// every "name=value" of want; ok false if there is none.
+// value is the value of the first series of family name whose labels
+// include every "name=value" of want; ok false if there is none.
 func value(fams map[string]*dto.MetricFamily, name string, want ...string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
+	ms := metricstest.Find(fams, name, want...)
+	if len(ms) == 0 {
 		return 0, false
 	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for _, w := range want {
-			k, v, _ := strings.Cut(w, "=")
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
+	return metricstest.Value(ms[0]), true
 }
 
-// sum adds the values of every series of name whose labels include want.
+// sum adds the counters of every series of name whose labels include want.
 func sum(fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
 	var s float64
-	f := fams[name]
-	if f == nil {
-		return 0
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for _, w := range want {
-			k, v, _ := strings.Cut(w, "=")
-			if have[k] != v {
-				continue next
-			}
-		}
+	for _, m := range metricstest.Find(fams, name, want...) {
 		s += m.GetCounter().GetValue()
 	}
 	return s

@@ -14,12 +14,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/internal/metrics/metricstest"
 )
 
 // Issue 15 points 3 and 4 on the real kernel: `ucmd serve
@@ -57,47 +56,23 @@ func scrapeMetrics(t *testing.T, addr string) (string, map[string]*dto.MetricFam
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s, %v\n%s", resp.Status, err, b)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(string(b)))
+	fams, err := metricstest.Parse(strings.NewReader(string(b)))
 	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
+		t.Fatal(err)
 	}
 	return string(b), fams
 }
 
-// metric is the value of the one series of name whose labels include
-// every "k=v" of labels (a histogram's sample count); -1 if none.
+// metric is the total of the series of name whose labels include every
+// "k=v" of labels (a histogram's sample count); -1 if none.
 func metric(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	ms := metricstest.Find(fams, name, labels...)
+	if len(ms) == 0 {
+		return -1
+	}
 	var total float64
-	found := false
-	f := fams[name]
-	if f == nil {
-		return -1
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for _, w := range labels {
-			k, v, _ := strings.Cut(w, "=")
-			if have[k] != v {
-				continue next
-			}
-		}
-		found = true
-		switch {
-		case m.Counter != nil:
-			total += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			total += m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			total += float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	if !found {
-		return -1
+	for _, m := range ms {
+		total += metricstest.Value(m)
 	}
 	return total
 }
