@@ -8,19 +8,26 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/ucm"
 )
+
+// serveConfig parses serve's flags from args into the daemon's Config.
+func serveConfig(t *testing.T, args ...string) (daemon.Config, error) {
+	t.Helper()
+	var f serveFlags
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f.config(&globalFlags{})
+}
 
 // The limit flags reach the daemon's ucm.Limits; negative ones are refused.
 func TestServeLimitFlags(t *testing.T) {
 	parse := func(args ...string) (ucm.Limits, error) {
-		var f serveFlags
-		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-		f.register(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := f.config(&globalFlags{})
+		cfg, err := serveConfig(t, args...)
 		return cfg.Limits, err
 	}
 	l, err := parse("--max-ids", "10", "--max-events", "11", "--user-ids", "12", "--user-events", "13",
@@ -49,13 +56,7 @@ func TestServeAutoMRAFlag(t *testing.T) {
 		args []string
 		want uint8
 	}{{nil, 0}, {[]string{"--auto-mra", "24"}, 24}, {[]string{"--auto-mra", "31"}, 31}} {
-		var f serveFlags
-		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-		f.register(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := f.config(&globalFlags{})
+		cfg, err := serveConfig(t, tc.args...)
 		if err != nil || cfg.AutoMRA != tc.want {
 			t.Errorf("%v: AutoMRA %d, %v; want %d", tc.args, cfg.AutoMRA, err, tc.want)
 		}
@@ -69,13 +70,7 @@ func TestServeMetricsListenFlag(t *testing.T) {
 		args []string
 		want string
 	}{{nil, ""}, {[]string{"--metrics-listen", "127.0.0.1:0"}, "127.0.0.1:0"}, {[]string{"--metrics-listen", "[::1]:9435"}, "[::1]:9435"}} {
-		var f serveFlags
-		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-		f.register(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := f.config(&globalFlags{})
+		cfg, err := serveConfig(t, tc.args...)
 		if err != nil || cfg.MetricsListen != tc.want {
 			t.Errorf("%v: MetricsListen %q, %v; want %q", tc.args, cfg.MetricsListen, err, tc.want)
 		}
