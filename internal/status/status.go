@@ -205,22 +205,31 @@ func ListenSocket(dir, name string, opts ...Option) (net.Listener, error) {
 
 func (s *Server) serve() {
 	defer s.wg.Done()
+	AcceptLoop(s.ln, &s.wg, s.log, "status socket", func(c net.Conn) {
+		defer c.Close()
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if err := json.NewEncoder(c).Encode(s.p.Snapshot()); err != nil {
+			s.log.Debug("status socket write", "err", err)
+		}
+	})
+}
+
+// AcceptLoop serves each connection ln accepts with handle on a goroutine
+// of its own, counted in wg, until ln is closed; other accept errors are
+// logged as what's.
+func AcceptLoop(ln net.Listener, wg *sync.WaitGroup, log *slog.Logger, what string, handle func(net.Conn)) {
 	for {
-		c, err := s.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
-				s.log.Warn("status socket accept", "err", err)
+				log.Warn(what+" accept", "err", err)
 			}
 			return
 		}
-		s.wg.Add(1)
+		wg.Add(1)
 		go func() {
-			defer s.wg.Done()
-			defer c.Close()
-			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if err := json.NewEncoder(c).Encode(s.p.Snapshot()); err != nil {
-				s.log.Debug("status socket write", "err", err)
-			}
+			defer wg.Done()
+			handle(c)
 		}()
 	}
 }

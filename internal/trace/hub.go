@@ -14,6 +14,7 @@ import (
 
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/status"
 )
 
 // SocketName is the trace socket's name in the runtime directory, next to
@@ -137,20 +138,7 @@ func (h *Hub) Serve(ln net.Listener) {
 	h.mu.Unlock()
 	go func() {
 		defer h.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					h.log.Warn("trace socket accept", "err", err)
-				}
-				return
-			}
-			h.wg.Add(1)
-			go func() {
-				defer h.wg.Done()
-				h.serveConn(c)
-			}()
-		}
+		status.AcceptLoop(ln, &h.wg, h.log, "trace socket", h.serveConn)
 	}()
 }
 
