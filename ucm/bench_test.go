@@ -13,8 +13,11 @@ import (
 // kernel: two FUSE round trips over the socketpair, caller-memory copies,
 // a cmcore id created and destroyed. It uses cusetest's own synchronous
 // Write, so the figures include the CUSE server and the fake kernel.
-func BenchmarkCreateDestroyID(b *testing.B) {
-	d := fakedut.New(b, nil)
+func BenchmarkCreateDestroyID(b *testing.B) { benchCreateDestroy(b, nil) }
+
+// benchCreateDestroy is BenchmarkCreateDestroyID on a DUT built with opts.
+func benchCreateDestroy(b *testing.B, opts *fakedut.Options) {
+	d := fakedut.New(b, opts)
 	c, err := conformance.NewClient(d, false)
 	must(b, err)
 	ff := fake(c)

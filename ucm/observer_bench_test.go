@@ -51,33 +51,9 @@ func BenchmarkCommandObserver(b *testing.B) {
 		name string
 		obs  ucm.Observer
 	}{{"metrics=off", nil}, {"metrics=on", newHistObserver()}} {
-		b.Run(tc.name, func(b *testing.B) {
-			d := fakedut.New(b, &fakedut.Options{Observer: tc.obs})
-			c, err := conformance.NewClient(d, false)
-			must(b, err)
-			ff := fake(c)
-			createResp := c.Mem.Alloc(abi.CreateIDRespSize)
-			destroyResp := c.Mem.Alloc(abi.DestroyIDRespSize)
-			create := conformance.Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 1, Response: createResp})
-			destroy := conformance.Encode(abi.CmdDestroyID, 4, &abi.DestroyID{Response: destroyResp})
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, errno := ff.F.Write(ff.Caller, create); errno != 0 {
-					b.Fatal(errno)
-				}
-				id := binary.NativeEndian.Uint32(c.Mem.Read(createResp, 4))
-				binary.NativeEndian.PutUint32(destroy[abi.HeaderSize+8:], id)
-				if _, errno := ff.F.Write(ff.Caller, destroy); errno != 0 {
-					b.Fatal(errno)
-				}
-			}
-		})
+		b.Run(tc.name, func(b *testing.B) { benchCreateDestroy(b, &fakedut.Options{Observer: tc.obs}) })
 	}
 }
-
-type noWaker struct{}
-
-func (noWaker) Wake() {}
 
 // BenchmarkWriteObserver is one ATTR_ID served by the device's Write
 // itself, without the fake kernel's round trip around it, so that the
@@ -93,7 +69,7 @@ func BenchmarkWriteObserver(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			d := fakedut.New(b, &fakedut.Options{Observer: tc.obs})
 			req := cuse.Request{Caller: d.Caller}
-			h, err := d.Device.Open(b.Context(), req, noWaker{})
+			h, err := d.Device.Open(b.Context(), req, nopWaker{})
 			must(b, err)
 			defer h.Release(context.Background())
 			mem := d.Mem()
