@@ -59,27 +59,39 @@ func (p *profFlags) writeHeap() error {
 // start starts the CPU profile; stop ends it and, if atEnd, writes the
 // heap profile.
 func (p *profFlags) start(atEnd bool) (stop func() error, err error) {
-	var f *os.File
-	if p.cpu != "" {
-		if f, err = os.Create(p.cpu); err != nil {
-			return nil, err
-		}
-		if err = pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
+	stopCPU, err := recordTo(p.cpu, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		return nil, err
 	}
 	return func() error {
-		if f != nil {
-			pprof.StopCPUProfile()
-			if err := f.Close(); err != nil {
-				return err
-			}
+		if err := stopCPU(); err != nil {
+			return err
 		}
 		if atEnd && p.mem != "" {
 			return p.writeHeap()
 		}
 		return nil
+	}, nil
+}
+
+// recordTo starts a recording (a CPU profile, an execution trace) into the
+// file path; the returned func stops it and closes the file. An empty path
+// records nothing.
+func recordTo(path string, start func(io.Writer) error, stop func()) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		stop()
+		return f.Close()
 	}, nil
 }
 

@@ -177,34 +177,16 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	} else if held {
 		cfg.Logger.Debug("dropped CAP_SYS_MODULE")
 	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			pf.Close()
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			pf.Close()
-		}()
+	stopCPU, err := recordTo(f.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
 	}
-	if f.traceFile != "" {
-		tf, err := os.Create(f.traceFile)
-		if err != nil {
-			return fmt.Errorf("--runtime-trace: %w", err)
-		}
-		if err := trace.Start(tf); err != nil {
-			tf.Close()
-			return fmt.Errorf("--runtime-trace: %w", err)
-		}
-		defer func() {
-			trace.Stop()
-			tf.Close()
-		}()
+	defer stopCPU()
+	stopTrace, err := recordTo(f.traceFile, trace.Start, trace.Stop)
+	if err != nil {
+		return fmt.Errorf("--runtime-trace: %w", err)
 	}
+	defer stopTrace()
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	d, err := daemon.Start(ctx, cfg)
