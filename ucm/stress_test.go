@@ -51,7 +51,12 @@ func TestSixteenGoroutinesOneFile(t *testing.T) {
 				case <-p.Done():
 				case <-stop:
 					d.Kernel.Interrupt(p.Unique)
-					<-p.Done()
+					select {
+					case <-p.Done():
+					case <-ctx.Done():
+						fail(fmt.Errorf("getter %d: interrupted GET_EVENT never answered", g))
+						return
+					}
 				case <-ctx.Done():
 					fail(fmt.Errorf("getter %d: GET_EVENT hung", g))
 					return

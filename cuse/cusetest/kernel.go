@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +86,8 @@ type Kernel struct {
 	serveErr chan error
 	readDone chan struct{}
 	notes    chan uint64
+	resends  sync.WaitGroup // INTERRUPTs being sent again (resendInterrupt)
+	closing  atomic.Bool    // close has begun: the server may be gone
 
 	mu         sync.Mutex
 	pending    map[uint64]*Pending
@@ -268,6 +271,7 @@ func (k *Kernel) Close() error {
 }
 
 func (k *Kernel) close() {
+	k.closing.Store(true)
 	err := k.srv.Close()
 	select {
 	case serveErr := <-k.serveErr:
@@ -279,6 +283,7 @@ func (k *Kernel) close() {
 	if err != nil {
 		k.t.Errorf("cusetest: server shutdown: %v", err)
 	}
+	k.resends.Wait()
 	k.conn.Close()
 	<-k.readDone
 	for _, v := range k.Violations() {

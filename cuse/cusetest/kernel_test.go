@@ -1,6 +1,7 @@
 package cusetest
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,10 @@ func reply(unique uint64, status int32, body ...byte) []byte {
 	return append(b, body...)
 }
 
-// bareKernel is a Kernel with no server: requests go into a socket nobody
-// reads, and the test injects replies with receive.
-func bareKernel(t *testing.T) *Kernel {
+// bareKernel is a Kernel with no server: requests go into a socket only
+// the test reads (the second result), and the test injects replies with
+// receive.
+func bareKernel(t *testing.T) (*Kernel, *os.File) {
 	kernelEnd, other, err := socketpair()
 	if err != nil {
 		t.Fatal(err)
@@ -31,12 +33,12 @@ func bareKernel(t *testing.T) *Kernel {
 		notes:   make(chan uint64, 4),
 		pending: make(map[uint64]*Pending), answered: make(map[uint64]bool),
 		nextUnique: 2, nextKh: 1,
-	}
+	}, other
 }
 
 // The fake kernel must catch what the real one rejects.
 func TestKernelFlagsViolations(t *testing.T) {
-	k := bareKernel(t)
+	k, _ := bareKernel(t)
 	c := cuse.Caller{Pid: 1}
 	f := &File{k: k, Fh: 1, Kh: 7}
 	write := func() uint64 { return f.WriteAsync(c, []byte("x")).Unique }
@@ -78,6 +80,56 @@ func TestKernelFlagsViolations(t *testing.T) {
 	k.receive(reply(0, wire.FUSE_NOTIFY_POLL, 7, 0, 0, 0, 0, 0, 0, 0))
 	if kh := <-k.Notifications(); kh != 7 {
 		t.Errorf("notification for kh %d, want 7", kh)
+	}
+}
+
+// EAGAIN to an INTERRUPT is answered as fuse_dev_do_write does: the
+// INTERRUPT is sent again while its request is unanswered, and dropped
+// once it is not. Without that, a server whose INTERRUPT overtook the
+// request it names (two readers) would leave the caller blocked forever.
+func TestKernelResendsInterruptOnEAGAIN(t *testing.T) {
+	k, server := bareKernel(t)
+	f := &File{k: k, Fh: 1, Kh: 7}
+	w := f.WriteAsync(cuse.Caller{Pid: 1}, []byte("x"))
+	intr := k.Interrupt(w.Unique)
+	buf := make([]byte, 256)
+	next := func() fuse.InHeader {
+		t.Helper()
+		if err := server.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := server.Read(buf)
+		if err != nil {
+			t.Fatalf("reading what the kernel sent: %v", err)
+		}
+		h, err := wire.DecodeInHeader(buf[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := next(); h.Opcode != OpWrite {
+		t.Fatalf("first request %v, want WRITE", wire.Opcode(h.Opcode))
+	}
+	for range 2 {
+		if h := next(); h.Opcode != OpInterrupt || h.Unique != intr.Unique {
+			t.Fatalf("got %v unique %#x, want INTERRUPT %#x", wire.Opcode(h.Opcode), h.Unique, intr.Unique)
+		}
+		k.receive(reply(intr.Unique, -int32(unix.EAGAIN)))
+		if intr.Answered() {
+			t.Fatal("EAGAIN to the INTERRUPT of a pending request completed it")
+		}
+	}
+	if h := next(); h.Opcode != OpInterrupt {
+		t.Fatalf("got %v, want the INTERRUPT once more", wire.Opcode(h.Opcode))
+	}
+	k.receive(reply(w.Unique, -int32(unix.EINTR)))
+	k.receive(reply(intr.Unique, -int32(unix.EAGAIN)))
+	if r, ok := intr.WaitFor(0); !ok || r.Errno != unix.EAGAIN {
+		t.Fatalf("INTERRUPT of an answered request: %+v, %v; want EAGAIN", r, ok)
+	}
+	if v := k.Violations(); len(v) != 0 {
+		t.Errorf("violations %q", v)
 	}
 }
 

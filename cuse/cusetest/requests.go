@@ -178,11 +178,24 @@ func (k *Kernel) SendRaw(msg []byte) {
 // Interrupt sends FUSE_INTERRUPT for the request with id unique, as the
 // kernel does when the caller gets a signal. The server answers the
 // original request (normally EINTR) and not the interrupt, unless it does
-// not know the request: then the returned Pending gets EAGAIN.
+// not know the request: then, as the kernel does, the INTERRUPT is sent
+// again while the request is unanswered, and the returned Pending gets
+// EAGAIN only once it is not pending (or never was).
 func (k *Kernel) Interrupt(unique uint64) *Pending {
 	in := fuse.InterruptIn{Unique: unique}
 	return k.send(Header{Opcode: OpInterrupt, Unique: unique | wire.FUSE_INT_REQ_BIT}, replyShape{},
 		wire.AppendInterruptIn(nil, &in))
+}
+
+// resendInterrupt writes the INTERRUPT with id unique again; its Pending
+// stays in place. It runs on its own goroutine so that readLoop never
+// blocks writing while the server blocks writing a reply to it.
+func (k *Kernel) resendInterrupt(unique uint64) {
+	defer k.resends.Done()
+	in := fuse.InterruptIn{Unique: unique &^ wire.FUSE_INT_REQ_BIT}
+	if err := k.write(encode(OpInterrupt, unique, 0, cuse.Caller{}, wire.AppendInterruptIn(nil, &in))); err != nil && !k.closing.Load() {
+		k.violate("resending INTERRUPT %d: %v", unique, err)
+	}
 }
 
 // Sync returns once the server has read everything sent before it and
@@ -346,6 +359,17 @@ func (k *Kernel) receive(msg []byte) {
 	}
 	k.mu.Lock()
 	p := k.pending[oh.Unique]
+	if p != nil && p.Opcode == OpInterrupt && oh.Status == -int32(unix.EAGAIN) && len(body) == 0 &&
+		k.pending[oh.Unique&^wire.FUSE_INT_REQ_BIT] != nil {
+		// As fuse_dev_do_write does: EAGAIN to an INTERRUPT whose request
+		// is still unanswered queues the INTERRUPT again. A server with
+		// several readers may read the INTERRUPT before it has registered
+		// the request another reader read just before.
+		k.resends.Add(1)
+		k.mu.Unlock()
+		go k.resendInterrupt(oh.Unique)
+		return
+	}
 	delete(k.pending, oh.Unique)
 	twice := k.answered[oh.Unique]
 	k.answered[oh.Unique] = true
