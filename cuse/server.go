@@ -269,6 +269,7 @@ func (s *Server) isClosed() bool {
 func (s *Server) reader() {
 	defer s.readers.Done()
 	buf := make([]byte, s.bufLen)
+	served := 0
 	for {
 		n, err := s.ch.readBlocking(buf)
 		if err != nil {
@@ -297,8 +298,29 @@ func (s *Server) reader() {
 			return
 		}
 		s.idle.Add(1)
+		if served++; served%reschedEvery == 0 {
+			yield()
+		}
 	}
 }
+
+// A reader that serves request after request never passes through the
+// Go scheduler: its blocking read(2) returns on the same P it entered on.
+// The runtime's monitor (sysmon) takes a P whose goroutine has not been
+// rescheduled for 10 ms as a goroutine hogging it: it retakes the P at the
+// reader's next system call and preempts the reader, and every such
+// retake resets the monitor to polling every 20 µs. With the kernel
+// waking idle readers in turn, every busy reader hit that within 10 ms,
+// and the monitor's wake-ups came to 0.6–1.0 per command in the test VM,
+// half the daemon's context switches. Yielding to the scheduler every
+// reschedEvery requests a reader serves keeps its P's tick moving (at
+// most maxIdle+1 readers take turns, so at 250 µs a request in the VM a
+// reader yields every 4 ms or so): context switches per command 1.7–2.1 →
+// 1.36–1.43 and daemon CPU −25% (docs/perf.md). yield is a variable for
+// the test.
+const reschedEvery = 3
+
+var yield = runtime.Gosched
 
 // wakeReaders waits for the readers to return, waking those blocked in
 // read(2): on a socketpair with shutdown(2); on /dev/cuse, where nothing

@@ -1,6 +1,8 @@
 package cuse_test
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -274,5 +276,31 @@ func TestShutdownAnswersInFlightAndReleases(t *testing.T) {
 	}
 	if n := d.releasedCount(); n != 2 {
 		t.Fatalf("%d handles released at shutdown, want 2", n)
+	}
+}
+
+// A busy reader yields to the scheduler every ReschedEvery requests it
+// serves, or the runtime's monitor treats it as hogging its P (see
+// reschedEvery). Sequential requests are served by the readers in turn,
+// each yielding after its own ReschedEvery-th.
+func TestBusyReadersYield(t *testing.T) {
+	var yields atomic.Int64
+	restore := cuse.CountYields(&yields)
+	defer restore()
+	k := start(t, newTestDev())
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	const n = 120
+	for range n {
+		if _, errno := f.Write(alice, []byte("x")); errno != 0 {
+			t.Fatalf("write: %v", errno)
+		}
+	}
+	// Each reader loses fewer than ReschedEvery requests to rounding.
+	readers := int64(k.Server().MaxBlockedReaders())
+	if got, min := yields.Load(), int64(n/cuse.ReschedEvery)-readers; got < min {
+		t.Errorf("%d yields in %d requests, want at least %d", got, n, min)
+	}
+	if err := k.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
+		t.Fatal(err)
 	}
 }
