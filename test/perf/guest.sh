@@ -133,6 +133,9 @@ while [ $rep -le "$REPS" ]; do
 	out "$B/rdmaconn" $K -n "$SEQ" -w 1 -L k-seq-qp -q
 	stop $kpid
 	no_kernel_cm
+	# the umad floor under every MAD a userspace CM sends: one trip
+	# write(2) -> rxe0 -> rxe1 -> read(2), nothing above umad
+	out "$B/umadping" -a rxe0 -b rxe1 -g $LL1 -n $((SEQ * 3)) -L umad
 
 	start_ucmd
 	# CM only: a server without QPs; with QPs: one that gives each its QP

@@ -34,6 +34,8 @@ $CC $CFLAGS -o "$OUT/cusefloor" test/perf/cusefloor.c $(pkg-config --cflags --li
 $CC $CFLAGS -pthread -o "$OUT/cmdbench" test/perf/cmdbench.c
 # shellcheck disable=SC2086
 $CC $CFLAGS -o "$OUT/rdmaconn" test/perf/rdmaconn.c -lrdmacm -libverbs
+# shellcheck disable=SC2086
+$CC $CFLAGS -o "$OUT/umadping" test/perf/umadping.c
 
 echo "perf: one boot: REPS=$REPS PAIRS=$PAIRS SLICES=$SLICES SEQ=$SEQ WIN=$WIN PREFILL=$PREFILL (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 rc=0

@@ -128,6 +128,25 @@ func ratio(num, den func(rep) (float64, bool)) func(rep) (float64, bool) {
 	}
 }
 
+// per turns a rate into the time of one (1e6 / rate: µs from per-second
+// figures); times scales a value.
+func per(f func(rep) (float64, bool)) func(rep) (float64, bool) {
+	return func(r rep) (float64, bool) {
+		v, ok := f(r)
+		if !ok || v == 0 {
+			return 0, false
+		}
+		return 1e6 / v, true
+	}
+}
+
+func times(k float64, f func(rep) (float64, bool)) func(rep) (float64, bool) {
+	return func(r rep) (float64, bool) {
+		v, ok := f(r)
+		return k * v, ok
+	}
+}
+
 func figures() []*figure {
 	pair := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "us_per_pair") }
 	rate := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "pairs_per_s") }
@@ -168,6 +187,12 @@ func figures() []*figure {
 			value: field("k-burst50", "burst_conn_per_s")},
 		{Name: "ucmd_conn_per_s_seq_qp", What: "ucmd: connections/s with QPs, one at a time", value: conns("u-seq-qp")},
 		{Name: "kernel_conn_per_s_seq_qp", What: "kernel rdma_cm: connections/s with QPs, one at a time", value: conns("k-seq-qp")},
+		{Name: "umad_us_per_trip", What: "umad floor: one CM MAD, write(2) on rxe0's umad file → read(2) on rxe1's, µs",
+			value: field("umad", "us_per_trip")},
+		{Name: "kernel_us_per_conn_seq", What: "kernel rdma_cm: µs per connection, CM only, one at a time",
+			value: per(conns("k-seq"))},
+		{Name: "conn_ratio_seq_umad_bound", What: "bound on the CM-only ratio for any CM whose 5 MADs per connection go through umad: kernel µs per connection ÷ 5 umad trips",
+			value: ratio(per(conns("k-seq")), times(5, field("umad", "us_per_trip")))},
 		{Name: "ids_cost_ratio", What: "per-command cost with many live ids ÷ with 1,000", Goal: "≤ 1.2",
 			value: ratio(field(key("ids-many", "1"), "us_per_pair"), field(key("ids-1k", "1"), "us_per_pair"))},
 		{Name: "rss_bytes_per_id", What: "ucmd RSS growth per idle id (many-ids prefill)",
