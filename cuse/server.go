@@ -313,12 +313,13 @@ func (s *Server) reader() {
 // waking idle readers in turn, every busy reader hit that within 10 ms,
 // and the monitor's wake-ups came to 0.6–1.0 per command in the test VM,
 // half the daemon's context switches. Yielding to the scheduler every
-// reschedEvery requests a reader serves keeps its P's tick moving (at
-// most maxIdle+1 readers take turns, so at 250 µs a request in the VM a
-// reader yields every 4 ms or so): context switches per command 1.7–2.1 →
-// 1.36–1.43 and daemon CPU −25% (docs/perf.md). yield is a variable for
-// the test.
-const reschedEvery = 3
+// reschedEvery requests a reader serves keeps its P's tick moving. A yield
+// is not free (it wakes a spinning thread, which may take the reader over),
+// so not every request yields: in the VM, with at most maxIdle+1 readers
+// taking turns at about 110 µs a command, every 10th request of a reader is
+// every 5 ms or so; every 3rd cost more switches, every 32nd let the
+// retakes back in (docs/perf.md). yield is a variable for the test.
+const reschedEvery = 10
 
 var yield = runtime.Gosched
 

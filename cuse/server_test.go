@@ -289,7 +289,7 @@ func TestBusyReadersYield(t *testing.T) {
 	defer restore()
 	k := start(t, newTestDev())
 	f := mustOpen(t, k, alice, unix.O_RDWR)
-	const n = 120
+	const n = 30 * cuse.ReschedEvery
 	for range n {
 		if _, errno := f.Write(alice, []byte("x")); errno != 0 {
 			t.Fatalf("write: %v", errno)
