@@ -24,10 +24,13 @@ func BenchmarkHandshake(b *testing.B) { benchHandshake(b, nil) }
 func BenchmarkHandshakeObserved(b *testing.B) { benchHandshake(b, &copyObserver{}) }
 
 // BenchmarkHandshakeIdleObserver: with an Observer that returns after one
-// atomic load, as the daemon's trace hub does with no `ucmd trace` running.
+// atomic load and wants no event times, as the daemon's trace hub does
+// with no `ucmd trace` running.
 func BenchmarkHandshakeIdleObserver(b *testing.B) { benchHandshake(b, &idleObserver{}) }
 
 type idleObserver struct{ subscribers atomic.Int32 }
+
+func (o *idleObserver) WantsTime() bool { return o.subscribers.Load() > 0 }
 
 func (o *idleObserver) ObserveMAD(*MADEvent) {
 	if o.subscribers.Load() == 0 {

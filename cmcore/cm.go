@@ -265,7 +265,7 @@ func (cm *CM) transmit1(o *outMAD) {
 		cm.stats.sent.Add(1)
 		var at time.Time
 		if cm.obs != nil {
-			at = cm.clk.Now() // when the MAD was handed over
+			at = cm.obsNow() // when the MAD was handed over
 		}
 		err := o.p.ep.Send(bgctx, o.dst, o.mad)
 		if err != nil {

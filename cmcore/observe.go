@@ -72,7 +72,8 @@ func itoa(n int) string {
 type MADEvent struct {
 	// Time is the CM's clock (Options.Clock) when the MAD was handed to
 	// the endpoint, when the receive loop got it, or when the message
-	// timed out.
+	// timed out; zero while the Observer is a TimeObserver that wants
+	// none.
 	Time   time.Time
 	Device hw.Device // the CM's device
 	Port   int       // port number, from 1
@@ -105,6 +106,23 @@ type Observer interface {
 	ObserveMAD(ev *MADEvent)
 }
 
+// TimeObserver is an Observer that says whether it reads MADEvent.Time at
+// the moment. While WantsTime is false the CM does not read its clock for
+// the events, and their Time is zero: a clock read per MAD is one of the
+// costs of a connection where the clock is slow (docs/perf.md), and an
+// observer idle most of the time (a trace nobody runs) needs none. An
+// Observer that is not a TimeObserver always gets Time.
+type TimeObserver interface {
+	Observer
+	WantsTime() bool
+}
+
+// wantsTime reports whether o needs MADEvent.Time now.
+func wantsTime(o Observer) bool {
+	t, ok := o.(TimeObserver)
+	return !ok || t.WantsTime()
+}
+
 // Observers is an Observer that hands each event to every element in
 // order: how the daemon attaches several (trace, metrics).
 type Observers []Observer
@@ -114,6 +132,25 @@ func (obs Observers) ObserveMAD(ev *MADEvent) {
 	for _, o := range obs {
 		o.ObserveMAD(ev)
 	}
+}
+
+// WantsTime implements TimeObserver: whether any element wants Time.
+func (obs Observers) WantsTime() bool {
+	for _, o := range obs {
+		if wantsTime(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// obsNow is the Time of an event observed now: the CM's clock, or zero
+// while the observer reads none.
+func (cm *CM) obsNow() time.Time {
+	if !wantsTime(cm.obs) {
+		return time.Time{}
+	}
+	return cm.clk.Now()
 }
 
 var madEventPool = sync.Pool{New: func() any { return new(MADEvent) }}

@@ -229,3 +229,41 @@ func TestObservers(t *testing.T) {
 type observerFunc func(*MADEvent)
 
 func (f observerFunc) ObserveMAD(ev *MADEvent) { f(ev) }
+
+// timeObserver is a TimeObserver whose wish is set by the test.
+type timeObserver struct {
+	madLog
+	want bool
+}
+
+func (o *timeObserver) WantsTime() bool { return o.want }
+
+// A TimeObserver that wants no time gets events with a zero Time (the CM
+// reads no clock for them); one that wants it, in Observers with another
+// that does not, gets the CM's clock.
+func TestObserverWithoutTime(t *testing.T) {
+	idle := &timeObserver{}
+	h := observedHarness(t, idle)
+	must(t, h.newID().SendREQ(testREQParams()))
+	h.inject(0x77, &wire.DREQ{LocalCommID: peerComm, RemoteCommID: 0xdead, RemoteQPN: localQPN})
+	s := idle.take() // the REQ; the DREQ and the DREP answering it
+	if !sameDirs(dirs(s), []MADDirection{MADSent, MADReceived, MADSent}) {
+		t.Fatalf("observed %v", dirs(s))
+	}
+	for i, m := range s {
+		if !m.at.IsZero() {
+			t.Errorf("event %d (%v): Time %v, want zero", i, m.dir, m.at)
+		}
+	}
+
+	idle.want = true
+	other := &timeObserver{}
+	h = observedHarness(t, Observers{other, idle})
+	must(t, h.newID().SendREQ(testREQParams()))
+	for _, o := range []*timeObserver{idle, other} {
+		s := o.take()
+		if len(s) != 1 || !s[0].at.Equal(h.clk.Now()) {
+			t.Errorf("observed %+v, want one event at %v", s, h.clk.Now())
+		}
+	}
+}

@@ -20,7 +20,7 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	cm.stats.received.Add(1)
 	var at time.Time
 	if cm.obs != nil {
-		at = cm.clk.Now()
+		at = cm.obsNow()
 	}
 	h, m, err := wire.Decode(&r.MAD)
 	if err != nil {

@@ -86,7 +86,7 @@ func (cm *CM) msgTimeout(m *outMsg) {
 	if cm.obs != nil {
 		// m.mad is the message's own (never pooled) and m is no longer
 		// the id's: both stay valid after the unlock.
-		cm.observe(cm.clk.Now(), m.p, MADTimedOut, m.mad, m.dst, false, "")
+		cm.observe(cm.obsNow(), m.p, MADTimedOut, m.mad, m.dst, false, "")
 	}
 }
 

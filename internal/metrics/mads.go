@@ -17,6 +17,9 @@ type madKey struct {
 	dir    cmcore.MADDirection
 }
 
+// WantsTime implements cmcore.TimeObserver: the counters need no time.
+func (m *Metrics) WantsTime() bool { return false }
+
 // ObserveMAD implements cmcore.Observer: give m to every CM's
 // Options.Observer (daemon.Config.Observers); ev.Device names the device.
 func (m *Metrics) ObserveMAD(ev *cmcore.MADEvent) {

@@ -94,13 +94,22 @@ type record struct {
 	lost   uint64 // MADs this subscriber lost just before this one
 }
 
+// WantsTime implements cmcore.TimeObserver: event times only while
+// someone traces.
+func (h *Hub) WantsTime() bool { return h.nsubs.Load() > 0 }
+
 // ObserveMAD implements cmcore.Observer.
 func (h *Hub) ObserveMAD(ev *cmcore.MADEvent) {
 	if h.nsubs.Load() == 0 {
 		return
 	}
+	at := ev.Time
+	if at.IsZero() {
+		// The first subscriber arrived after the CM asked WantsTime.
+		at = time.Now()
+	}
 	r := record{
-		seq: h.seq.Add(1), time: ev.Time, dev: ev.Device, port: ev.Port, dir: ev.Dir,
+		seq: h.seq.Add(1), time: at, dev: ev.Device, port: ev.Port, dir: ev.Dir,
 		reason: ev.Reason, mad: *ev.MAD, peer: ev.Peer,
 	}
 	if g := ev.Peer.GRH; g != nil {

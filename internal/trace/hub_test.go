@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/cmcore/wire"
@@ -57,12 +58,16 @@ func roceDev() (*fakeDev, *fakePort) {
 var peerGRH = hw.GRH{GID: hw.GID{0xfe, 0x80, 8: 0x50, 0x54, 0x00, 0xff, 0xfe, 0xab, 0xcd, 0xef}, SGIDIndex: 1, HopLimit: 64}
 
 func observeREQ(h *Hub, dev hw.Device, dir cmcore.MADDirection, comm uint32) {
+	observeREQAt(h, dev, dir, comm, t0)
+}
+
+func observeREQAt(h *Hub, dev hw.Device, dir cmcore.MADDirection, comm uint32, at time.Time) {
 	req := testREQ()
 	req.LocalCommID = comm
 	var m hw.MAD
 	copy(m[:], testMAD(uint64(comm), req))
 	g := peerGRH
-	h.ObserveMAD(&cmcore.MADEvent{Time: t0, Device: dev, Port: 1, Dir: dir, MAD: &m, Peer: hw.Address{QPN: 1, GRH: &g}})
+	h.ObserveMAD(&cmcore.MADEvent{Time: at, Device: dev, Port: 1, Dir: dir, MAD: &m, Peer: hw.Address{QPN: 1, GRH: &g}})
 }
 
 func decodeAll(t *testing.T, b []byte) []Event {
@@ -88,6 +93,29 @@ func TestHubIdle(t *testing.T) {
 	observeREQ(h, dev, cmcore.MADSent, commA)
 	if h.Subscribers() != 0 || h.seq.Load() != 0 || port.reads != 0 {
 		t.Fatalf("idle hub did work: %d subscribers, seq %d, %d port reads", h.Subscribers(), h.seq.Load(), port.reads)
+	}
+	if h.WantsTime() {
+		t.Error("an idle hub wants event times: the CM reads its clock per MAD for nothing")
+	}
+}
+
+// With a subscriber the hub wants event times; an event that came without
+// one (the subscriber arrived after the CM asked) gets the hub's time.
+func TestHubWantsTime(t *testing.T) {
+	dev, _ := roceDev()
+	h := NewHub(nil, nil)
+	var buf bytes.Buffer
+	done, stop := h.Subscribe(Request{}, &buf)
+	if !h.WantsTime() {
+		t.Error("a subscribed hub wants no event times")
+	}
+	before := time.Now()
+	observeREQAt(h, dev, cmcore.MADSent, commA, time.Time{})
+	stop()
+	<-done
+	evs := decodeAll(t, buf.Bytes())
+	if len(evs) != 1 || evs[0].Time.Before(before) {
+		t.Fatalf("events %+v, want one timed after %v", evs, before)
 	}
 }
 
