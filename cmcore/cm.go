@@ -200,6 +200,11 @@ func (cm *CM) Count() (ids, events int) {
 
 func (cm *CM) recvLoop(ctx context.Context, p *port) {
 	defer cm.wg.Done()
+	if d, ok := p.ep.(hw.Deliverer); ok {
+		// MADs are handled on the endpoint's reading goroutine; this loop
+		// takes what was queued before, then waits for the end.
+		d.Deliver(func(r *hw.Received) { cm.handleMAD(p, r) })
+	}
 	for {
 		r, err := p.ep.Recv(ctx)
 		if err != nil {

@@ -3,6 +3,7 @@ package cmcore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,13 +53,28 @@ type fakePort struct {
 	num  int
 	attr hw.PortAttr
 	ep   *fakeEP
+	// deliverer: OpenMAD returns a hw.Deliverer (dep), whose function the
+	// test calls as the endpoint's reading goroutine would.
+	deliverer bool
+	dep       *deliverEP
 }
+
+type deliverEP struct {
+	*fakeEP
+	f atomic.Pointer[func(*hw.Received)]
+}
+
+func (e *deliverEP) Deliver(f func(*hw.Received)) { e.f.Store(&f) }
 
 func (p *fakePort) Device() hw.Device          { return p.dev }
 func (p *fakePort) Num() int                   { return p.num }
 func (p *fakePort) Attr() (hw.PortAttr, error) { return p.attr, nil }
 func (p *fakePort) OpenMAD(hw.Registration) (hw.Endpoint, error) {
 	p.ep = &fakeEP{closed: make(chan struct{})}
+	if p.deliverer {
+		p.dep = &deliverEP{fakeEP: p.ep}
+		return p.dep, nil
+	}
 	return p.ep, nil
 }
 
@@ -107,9 +123,16 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessOn(t, false)
+}
+
+// newHarnessOn is newHarness, with a port whose endpoint is a
+// hw.Deliverer if deliverer is set.
+func newHarnessOn(t *testing.T, deliverer bool) *harness {
+	t.Helper()
 	h := &harness{t: t, clk: clock.NewFake(time.Unix(1_000_000, 0))}
 	dev := &fakeDev{guid: localGUID}
-	h.port = &fakePort{dev: dev, num: 1, attr: hw.PortAttr{
+	h.port = &fakePort{dev: dev, num: 1, deliverer: deliverer, attr: hw.PortAttr{
 		LinkLayer: hw.LinkInfiniBand, State: hw.PortActive, LID: localLID,
 		GIDs:  []hw.GIDEntry{{Index: 0, GID: localGID, Type: hw.GIDTypeIB}},
 		PKeys: []uint16{0xffff, 0x8001},

@@ -267,3 +267,28 @@ func TestObserverWithoutTime(t *testing.T) {
 		}
 	}
 }
+
+// On an endpoint that is a hw.Deliverer, the CM handles MADs in the
+// function it gives Deliver (on the endpoint's reading goroutine), not
+// through Recv: a DREQ for no id handed to it is answered with a DREP.
+func TestCMUsesDeliverer(t *testing.T) {
+	h := newHarnessOn(t, true)
+	var f *func(*hw.Received)
+	for deadline := time.Now().Add(10 * time.Second); f == nil; {
+		if f = h.port.dep.f.Load(); f == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("the CM never called Deliver")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var r hw.Received
+	must(t, wire.Encode(&r.MAD, 0x77, &wire.DREQ{LocalCommID: peerComm, RemoteCommID: 0xdead, RemoteQPN: localQPN}))
+	r.Src = peerAddr
+	(*f)(&r)
+	if s := h.sent(); len(s) != 1 {
+		t.Fatalf("sent %v, want one DREP", s)
+	} else if _, ok := s[0].(*wire.DREP); !ok {
+		t.Fatalf("sent %T, want a DREP", s[0])
+	}
+}

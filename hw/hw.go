@@ -242,6 +242,21 @@ type Endpoint interface {
 	Close() error
 }
 
+// Deliverer is an Endpoint that can hand received MADs straight to a
+// function on the goroutine that reads them, instead of queueing them for
+// Recv: one goroutine hand-off less per MAD, which shows in a connection's
+// cost (docs/perf.md). After Deliver(f), f gets every MAD read from then
+// on, one at a time and in the order read; r is valid only during the call.
+// Recv still returns what was queued before (so the first MADs may be
+// handled out of order, as the fabric may deliver them anyway), then
+// blocks until the endpoint closes or fails. f must not call Close. While
+// f runs the endpoint reads nothing, so MADs wait in the kernel's queue,
+// not in a bounded one of ours.
+type Deliverer interface {
+	Endpoint
+	Deliver(f func(r *Received))
+}
+
 // ErrClosed is returned by an Endpoint used after Close.
 var ErrClosed = errors.New("hw: endpoint closed")
 

@@ -42,8 +42,8 @@ type Options struct {
 	DevDir    string // where the umadN device nodes are
 	// LocalCAAckDelay overrides DefaultLocalCAAckDelay per device name.
 	LocalCAAckDelay map[string]uint8
-	// QueueLen bounds each endpoint's receive queue; MADs beyond it are
-	// dropped and counted.
+	// QueueLen bounds each endpoint's receive queue, used until Deliver;
+	// MADs beyond it are dropped and counted.
 	QueueLen int
 	// SendFiles bounds the send files per endpoint: up to this many sends
 	// (to peers whose MAC is being resolved) proceed in parallel.

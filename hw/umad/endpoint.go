@@ -45,10 +45,12 @@ type Endpoint struct {
 	renew    func(*sendFile) (agent uint32, err error)
 
 	q        chan hw.Received
-	done     chan struct{} // closed by Close
-	readDone chan struct{} // closed when readLoop returns
-	failed   chan struct{} // closed when readLoop stops on an error
-	readErr  error         // set before failed is closed
+	inline   atomic.Pointer[func(*hw.Received)] // Deliver's function
+	rbuf     hw.Received                        // readLoop's, for inline
+	done     chan struct{}                      // closed by Close
+	readDone chan struct{}                      // closed when readLoop returns
+	failed   chan struct{}                      // closed when readLoop stops on an error
+	readErr  error                              // set before failed is closed
 
 	mu       sync.Mutex
 	closed   bool
@@ -185,7 +187,8 @@ func (e *Endpoint) readLoop() {
 	}
 }
 
-// deliver queues one packet read from the receive file.
+// deliver queues one packet read from the receive file, or hands it to
+// Deliver's function.
 func (e *Endpoint) deliver(b []byte) {
 	var h uapi.UserMADHdr
 	if h.Decode(b) != nil {
@@ -200,6 +203,16 @@ func (e *Endpoint) deliver(b []byte) {
 	}
 	if len(b)-uapi.SizeofUserMADHdr != hw.MADSize {
 		e.malformed.Add(1)
+		return
+	}
+	if f := e.inline.Load(); f != nil {
+		// A buffer of the endpoint's own: r handed to a function value
+		// from the stack would escape, an allocation per MAD.
+		r := &e.rbuf
+		copy(r.MAD[:], b[uapi.SizeofUserMADHdr:])
+		r.Src = addressFromHdr(&h)
+		e.received.Add(1)
+		(*f)(r)
 		return
 	}
 	var r hw.Received
@@ -330,6 +343,10 @@ func (e *Endpoint) release(sf *sendFile) {
 	e.idle = append(e.idle, sf)
 	e.wakeSenders()
 }
+
+// Deliver implements hw.Deliverer: the read loop calls f for every MAD
+// from now on.
+func (e *Endpoint) Deliver(f func(r *hw.Received)) { e.inline.Store(&f) }
 
 // Recv returns the next MAD; queued MADs are still returned after a read
 // error, which is reported once they are gone.

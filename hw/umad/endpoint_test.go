@@ -362,3 +362,44 @@ func TestPollLoopFallback(t *testing.T) {
 		t.Errorf("interrupted Read: %v", err)
 	}
 }
+
+// After Deliver, MADs go to the function on the reading goroutine, in
+// order, with their source; what was queued before still comes from Recv,
+// which then waits for Close.
+func TestDeliver(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkInfiniBand, Options{})
+	src := uapi.UserMADHdr{Length: 320, QPN: 1, LID: 0x12}
+	k.deliver(src, testMAD(1)[:])
+	if r := recvWithin(t, e); r.MAD != *testMAD(1) {
+		t.Fatalf("queued MAD %x", r.MAD[15])
+	}
+	got := make(chan hw.Received, 8)
+	e.Deliver(func(r *hw.Received) { got <- *r })
+	for tid := byte(2); tid < 6; tid++ {
+		k.deliver(src, testMAD(tid)[:])
+	}
+	for tid := byte(2); tid < 6; tid++ {
+		select {
+		case r := <-got:
+			if r.MAD != *testMAD(tid) || r.Src.LID != 0x12 {
+				t.Fatalf("delivered MAD %x from %+v, want %x", r.MAD[15], r.Src, tid)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("MAD %x not delivered", tid)
+		}
+	}
+	errc := make(chan error)
+	go func() {
+		_, err := e.Recv(context.Background())
+		errc <- err
+	}()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, hw.ErrClosed) {
+		t.Errorf("Recv with Deliver set, after Close: %v", err)
+	}
+	if st := e.Stats(); st.Received != 5 || st.Overflow != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
