@@ -1,15 +1,22 @@
 package cuse
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
-// CountYields makes the readers count their yields to the scheduler
-// instead of yielding, until the returned function restores them. Call it
-// before starting a Server and restore after it is closed.
-func CountYields(n *atomic.Int64) (restore func()) {
-	old := yield
+// FakeYields makes the readers count their yields to the scheduler
+// instead of yielding, and read a clock that moves only when advance is
+// called, until restore. Call it before starting a Server and restore
+// after it is closed.
+func FakeYields(n *atomic.Int64) (advance func(time.Duration), restore func()) {
+	oldYield, oldClock := yield, readerClock
+	var now atomic.Int64
 	yield = func() { n.Add(1) }
-	return func() { yield = old }
+	readerClock = now.Load
+	return func(d time.Duration) { now.Add(d.Nanoseconds()) },
+		func() { yield, readerClock = oldYield, oldClock }
 }
 
-// ReschedEvery is how many requests a reader serves between yields.
-const ReschedEvery = reschedEvery
+// YieldAfter is how long a busy reader goes between yields.
+const YieldAfter = yieldAfter

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -269,7 +270,7 @@ func (s *Server) isClosed() bool {
 func (s *Server) reader() {
 	defer s.readers.Done()
 	buf := make([]byte, s.bufLen)
-	served := 0
+	last := readerClock()
 	for {
 		n, err := s.ch.readBlocking(buf)
 		if err != nil {
@@ -298,7 +299,8 @@ func (s *Server) reader() {
 			return
 		}
 		s.idle.Add(1)
-		if served++; served%reschedEvery == 0 {
+		if now := readerClock(); now-last >= yieldAfter.Nanoseconds() {
+			last = now
 			yield()
 		}
 	}
@@ -312,15 +314,37 @@ func (s *Server) reader() {
 // retake resets the monitor to polling every 20 µs. With the kernel
 // waking idle readers in turn, every busy reader hit that within 10 ms,
 // and the monitor's wake-ups came to 0.6–1.0 per command in the test VM,
-// half the daemon's context switches. Yielding to the scheduler every
-// reschedEvery requests a reader serves keeps its P's tick moving. A yield
-// is not free (it wakes a spinning thread, which may take the reader over),
-// so not every request yields: in the VM, with at most maxIdle+1 readers
-// taking turns at about 110 µs a command, every 10th request of a reader is
-// every 5 ms or so; every 3rd cost more switches, every 32nd let the
-// retakes back in (docs/perf.md). yield is a variable for the test.
-const reschedEvery = 10
+// half the daemon's context switches. So a reader yields to the scheduler
+// once yieldAfter has passed since its last yield, after the request that
+// crossed it. A yield is not free (it wakes a spinning thread, which may
+// take the reader over), so not after every request; and the criterion is
+// time, not a count of requests, because the readers take turns: how long
+// a reader's N requests last grows with the number of readers (up to
+// GOMAXPROCS+1) and with the request's cost (docs/perf.md).
+const yieldAfter = 2 * time.Millisecond
 
+// readerClock is the clock of that decision, in ns: CLOCK_MONOTONIC_COARSE,
+// the time of the kernel's last tick, which reads no clock source (on a
+// guest whose clock source is the HPET, as the test VM's, a fine clock
+// read traps to the hypervisor); CLOCK_MONOTONIC where the ticks are
+// coarser than 4 ms (HZ < 250), too coarse for yieldAfter against sysmon's
+// 10 ms. clock_gettime never blocks, so a raw system call skips the
+// runtime's bookkeeping for blocking ones. A variable for the test.
+var readerClock = func() int64 {
+	var ts unix.Timespec
+	unix.RawSyscall(unix.SYS_CLOCK_GETTIME, readerClockID, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
+
+var readerClockID = func() uintptr {
+	var res unix.Timespec
+	if unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &res) == nil && res.Nano() <= (4*time.Millisecond).Nanoseconds() {
+		return unix.CLOCK_MONOTONIC_COARSE
+	}
+	return unix.CLOCK_MONOTONIC
+}()
+
+// yield is a variable for the test.
 var yield = runtime.Gosched
 
 // wakeReaders waits for the readers to return, waking those blocked in

@@ -279,26 +279,37 @@ func TestShutdownAnswersInFlightAndReleases(t *testing.T) {
 	}
 }
 
-// A busy reader yields to the scheduler every ReschedEvery requests it
-// serves, or the runtime's monitor treats it as hogging its P (see
-// reschedEvery). Sequential requests are served by the readers in turn,
-// each yielding after its own ReschedEvery-th.
+// A busy reader yields to the scheduler once YieldAfter has passed since
+// its last yield, or the runtime's monitor treats it as hogging its P (see
+// yieldAfter), and not before: requests while the clock stands still
+// cause no yield, and after each step of the clock by YieldAfter the
+// readers that serve the next requests yield once each.
 func TestBusyReadersYield(t *testing.T) {
 	var yields atomic.Int64
-	restore := cuse.CountYields(&yields)
+	advance, restore := cuse.FakeYields(&yields)
 	defer restore()
 	k := start(t, newTestDev())
 	f := mustOpen(t, k, alice, unix.O_RDWR)
-	const n = 30 * cuse.ReschedEvery
-	for range n {
-		if _, errno := f.Write(alice, []byte("x")); errno != 0 {
-			t.Fatalf("write: %v", errno)
+	write := func(n int) {
+		t.Helper()
+		for range n {
+			if _, errno := f.Write(alice, []byte("x")); errno != 0 {
+				t.Fatalf("write: %v", errno)
+			}
 		}
 	}
-	// Each reader loses fewer than ReschedEvery requests to rounding.
+	write(50)
+	if got := yields.Load(); got != 0 {
+		t.Fatalf("%d yields with the clock standing still", got)
+	}
 	readers := int64(k.Server().MaxBlockedReaders())
-	if got, min := yields.Load(), int64(n/cuse.ReschedEvery)-readers; got < min {
-		t.Errorf("%d yields in %d requests, want at least %d", got, n, min)
+	const steps = 10
+	for range steps {
+		advance(cuse.YieldAfter)
+		write(int(2 * readers))
+	}
+	if got := yields.Load(); got < steps || got > steps*readers {
+		t.Errorf("%d yields after %d steps of the clock, want %d to %d", got, steps, steps, steps*readers)
 	}
 	if err := k.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
 		t.Fatal(err)
