@@ -258,9 +258,10 @@ func (s *Server) isClosed() bool {
 // never holds up the next: every request is still served in its own
 // goroutine. After serving, a reader beyond maxIdle idle ones exits. With
 // one request at a time a round trip is thus two system calls, read and
-// the reply's writev, on the thread the kernel woke, with no goroutine
-// hand-off and no wake-up of another thread (cross-CPU wake-ups dominate a
-// CUSE round trip).
+// the reply's writev (and the clock read of the yield below, which blocks
+// nothing), on the thread the kernel woke, with no goroutine hand-off and
+// no wake-up of another thread (cross-CPU wake-ups dominate a CUSE round
+// trip).
 //
 // Requests are registered (dispatch) after the read, not under a lock
 // held across it, so an INTERRUPT read by one reader can overtake the
