@@ -324,14 +324,7 @@ func TestHubSocket(t *testing.T) {
 
 // A request that is not JSON gets one error line and the connection ends.
 func TestHubBadRequest(t *testing.T) {
-	dir := t.TempDir()
-	ln, err := status.ListenSocket(dir, SocketName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := NewHub(nil, nil)
-	h.Serve(ln)
-	defer h.Close()
+	dir, _ := servedHub(t)
 	c, err := netDial(filepath.Join(dir, SocketName))
 	if err != nil {
 		t.Fatal(err)
@@ -345,19 +338,27 @@ func TestHubBadRequest(t *testing.T) {
 	}
 }
 
+// servedHub is a hub serving its socket in a new directory, closed at
+// the end of the test.
+func servedHub(t *testing.T) (dir string, h *Hub) {
+	t.Helper()
+	dir = t.TempDir()
+	ln, err := status.ListenSocket(dir, SocketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = NewHub(nil, nil)
+	h.Serve(ln)
+	t.Cleanup(func() { h.Close() })
+	return dir, h
+}
+
 func netDial(path string) (io.ReadWriteCloser, error) { return net.Dial("unix", path) }
 
 // More than MaxSubscribers traces at once: the next one is refused with
 // a reason, and one that ends makes room.
 func TestHubMaxSubscribers(t *testing.T) {
-	dir := t.TempDir()
-	ln, err := status.ListenSocket(dir, SocketName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := NewHub(nil, nil)
-	h.Serve(ln)
-	defer h.Close()
+	dir, _ := servedHub(t)
 	var streams []*Stream
 	for range MaxSubscribers {
 		s, err := Dial(t.Context(), dir, Request{Buffer: 1})

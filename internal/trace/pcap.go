@@ -96,6 +96,15 @@ func Frame(ev *Event) ([]byte, error) {
 	return nil, fmt.Errorf("trace: frame for link layer %q", ev.Link)
 }
 
+// parseGIDs parses an event's source and destination GIDs.
+func parseGIDs(src, dst Endpoint) (sa, da netip.Addr, err error) {
+	if sa, err = parseGID(src.GID, "source"); err != nil {
+		return
+	}
+	da, err = parseGID(dst.GID, "destination")
+	return
+}
+
 func parseGID(s, which string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, fmt.Errorf("trace: RoCE MAD without a %s GID", which)
@@ -139,11 +148,7 @@ func macFor(a netip.Addr) [6]byte {
 }
 
 func roceFrame(ev *Event, src, dst Endpoint, pkey uint16) ([]byte, error) {
-	sa, err := parseGID(src.GID, "source")
-	if err != nil {
-		return nil, err
-	}
-	da, err := parseGID(dst.GID, "destination")
+	sa, da, err := parseGIDs(src, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -249,11 +254,7 @@ func ibFrame(ev *Event, src, dst Endpoint, pkey uint16) ([]byte, error) {
 	binary.BigEndian.PutUint16(lrh[6:], src.LID)
 	b = append(b, lrh[:]...)
 	if global {
-		sa, err := parseGID(src.GID, "source")
-		if err != nil {
-			return nil, err
-		}
-		da, err := parseGID(dst.GID, "destination")
+		sa, da, err := parseGIDs(src, dst)
 		if err != nil {
 			return nil, err
 		}
