@@ -57,7 +57,9 @@ type Device interface {
 //
 // ctx is cancelled when the client is interrupted by a signal (FUSE
 // INTERRUPT) or the server shuts down; a blocking method must then return
-// promptly. Slices passed in are valid only until the method returns.
+// promptly. ctx and the slices passed in are valid only until the method
+// returns: the server reuses them for its next request, so a goroutine the
+// method starts must not keep them.
 type Handle interface {
 	// Read serves read(2): fill dst (its length is the requested size) and
 	// return the number of bytes.

@@ -45,19 +45,41 @@ func BenchmarkWriteRoundTrip(b *testing.B) {
 // BenchmarkServerWrite isolates the server's side: a prebuilt WRITE goes
 // down a raw socketpair and the reply is read back into a fixed buffer.
 func BenchmarkServerWrite(b *testing.B) {
-	kernel, server := seqpacketTB(b)
-	defer kernel.Close()
+	write := rawWriter(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		write()
+	}
+}
+
+// TestServerWriteAllocs is the request path's promise: a WRITE costs the
+// server no allocation (each reader reuses its request, and its buffer).
+func TestServerWriteAllocs(t *testing.T) {
+	write := rawWriter(t)
+	write() // the first request may start a reader
+	if n := testing.AllocsPerRun(200, write); n != 0 {
+		t.Errorf("%v allocations per WRITE, want 0", n)
+	}
+}
+
+// rawWriter starts a Server of nopDev on a raw socketpair, opens a file,
+// and returns a function that sends it one 24-byte WRITE and reads the
+// reply, failing tb on any other answer.
+func rawWriter(tb testing.TB) func() {
+	tb.Helper()
+	kernel, server := seqpacketTB(tb)
+	tb.Cleanup(func() { kernel.Close() })
 	initReq := append(inHeader(56, cusetest.OpCuseInit, 2), make([]byte, 16)...)
 	binary.NativeEndian.PutUint32(initReq[40:], 7)
 	binary.NativeEndian.PutUint32(initReq[44:], 38)
 	kernel.Write(initReq)
 	srv, err := cuse.NewServer(context.Background(), server, cuse.Config{DevName: "bench"}, nopDev{})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
-	defer func() { srv.Close(); <-done }()
+	tb.Cleanup(func() { srv.Close(); <-done })
 	buf := make([]byte, 8192)
 	kernel.Read(buf) // CUSE_INIT reply
 
@@ -69,19 +91,18 @@ func BenchmarkServerWrite(b *testing.B) {
 	req := append(inHeader(40+40+24, cusetest.OpWrite, 6), make([]byte, 40+24)...)
 	binary.NativeEndian.PutUint64(req[40:], fh)
 	binary.NativeEndian.PutUint32(req[56:], 24)
-	b.ReportAllocs()
 	unique := uint64(6)
-	for b.Loop() {
+	return func() {
 		// The kernel never reuses an id; the server may still be retiring
 		// the previous one when the next request arrives.
 		unique += 2
 		binary.NativeEndian.PutUint64(req[8:], unique)
 		if _, err := kernel.Write(req); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		n, err := kernel.Read(buf)
 		if err != nil || n != 24 || binary.NativeEndian.Uint32(buf[16:]) != 24 {
-			b.Fatalf("reply %x, %v", buf[:n], err)
+			tb.Fatalf("reply %x, %v", buf[:n], err)
 		}
 	}
 }

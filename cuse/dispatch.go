@@ -17,8 +17,11 @@ import (
 // request is one FUSE request in flight. It is also the context its
 // Device or Handle method gets: cancelled by INTERRUPT or shutdown, with
 // its Done channel made only when a method waits on it (GET_EVENT does;
-// most commands never look), so that a request costs one allocation and
-// no registration in a parent context.
+// most commands never look), so that a request costs no registration in a
+// parent context. Each reader reuses one request for everything it reads
+// (reset), so a request costs no allocation either: once answered, it is
+// out of the inflight table, and what the Handle was given is valid only
+// until its method returns.
 type request struct {
 	hdr  fuse.InHeader
 	body []byte // after the in_header; in the reader's buffer, valid while it serves
@@ -70,6 +73,15 @@ func (r *request) cancel(cause error) {
 			close(r.doneCh)
 		}
 	}
+}
+
+// reset makes r ready for the reader's next request. Only the reader that
+// owns r calls it, after r was answered: nothing else refers to r then
+// (reply took it out of the inflight table under s.mu, and interrupt and
+// cancelAll cancel only under s.mu).
+func (r *request) reset() {
+	r.hdr, r.body, r.done = fuse.InHeader{}, nil, false
+	r.doneCh, r.cause = nil, nil
 }
 
 // cancelCause is why the request was cancelled; nil while it is not.
@@ -131,29 +143,29 @@ func (f *file) release(ctx context.Context) {
 	f.h.Release(ctx)
 }
 
-// dispatch takes one message from a reader and returns the request to
-// serve, if any. It runs with s.rmu held and never blocks on a device:
-// registering the request here, before the next read, means a later
-// INTERRUPT always finds a request that is still unanswered. The request
-// keeps pointing into the reader's buffer, which the reader does not reuse
-// before it has served the request.
-func (s *Server) dispatch(msg []byte) *request {
+// dispatch takes one message from a reader and reports whether it is a
+// request to serve, which it then decoded into r (the reader's). It never
+// blocks on a device: registering the request here, before the next read,
+// means a later INTERRUPT always finds a request that is still unanswered.
+// The request keeps pointing into the reader's buffer, which the reader
+// does not reuse before it has served the request.
+func (s *Server) dispatch(r *request, msg []byte) bool {
 	h, body, err := parseHeader(msg)
 	if err != nil {
 		s.log.Warn("cuse: dropping malformed request", "err", err)
-		return nil
+		return false
 	}
 	if wire.Opcode(h.Opcode) == wire.FUSE_INTERRUPT {
 		s.interrupt(h, body)
-		return nil
+		return false
 	}
-	r := &request{hdr: h, body: body}
 	s.mu.Lock()
 	if _, dup := s.inflight[h.Unique]; dup {
 		s.mu.Unlock()
-		s.log.Warn("cuse: dropping request reusing an unanswered unique", "op", r.op(), "unique", h.Unique)
-		return nil
+		s.log.Warn("cuse: dropping request reusing an unanswered unique", "op", wire.Opcode(h.Opcode), "unique", h.Unique)
+		return false
 	}
+	r.hdr, r.body = h, body
 	if s.cancelled {
 		// Read during shutdown: served, but already cancelled.
 		r.cause = errShutdown
@@ -161,7 +173,7 @@ func (s *Server) dispatch(msg []byte) *request {
 	s.inflight[h.Unique] = r
 	s.handlers.Add(1)
 	s.mu.Unlock()
-	return r
+	return true
 }
 
 // interrupt cancels the request a signalled client waits for; that request
@@ -174,11 +186,15 @@ func (s *Server) interrupt(h fuse.InHeader, body []byte) {
 		s.log.Warn("cuse: dropping malformed INTERRUPT", "unique", h.Unique, "err", err)
 		return
 	}
+	// Cancelled under s.mu: once out of the table the request may be
+	// reset for another one.
 	s.mu.Lock()
 	r := s.inflight[in.Unique]
-	s.mu.Unlock()
 	if r != nil {
 		r.cancel(errInterrupted)
+	}
+	s.mu.Unlock()
+	if r != nil {
 		return
 	}
 	s.writeReply(h.Unique, -int32(unix.EAGAIN), nil, nil)

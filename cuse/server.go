@@ -271,6 +271,7 @@ func (s *Server) isClosed() bool {
 func (s *Server) reader() {
 	defer s.readers.Done()
 	buf := make([]byte, s.bufLen)
+	r := new(request)
 	last := readerClock()
 	for {
 		n, err := s.ch.readBlocking(buf)
@@ -284,8 +285,7 @@ func (s *Server) reader() {
 			}
 			return
 		}
-		r := s.dispatch(buf[:n])
-		if r == nil {
+		if !s.dispatch(r, buf[:n]) {
 			continue // an INTERRUPT, or dropped; still idle
 		}
 		if s.idle.Add(-1) == 0 && !s.stopping.Load() {
@@ -296,6 +296,11 @@ func (s *Server) reader() {
 			go s.reader()
 		}
 		s.serve(r)
+		if r.done {
+			r.reset()
+		} else { // never: serve answers every request, even on a panic
+			r = new(request)
+		}
 		if s.stopping.Load() || s.idle.Load() >= s.maxIdle {
 			return
 		}

@@ -18,32 +18,45 @@ var (
 
 // Read implements Memory.
 func (ProcessVM) Read(pid int, addr uint64, dst []byte) error {
-	return transfer("read", unix.ProcessVMReadv, pid, addr, dst)
+	return transfer(false, pid, addr, dst)
 }
 
 // Write implements Memory.
 func (ProcessVM) Write(pid int, addr uint64, src []byte) error {
-	return transfer("write", unix.ProcessVMWritev, pid, addr, src)
+	return transfer(true, pid, addr, src)
 }
 
-type vmFunc func(pid int, local []unix.Iovec, remote []unix.RemoteIovec, flags uint) (int, error)
-
-func transfer(op string, fn vmFunc, pid int, addr uint64, buf []byte) error {
+// transfer is one Read or Write. Its iovecs are arrays on the stack, and
+// the system call is called directly, not through a function value (which
+// would move them to the heap): a command's copy allocates nothing.
+func transfer(write bool, pid int, addr uint64, buf []byte) error {
+	op := "read"
+	if write {
+		op = "write"
+	}
 	if len(buf) == 0 {
 		return nil
 	}
 	if err := check(op, pid, addr, len(buf)); err != nil {
 		return err
 	}
-	local := []unix.Iovec{{Base: &buf[0]}}
-	local[0].SetLen(len(buf))
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
+	var local [1]unix.Iovec
+	var remote [1]unix.RemoteIovec
 	done := 0
 	for done < len(buf) {
 		// The kernel copies page by page and returns a short count when
 		// it faults after copying something; retrying the rest then
 		// yields the fault as EFAULT or a zero count.
-		n, err := fn(pid, local, remote, 0)
+		local[0] = unix.Iovec{Base: &buf[done]}
+		local[0].SetLen(len(buf) - done)
+		remote[0] = unix.RemoteIovec{Base: uintptr(addr) + uintptr(done), Len: len(buf) - done}
+		var n int
+		var err error
+		if write {
+			n, err = unix.ProcessVMWritev(pid, local[:], remote[:], 0)
+		} else {
+			n, err = unix.ProcessVMReadv(pid, local[:], remote[:], 0)
+		}
 		if err == unix.EINTR {
 			continue
 		}
@@ -54,11 +67,6 @@ func transfer(op string, fn vmFunc, pid int, addr uint64, buf []byte) error {
 			return &Error{Op: op, Pid: pid, Addr: addr, Len: len(buf), Done: done, Err: errShort}
 		}
 		done += n
-		if done < len(buf) {
-			local[0] = unix.Iovec{Base: &buf[done]}
-			local[0].SetLen(len(buf) - done)
-			remote[0] = unix.RemoteIovec{Base: uintptr(addr) + uintptr(done), Len: len(buf) - done}
-		}
 	}
 	return nil
 }

@@ -65,6 +65,29 @@ func TestProcessVMReadWriteSelf(t *testing.T) {
 	}
 }
 
+// A command's copies are on its hot path: none may allocate.
+func TestProcessVMAllocs(t *testing.T) {
+	mem := ProcessVM{}
+	page := mmapPages(t, 1, unix.PROT_READ|unix.PROT_WRITE)
+	buf := make([]byte, 64)
+	segs := []Seg{{Addr: addrOf(page), Data: buf[:8]}, {Addr: addrOf(page) + 100, Data: buf[8:]}}
+	pid := os.Getpid()
+	n := testing.AllocsPerRun(100, func() {
+		if err := mem.Write(pid, addrOf(page), buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.Read(pid, addrOf(page), buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.WriteSegs(pid, segs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("%v allocations per Write, Read and WriteSegs, want 0", n)
+	}
+}
+
 func TestProcessVMUnmappedIsEFAULT(t *testing.T) {
 	mem := ProcessVM{}
 	ps := os.Getpagesize()
