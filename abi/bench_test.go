@@ -28,6 +28,19 @@ func BenchmarkParseCommandREQ(b *testing.B) {
 	}
 }
 
+// Decoder.Parse: ParseCommand into the Decoder's own REQ, no allocation.
+func BenchmarkDecoderParseREQ(b *testing.B) {
+	w := reqWrite()
+	var d Decoder
+	b.ReportAllocs()
+	b.SetBytes(int64(len(w)))
+	for b.Loop() {
+		if _, c, err := d.Parse(w); err != nil || c.(*REQ).ID != 3 {
+			b.Fatal(c, err)
+		}
+	}
+}
+
 // ParseHeader plus Decode into a caller-owned REQ: the allocation-free path.
 func BenchmarkDecodeREQ(b *testing.B) {
 	w := reqWrite()

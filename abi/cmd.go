@@ -41,31 +41,50 @@ const CmdEstablish = CmdNotify
 // commands is the ABI's command table (the kernel's ucm_cmd_table without
 // the handlers): per command number its name, sizeof its command struct
 // (in), the size of its response (out) and the struct its bytes decode
-// into. Cmd's methods and ParseCommand read it; ucm's handler table
-// (ucm/dispatch.go) is indexed by the same numbers.
+// into. Cmd's methods, ParseCommand and Decoder read it; ucm's handler
+// table (ucm/dispatch.go) is indexed by the same numbers.
 var commands = [NumCmds]struct {
 	name    string
 	in, out int
-	new     func() Command
+	cmdStruct
 }{
-	CmdCreateID:    {"CREATE_ID", CreateIDSize, CreateIDRespSize, func() Command { return new(CreateID) }},
-	CmdDestroyID:   {"DESTROY_ID", DestroyIDSize, DestroyIDRespSize, func() Command { return new(DestroyID) }},
-	CmdAttrID:      {"ATTR_ID", AttrIDSize, AttrIDRespSize, func() Command { return new(AttrID) }},
-	CmdListen:      {"LISTEN", ListenSize, 0, func() Command { return new(Listen) }},
-	CmdNotify:      {"NOTIFY", NotifySize, 0, func() Command { return new(Notify) }},
-	CmdSendREQ:     {"SEND_REQ", REQSize, 0, func() Command { return new(REQ) }},
-	CmdSendREP:     {"SEND_REP", REPSize, 0, func() Command { return new(REP) }},
-	CmdSendRTU:     {"SEND_RTU", PrivateDataSize, 0, func() Command { return new(PrivateData) }},
-	CmdSendDREQ:    {"SEND_DREQ", PrivateDataSize, 0, func() Command { return new(PrivateData) }},
-	CmdSendDREP:    {"SEND_DREP", PrivateDataSize, 0, func() Command { return new(PrivateData) }},
-	CmdSendREJ:     {"SEND_REJ", InfoSize, 0, func() Command { return new(Info) }},
-	CmdSendMRA:     {"SEND_MRA", MRASize, 0, func() Command { return new(MRA) }},
-	CmdSendLAP:     {"SEND_LAP", LAPSize, 0, func() Command { return new(LAP) }},
-	CmdSendAPR:     {"SEND_APR", InfoSize, 0, func() Command { return new(Info) }},
-	CmdSendSIDRREQ: {"SEND_SIDR_REQ", SIDRREQSize, 0, func() Command { return new(SIDRREQ) }},
-	CmdSendSIDRREP: {"SEND_SIDR_REP", SIDRREPSize, 0, func() Command { return new(SIDRREP) }},
-	CmdEvent:       {"EVENT", EventGetSize, EventRespSize, func() Command { return new(EventGet) }},
-	CmdInitQPAttr:  {"INIT_QP_ATTR", InitQPAttrSize, QPAttrSize, func() Command { return new(InitQPAttr) }},
+	CmdCreateID:    {"CREATE_ID", CreateIDSize, CreateIDRespSize, structOf(func(d *Decoder) *CreateID { return &d.createID })},
+	CmdDestroyID:   {"DESTROY_ID", DestroyIDSize, DestroyIDRespSize, structOf(func(d *Decoder) *DestroyID { return &d.destroyID })},
+	CmdAttrID:      {"ATTR_ID", AttrIDSize, AttrIDRespSize, structOf(func(d *Decoder) *AttrID { return &d.attrID })},
+	CmdListen:      {"LISTEN", ListenSize, 0, structOf(func(d *Decoder) *Listen { return &d.listen })},
+	CmdNotify:      {"NOTIFY", NotifySize, 0, structOf(func(d *Decoder) *Notify { return &d.notify })},
+	CmdSendREQ:     {"SEND_REQ", REQSize, 0, structOf(func(d *Decoder) *REQ { return &d.req })},
+	CmdSendREP:     {"SEND_REP", REPSize, 0, structOf(func(d *Decoder) *REP { return &d.rep })},
+	CmdSendRTU:     {"SEND_RTU", PrivateDataSize, 0, structOf(func(d *Decoder) *PrivateData { return &d.privateData })},
+	CmdSendDREQ:    {"SEND_DREQ", PrivateDataSize, 0, structOf(func(d *Decoder) *PrivateData { return &d.privateData })},
+	CmdSendDREP:    {"SEND_DREP", PrivateDataSize, 0, structOf(func(d *Decoder) *PrivateData { return &d.privateData })},
+	CmdSendREJ:     {"SEND_REJ", InfoSize, 0, structOf(func(d *Decoder) *Info { return &d.info })},
+	CmdSendMRA:     {"SEND_MRA", MRASize, 0, structOf(func(d *Decoder) *MRA { return &d.mra })},
+	CmdSendLAP:     {"SEND_LAP", LAPSize, 0, structOf(func(d *Decoder) *LAP { return &d.lap })},
+	CmdSendAPR:     {"SEND_APR", InfoSize, 0, structOf(func(d *Decoder) *Info { return &d.info })},
+	CmdSendSIDRREQ: {"SEND_SIDR_REQ", SIDRREQSize, 0, structOf(func(d *Decoder) *SIDRREQ { return &d.sidrREQ })},
+	CmdSendSIDRREP: {"SEND_SIDR_REP", SIDRREPSize, 0, structOf(func(d *Decoder) *SIDRREP { return &d.sidrREP })},
+	CmdEvent:       {"EVENT", EventGetSize, EventRespSize, structOf(func(d *Decoder) *EventGet { return &d.eventGet })},
+	CmdInitQPAttr:  {"INIT_QP_ATTR", InitQPAttrSize, QPAttrSize, structOf(func(d *Decoder) *InitQPAttr { return &d.initQPAttr })},
+}
+
+// cmdStruct is the command table's struct column: a new zero struct
+// (NewCommand), or the Decoder's own one.
+type cmdStruct struct {
+	alloc func() Command
+	of    func(*Decoder) Command
+}
+
+// structOf makes a cmdStruct for the struct T that in picks out of a
+// Decoder.
+func structOf[T any, P interface {
+	*T
+	Command
+}](in func(*Decoder) P) cmdStruct {
+	return cmdStruct{
+		alloc: func() Command { return P(new(T)) },
+		of:    func(d *Decoder) Command { return in(d) },
+	}
 }
 
 // Valid reports whether c names a command (c < NumCmds).

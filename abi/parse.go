@@ -37,7 +37,7 @@ func NewCommand(c Cmd) Command {
 	if !c.Valid() {
 		return nil
 	}
-	return commands[c].new()
+	return commands[c].alloc()
 }
 
 // ParseHeader applies the checks of the kernel's ib_ucm_write, in its order,
@@ -72,19 +72,59 @@ func ParseHeader(b []byte) (Header, error) {
 // decodes as Notify{ID, IBEventCommEst}.
 //
 // On success the write is to return len(b), not HeaderSize+in. The command
-// is a new allocation; ParseHeader and Decode into a struct of one's own are
-// the allocation-free path (minding the ESTABLISH form).
+// is a new allocation; a Decoder is the allocation-free path.
 func ParseCommand(b []byte) (Header, Command, error) {
+	return parse(b, nil)
+}
+
+// Decoder is ParseCommand without the allocation, for a server's hot path:
+// it decodes every write into a command struct of its own, one per struct
+// type, which the next Parse of the same type overwrites. The zero Decoder
+// is ready for use; it is not safe for concurrent use.
+type Decoder struct {
+	createID    CreateID
+	destroyID   DestroyID
+	attrID      AttrID
+	listen      Listen
+	notify      Notify
+	req         REQ
+	rep         REP
+	privateData PrivateData
+	info        Info
+	mra         MRA
+	lap         LAP
+	sidrREQ     SIDRREQ
+	sidrREP     SIDRREP
+	eventGet    EventGet
+	initQPAttr  InitQPAttr
+}
+
+// Parse is ParseCommand into d's structs: the command is valid until the
+// next Parse.
+func (d *Decoder) Parse(b []byte) (Header, Command, error) {
+	return parse(b, d)
+}
+
+// parse is ParseCommand into d's structs, or new ones if d is nil. Every
+// Decode sets every field, so a reused struct keeps nothing of before
+// (TestDecoderReuse).
+func parse(b []byte, d *Decoder) (Header, Command, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return h, nil, err
 	}
 	body := b[HeaderSize:]
+	var c Command
+	if d == nil {
+		c = commands[h.Cmd].alloc()
+	} else {
+		c = commands[h.Cmd].of(d)
+	}
 	if h.Cmd == CmdNotify && h.In == EstablishSize {
 		// ParseHeader checked that the write holds these 4 bytes.
-		return h, &Notify{ID: ne.Uint32(body), Event: IBEventCommEst}, nil
+		*c.(*Notify) = Notify{ID: ne.Uint32(body), Event: IBEventCommEst}
+		return h, c, nil
 	}
-	c := NewCommand(h.Cmd)
 	c.Decode(body)
 	return h, c, nil
 }

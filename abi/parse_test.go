@@ -278,3 +278,40 @@ func TestCmdTable(t *testing.T) {
 		t.Errorf("ABIVersion = %d", ABIVersion)
 	}
 }
+
+// A Decoder's structs are reused: a command decoded after another of the
+// same struct holds only its own bytes (every Decode sets every field),
+// the same as a fresh ParseCommand, and costs no allocation.
+func TestDecoderReuse(t *testing.T) {
+	var d Decoder
+	for c := Cmd(0); c < NumCmds; c++ {
+		in := c.InLen()
+		ones := make([]byte, in)
+		for i := range ones {
+			ones[i] = 0xff
+		}
+		if _, got, err := d.Parse(writeOf(c, uint16(in), uint16(c.OutLen()), ones)); err != nil {
+			t.Fatalf("%v: %v", c, err)
+		} else if reflect.DeepEqual(got, NewCommand(c)) {
+			t.Fatalf("%v: all-ones bytes decoded as the zero struct", c)
+		}
+		zeros := writeOf(c, uint16(in), uint16(c.OutLen()), make([]byte, in))
+		_, got, err := d.Parse(zeros)
+		if err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+		_, want, _ := ParseCommand(zeros)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%v after an all-ones one: %+v, want %+v", c, got, want)
+		}
+		if n := testing.AllocsPerRun(10, func() { d.Parse(zeros) }); n != 0 {
+			t.Errorf("%v: Decoder.Parse allocates %v times", c, n)
+		}
+	}
+	// ABI 4's ESTABLISH fills the NOTIFY struct too.
+	d.Parse(writeOf(CmdNotify, NotifySize, 0, []byte{9, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}))
+	_, got, err := d.Parse(writeOf(CmdEstablish, EstablishSize, 0, []byte{7, 0, 0, 0}))
+	if want := (&Notify{ID: 7, Event: IBEventCommEst}); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("ESTABLISH after a NOTIFY = %+v, %v; want %+v", got, err, want)
+	}
+}
