@@ -104,9 +104,10 @@ func (f *file) takeHead(ctx context.Context, nonblock bool) (*event, error) {
 // small for data stops the copy there with ENOMEM, after the response
 // was written. What is to be written goes out in one process_vm_writev.
 func (c *call) copyEvent(m *abi.EventGet, e *event) error {
-	var resp [abi.EventRespSize]byte
-	e.resp.Encode(resp[:])
-	segs := [3]callermem.Seg{{Addr: m.Response, Data: resp[:]}}
+	resp := c.out[:abi.EventRespSize]
+	e.resp.Encode(resp)
+	segs := &c.segs // through the SegWriter they would escape
+	segs[0] = callermem.Seg{Addr: m.Response, Data: resp}
 	what := [3]string{"response", "data", "info"}
 	n := 1
 	var short error // ENOMEM for the first buffer too small; nothing after it is copied

@@ -22,7 +22,8 @@ func (c *call) createID(ctx context.Context, m *abi.CreateID) error {
 	x.cmID = f.d.cm.CreateID(f.d.handler)
 	x.cmID.SetContext(x)
 	f.d.ids.publish(x)
-	if err := c.writeStruct(m.Response, &abi.CreateIDResp{ID: x.id}, "response"); err != nil {
+	(&abi.CreateIDResp{ID: x.id}).Encode(c.out[:])
+	if err := c.respond(m.Response, abi.CreateIDRespSize); err != nil {
 		if y, rerr := f.d.ids.remove(f, x.id); rerr == nil && y == x {
 			// Another thread may have guessed the id already. If the
 			// wait for it ends early (interrupt, release), the id goes
@@ -56,7 +57,8 @@ func (c *call) destroyID(ctx context.Context, m *abi.DestroyID) error {
 	}
 	n := c.f.teardown(ctx, x)
 	// As in the kernel, an EFAULT here still leaves the id destroyed.
-	return c.writeStruct(m.Response, &abi.DestroyIDResp{EventsReported: n}, "response")
+	(&abi.DestroyIDResp{EventsReported: n}).Encode(c.out[:])
+	return c.respond(m.Response, abi.DestroyIDRespSize)
 }
 
 // attrID is ib_ucm_attr_id.
@@ -67,10 +69,11 @@ func (c *call) attrID(_ context.Context, m *abi.AttrID) error {
 	}
 	defer x.put()
 	a := x.cmID.Attr()
-	return c.writeStruct(m.Response, &abi.AttrIDResp{
+	(&abi.AttrIDResp{
 		ServiceID: a.ServiceID, ServiceMask: a.ServiceMask,
 		LocalID: a.LocalCommID, RemoteID: a.RemoteCommID,
-	}, "response")
+	}).Encode(c.out[:])
+	return c.respond(m.Response, abi.AttrIDRespSize)
 }
 
 // initQPAttr is ib_ucm_init_qp_attr.
@@ -88,7 +91,8 @@ func (c *call) initQPAttr(_ context.Context, m *abi.InitQPAttr) error {
 		return err
 	}
 	resp := qpAttrToABI(&a, mask, m.QPState)
-	return c.writeStruct(m.Response, &resp, "response")
+	resp.Encode(c.out[:])
+	return c.respond(m.Response, abi.QPAttrSize)
 }
 
 // Service IDs ucm refused to listen on: the RDMA CM's and SDP's ranges

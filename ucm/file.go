@@ -73,7 +73,9 @@ func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, e
 	if f.d.obs != nil {
 		start = time.Now()
 	}
-	hdr, cmd, err := f.write(ctx, req, data)
+	c := newCall(f, req.Caller.Pid, req.Nonblock())
+	defer c.done()
+	hdr, cmd, err := f.write(ctx, c, req, data)
 	if f.d.obs != nil {
 		observeCommand(f.d.obs, data, start, err)
 	}
@@ -85,8 +87,9 @@ func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, e
 	return len(data), nil
 }
 
-// write is Write but for the failure's record; it returns what it parsed.
-func (f *file) write(ctx context.Context, req cuse.Request, data []byte) (abi.Header, abi.Command, error) {
+// write is Write but for the failure's record; it returns what it parsed,
+// which lives in c.
+func (f *file) write(ctx context.Context, c *call, req cuse.Request, data []byte) (abi.Header, abi.Command, error) {
 	if req.Caller.Uid != f.uid || req.Caller.Gid != f.gid {
 		return abi.Header{}, nil, fmt.Errorf("ucm: writer %d:%d is not the opener %d:%d: %w",
 			req.Caller.Uid, req.Caller.Gid, f.uid, f.gid, unix.EACCES)
@@ -94,14 +97,13 @@ func (f *file) write(ctx context.Context, req cuse.Request, data []byte) (abi.He
 	if err := f.w.check(req.Caller.Pid); err != nil {
 		return abi.Header{}, nil, err
 	}
-	hdr, cmd, err := abi.ParseCommand(data)
+	hdr, cmd, err := c.dec.Parse(data)
 	if err != nil {
 		return hdr, nil, err
 	}
 	if out := hdr.Cmd.OutLen(); int(hdr.Out) < out {
 		return hdr, cmd, fmt.Errorf("ucm: %v: out %d < %d: %w", hdr.Cmd, hdr.Out, out, unix.ENOSPC)
 	}
-	c := call{f: f, pid: req.Caller.Pid, nonblock: req.Nonblock()}
 	if err := c.dispatch(ctx, hdr, cmd); err != nil {
 		return hdr, cmd, fmt.Errorf("ucm: %v: %w", hdr.Cmd, err)
 	}

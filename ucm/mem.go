@@ -2,6 +2,7 @@ package ucm
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cuse/callermem"
@@ -9,11 +10,33 @@ import (
 )
 
 // call is one command in flight: the file and the thread blocked in
-// write(2), whose memory the command may touch until it answers.
+// write(2), whose memory the command may touch until it answers. Calls
+// are pooled, with the command decoded into their own structs (dec) and
+// their response encoded in out, so that a command that creates nothing
+// allocates nothing.
 type call struct {
 	f        *file
 	pid      int  // the writing thread, whose memory the pointers address
 	nonblock bool // the file is O_NONBLOCK: GET_EVENT does not wait
+
+	dec  abi.Decoder
+	out  [max(abi.EventRespSize, abi.QPAttrSize, abi.AttrIDRespSize)]byte
+	segs [3]callermem.Seg // GET_EVENT's copies: response, data, info
+}
+
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// newCall takes a call from the pool for a command of f's by thread pid.
+func newCall(f *file, pid int, nonblock bool) *call {
+	c := calls.Get().(*call)
+	c.f, c.pid, c.nonblock = f, pid, nonblock
+	return c
+}
+
+// done returns c to the pool: the command it decoded is no longer valid.
+func (c *call) done() {
+	c.f, c.segs = nil, [3]callermem.Seg{} // keep no file or event alive
+	calls.Put(c)
 }
 
 // read is copy_from_user: n bytes at addr, or EFAULT.
@@ -53,11 +76,11 @@ func (c *call) writeSegs(segs []callermem.Seg, what []string) error {
 	return nil
 }
 
-// writeStruct encodes s and copies it to addr.
-func (c *call) writeStruct(addr uint64, s abi.Struct, what string) error {
-	b := make([]byte, s.Size())
-	s.Encode(b)
-	return c.write(addr, b, what)
+// respond copies the response encoded in c.out[:n] to addr. Responses
+// are encoded by their callers with a static Encode, which keeps the
+// struct on the caller's stack (through an abi.Struct it would escape).
+func (c *call) respond(addr uint64, n int) error {
+	return c.write(addr, c.out[:n], "response")
 }
 
 // data is ib_ucm_alloc_data: nothing when n is 0, whatever the pointer.

@@ -1,0 +1,76 @@
+package ucm
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/callermem"
+	"github.com/ucmd/ucmd/hw/sim"
+)
+
+// What a command allocates in ucm, on the real caller-memory path
+// (process_vm_writev into this process): a command that creates nothing
+// allocates nothing (its call, decoded command and encoded response are
+// pooled), and CREATE_ID+DESTROY_ID only the id itself, ucm's context and
+// the CM's ID.
+func TestCommandAllocs(t *testing.T) {
+	fab := sim.New(sim.Config{Seed: 1})
+	sd, err := fab.AddIB("sim0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := cmcore.New(sd, cmcore.Options{})
+	t.Cleanup(func() { cm.Close() })
+	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{},
+		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
+		ProcessName: func(int) (string, error) { return "t", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
+	h, err := d.Open(context.Background(), req, nopWaker{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Release(context.Background()) })
+
+	resp := make([]byte, abi.QPAttrSize)
+	addr := uint64(uintptr(unsafe.Pointer(&resp[0])))
+	encode := func(cmd abi.Cmd, s abi.Struct) []byte {
+		b := make([]byte, abi.HeaderSize+s.Size())
+		(&abi.Header{Cmd: cmd, In: uint16(s.Size()), Out: uint16(cmd.OutLen())}).Encode(b)
+		s.Encode(b[abi.HeaderSize:])
+		return b
+	}
+	write := func(b []byte) {
+		if n, err := h.Write(context.Background(), req, b); err != nil || n != len(b) {
+			t.Fatalf("%v: %d, %v", abi.Cmd(binary.NativeEndian.Uint32(b)), n, err)
+		}
+	}
+	create := encode(abi.CmdCreateID, &abi.CreateID{UID: 1, Response: addr})
+	write(create)
+	id := binary.NativeEndian.Uint32(resp)
+	attr := encode(abi.CmdAttrID, &abi.AttrID{ID: id, Response: addr})
+	destroy := encode(abi.CmdDestroyID, &abi.DestroyID{Response: addr})
+	write(attr)
+	if n := testing.AllocsPerRun(100, func() { write(attr) }); n != 0 {
+		t.Errorf("ATTR_ID: %v allocations, want 0", n)
+	}
+	pair := func() {
+		write(create)
+		binary.NativeEndian.PutUint32(destroy[abi.HeaderSize+8:], binary.NativeEndian.Uint32(resp))
+		write(destroy)
+	}
+	pair()
+	if n := testing.AllocsPerRun(100, pair); n > 2 {
+		t.Errorf("CREATE_ID+DESTROY_ID: %v allocations, want 2 (the id)", n)
+	}
+}
