@@ -71,6 +71,7 @@ var _ hw.Endpoint = (*Endpoint)(nil)
 type sendFile struct {
 	fd      int
 	agent   uint32
+	uses    uint32 // sends since the lane was last drained (release)
 	carried map[uint64]struct{}
 	buf     [uapi.SizeofUserMADHdr + maxMADSize]byte // sends use the first 320 bytes
 }
@@ -320,19 +321,23 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	return nil
 }
 
-// release returns sf to the pool after discarding anything the kernel
-// queued on it: a send-only agent receives only responses to its own
-// requests, which the CM never makes, so such packets are noise.
+// drainEvery is how many sends a lane makes between two looks for noise
+// (release).
+const drainEvery = 32
+
+// release returns sf to the pool, every drainEvery sends after discarding
+// anything the kernel queued on it. A send-only agent receives only
+// responses to requests of its own that are still outstanding, and the
+// CM's sends never wait for a response (no timeout), so the MAD layer
+// drops any response before it reaches the file: there is normally
+// nothing to read, and the look costs a system call. Looking every send
+// doubled the system calls of a MAD's send; what arrives in between (a
+// failed send's report, say) waits in the kernel for at most drainEvery
+// more sends, or until the lane closes.
 func (e *Endpoint) release(sf *sendFile) {
-	for {
-		fds := []unix.PollFd{{Fd: int32(sf.fd), Events: unix.POLLIN}}
-		if n, err := unix.Poll(fds, 0); err != nil || n == 0 || fds[0].Revents&unix.POLLIN == 0 {
-			break
-		}
-		if _, err := unix.Read(sf.fd, sf.buf[:]); err != nil {
-			break
-		}
-		e.discarded.Add(1)
+	if sf.uses++; sf.uses >= drainEvery {
+		sf.uses = 0
+		e.drain(sf)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -342,6 +347,20 @@ func (e *Endpoint) release(sf *sendFile) {
 	}
 	e.idle = append(e.idle, sf)
 	e.wakeSenders()
+}
+
+// drain reads and counts whatever the kernel queued on sf.
+func (e *Endpoint) drain(sf *sendFile) {
+	for {
+		fds := [1]unix.PollFd{{Fd: int32(sf.fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds[:], 0); err != nil || n == 0 || fds[0].Revents&unix.POLLIN == 0 {
+			return
+		}
+		if _, err := unix.Read(sf.fd, sf.buf[:]); err != nil {
+			return
+		}
+		e.discarded.Add(1)
+	}
 }
 
 // Deliver implements hw.Deliverer: the read loop calls f for every MAD

@@ -271,9 +271,18 @@ func TestSendFileNoiseDiscarded(t *testing.T) {
 	peer := <-k.sends
 	k.sent(peer)
 	unix.Write(peer, make([]byte, 320)) // a stray response to the send-only agent
-	e.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, testMAD(2))
+	// Only every drainEvery-th send of a lane looks: the first looked at
+	// nothing, the next drainEvery-2 must not look, the last must.
+	for i := 2; i < drainEvery; i++ {
+		e.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, testMAD(byte(i)))
+		k.sent(peer)
+	}
+	if s := e.Stats(); s.Discarded != 0 {
+		t.Errorf("stats %+v after %d sends, want nothing discarded yet", s, drainEvery-1)
+	}
+	e.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, testMAD(drainEvery))
 	if s := e.Stats(); s.Discarded != 1 {
-		t.Errorf("stats %+v, want 1 discarded", s)
+		t.Errorf("stats %+v after %d sends, want 1 discarded", s, drainEvery)
 	}
 }
 
