@@ -19,8 +19,9 @@ import (
 // What a command allocates in ucm, on the real caller-memory path
 // (process_vm_writev into this process): a command that creates nothing
 // allocates nothing (its call, decoded command and encoded response are
-// pooled), and CREATE_ID+DESTROY_ID only the id itself, ucm's context and
-// the CM's ID.
+// pooled), GET_EVENT of a queued event nothing either (its response and
+// the segments of its one process_vm_writev are the call's), and
+// CREATE_ID+DESTROY_ID only the id itself, ucm's context and the CM's ID.
 func TestCommandAllocs(t *testing.T) {
 	fab := sim.New(sim.Config{Seed: 1})
 	sd, err := fab.AddIB("sim0", 1)
@@ -42,7 +43,7 @@ func TestCommandAllocs(t *testing.T) {
 	}
 	t.Cleanup(func() { h.Release(context.Background()) })
 
-	resp := make([]byte, abi.QPAttrSize)
+	resp := make([]byte, abi.EventRespSize)
 	addr := uint64(uintptr(unsafe.Pointer(&resp[0])))
 	encode := func(cmd abi.Cmd, s abi.Struct) []byte {
 		b := make([]byte, abi.HeaderSize+s.Size())
@@ -72,5 +73,30 @@ func TestCommandAllocs(t *testing.T) {
 	pair()
 	if n := testing.AllocsPerRun(100, pair); n > 2 {
 		t.Errorf("CREATE_ID+DESTROY_ID: %v allocations, want 2 (the id)", n)
+	}
+
+	f := h.(*file)
+	x := &ucmCtx{file: f, cmID: cm.CreateID(d.handler)}
+	if err := f.addCtx(x); err != nil {
+		t.Fatal(err)
+	}
+	d.ids.publish(x)
+	data := make([]byte, 16)
+	e := &event{resp: abi.EventResp{Event: abi.CMREPReceived}, data: []byte("private data 16B")}
+	get := encode(abi.CmdEvent, &abi.EventGet{
+		Response: addr, Data: uint64(uintptr(unsafe.Pointer(&data[0]))), DataLen: uint8(len(data)),
+	})
+	deliver := func() {
+		if err := f.enqueue(x, e); err != nil {
+			t.Fatal(err)
+		}
+		write(get)
+	}
+	deliver()
+	if string(data) != "private data 16B" {
+		t.Fatalf("GET_EVENT copied %q", data)
+	}
+	if n := testing.AllocsPerRun(100, deliver); n != 0 {
+		t.Errorf("GET_EVENT of a queued event: %v allocations, want 0", n)
 	}
 }
