@@ -10,10 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/abi"
-	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/callermem"
-	"github.com/ucmd/ucmd/hw/sim"
 )
 
 // What a command allocates in ucm, on the real caller-memory path
@@ -23,13 +21,7 @@ import (
 // the segments of its one process_vm_writev are the call's), and
 // CREATE_ID+DESTROY_ID only the id itself, ucm's context and the CM's ID.
 func TestCommandAllocs(t *testing.T) {
-	fab := sim.New(sim.Config{Seed: 1})
-	sd, err := fab.AddIB("sim0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := cmcore.New(sd, cmcore.Options{})
-	t.Cleanup(func() { cm.Close() })
+	cm := newSimCM(t, "sim0")
 	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{},
 		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
 		ProcessName: func(int) (string, error) { return "t", nil }})

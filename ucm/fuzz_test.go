@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	"github.com/ucmd/ucmd/abi"
-	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/callermem"
-	"github.com/ucmd/ucmd/hw/sim"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,16 +19,10 @@ func (nopWaker) Wake() {}
 // succeed with the full length or fail with an errno, never panic or
 // block (the file is O_NONBLOCK so GET_EVENT cannot wait).
 func FuzzWrite(f *testing.F) {
-	fab := sim.New(sim.Config{Seed: 1})
-	sd, err := fab.AddIB("fuzz0", 1)
-	if err != nil {
-		f.Fatal(err)
-	}
-	cm := cmcore.New(sd, cmcore.Options{})
+	cm := newSimCM(f, "fuzz0")
 	if err := cm.Start(); err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(func() { cm.Close() })
 	const pid = 7
 	mem := callermem.NewFake()
 	buf := mem.Alloc(pid, 4096) // command pointers in the seeds point here

@@ -48,13 +48,7 @@ func TestEventQueueNoAllocs(t *testing.T) {
 // queue's own tests: its ids are made with addCtx and publish.
 func newQueueFile(tb testing.TB) (*file, func() *ucmCtx) {
 	tb.Helper()
-	fab := sim.New(sim.Config{Seed: 1})
-	sd, err := fab.AddIB("sim0", 1)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cm := cmcore.New(sd, cmcore.Options{})
-	tb.Cleanup(func() { cm.Close() })
+	cm := newSimCM(tb, "sim0")
 	d, err := New(Config{CM: cm, Memory: callermem.NewFake(),
 		ThreadGroup: func(tid int) (int, error) { return tid, nil },
 		ProcessName: func(int) (string, error) { return "t", nil }})
@@ -75,6 +69,19 @@ func newQueueFile(tb testing.TB) (*file, func() *ucmCtx) {
 		d.ids.publish(c)
 		return c
 	}
+}
+
+// newSimCM is a CM, not started, on a one-port IB device of its own
+// simulated fabric, closed when tb ends.
+func newSimCM(tb testing.TB, name string) *cmcore.CM {
+	tb.Helper()
+	sd, err := sim.New(sim.Config{Seed: 1}).AddIB(name, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cm := cmcore.New(sd, cmcore.Options{})
+	tb.Cleanup(func() { cm.Close() })
+	return cm
 }
 
 // BenchmarkDestroyIDLongQueue destroys ids that have no event queued
