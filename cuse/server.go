@@ -322,11 +322,11 @@ func (s *Server) reader() {
 // and the monitor's wake-ups came to 0.6–1.0 per command in the test VM,
 // half the daemon's context switches. So a reader yields to the scheduler
 // once yieldAfter has passed since its last yield, after the request that
-// crossed it. A yield is not free (it wakes a spinning thread, which may
-// take the reader over), so not after every request; and the criterion is
-// time, not a count of requests, because the readers take turns: how long
-// a reader's N requests last grows with the number of readers (up to
-// GOMAXPROCS+1) and with the request's cost (docs/perf.md).
+// crossed it. A yield is not free (the scheduler's pass costs more than
+// the clock read that spares it), so not after every request; and the
+// criterion is time, not a count of requests, because the readers take
+// turns: how long a reader's N requests last grows with the number of
+// readers (up to GOMAXPROCS+1) and with the request's cost (docs/perf.md).
 const yieldAfter = 2 * time.Millisecond
 
 // readerClock is the clock of that decision, in ns: CLOCK_MONOTONIC_COARSE,
@@ -350,8 +350,18 @@ var readerClockID = func() uintptr {
 	return unix.CLOCK_MONOTONIC
 }()
 
-// yield is a variable for the test.
-var yield = runtime.Gosched
+// yield puts the reader at the back of its own P's run queue and runs
+// the scheduler there, which counts as the reschedule sysmon looks for.
+// runtime.Gosched would also wake a thread to spin for the goroutine it
+// puts on the global queue: a cross-CPU wake-up per yield, which in the
+// test VM cost nearly a fifth of the daemon's context switches per command.
+// runtime.goyield is the runtime's own yield without that wake-up; the
+// runtime keeps it linkable, with this signature, for gVisor, which yields
+// the same way (go.dev/issue/67401). A variable for the test.
+var yield = goyield
+
+//go:linkname goyield runtime.goyield
+func goyield()
 
 // wakeReaders waits for the readers to return, waking those blocked in
 // read(2): on a socketpair with shutdown(2); on /dev/cuse, where nothing

@@ -2,6 +2,7 @@ package cuse_test
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -314,4 +315,19 @@ func TestBusyReadersYield(t *testing.T) {
 	if err := k.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
 		t.Fatal(err)
 	}
+}
+
+// The readers' yield, linked to the runtime's goyield, really yields: on a
+// single P it lets a runnable goroutine run before the reader goes on.
+func TestYieldRunsOthers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var ran atomic.Bool
+	go ran.Store(true)
+	for range 100 {
+		if ran.Load() {
+			return
+		}
+		cuse.Yield()
+	}
+	t.Fatal("a runnable goroutine did not run in 100 yields on one P")
 }
