@@ -136,7 +136,8 @@ func (b *Budget) take(uid uint32, c charge) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u := b.users[uid]
-	if u == nil {
+	fresh := u == nil
+	if fresh {
 		u = &usage{}
 	}
 	switch {
@@ -153,7 +154,9 @@ func (b *Budget) take(uid uint32, c charge) error {
 	u.ids += c.ids
 	u.events += c.events
 	b.mem += c.bytes
-	b.users[uid] = u
+	if fresh {
+		b.users[uid] = u
+	}
 	return nil
 }
 
