@@ -23,53 +23,69 @@ const (
 // small integers shared by all open files of all devices, lowest free first.
 // The zero value is not usable; call NewIDTable.
 type IDTable struct {
-	mu    sync.Mutex
-	slots map[uint32]*ucmCtx
-	free  idHeap // freed ids below next (and stale ones at or above it)
-	next  uint32 // every id >= next is free
+	mu sync.Mutex
+	// slots[id] holds the context of each allocated id, nil for a free
+	// one; every id >= len(slots) is free. Lowest free first keeps the ids
+	// dense, so a slice, as the kernel's idr, costs 8 bytes an id and no
+	// hashing (a map cost about 25, and a hash per command).
+	slots []*ucmCtx
+	n     int    // allocated ids
+	free  idHeap // freed ids below len(slots) (and stale ones at or above it)
 }
 
 // NewIDTable returns an empty id space. Give the same table to every
 // Device of one daemon.
 func NewIDTable() *IDTable {
-	return &IDTable{slots: make(map[uint32]*ucmCtx)}
+	return &IDTable{}
 }
 
 // Len returns how many ids are allocated (live, hidden or being torn down).
 func (t *IDTable) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.slots)
+	return t.n
 }
 
 // alloc gives c the lowest free id, hidden until publish.
 func (t *IDTable) alloc(c *ucmCtx) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.free.Len() > 0 && t.free[0] >= t.next {
+	next := uint32(len(t.slots))
+	if t.free.Len() > 0 && t.free[0] >= next {
 		// The minimum is stale, so is every entry (see release).
 		t.free = t.free[:0]
 	}
-	var id uint32
 	switch {
 	case t.free.Len() > 0:
-		id = heap.Pop(&t.free).(uint32)
-	case t.next == ^uint32(0):
+		c.id = heap.Pop(&t.free).(uint32)
+		t.slots[c.id] = c
+	case next == maxIDs:
 		return fmt.Errorf("ucm: id space exhausted: %w", unix.ENOMEM)
 	default:
-		id = t.next
-		t.next++
+		c.id = next
+		t.slots = append(t.slots, c)
 	}
-	c.id = id
 	c.slot = slotHidden
-	t.slots[id] = c
+	t.n++
 	return nil
+}
+
+// maxIDs bounds the id space: the ABI's ids are 32 bits, but a slice index
+// must fit in an int, and the daemon's limits stop far below either.
+const maxIDs = 1<<31 - 1
+
+// at returns the context of id, nil if id is free.
+func (t *IDTable) at(id uint32) *ucmCtx {
+	if int64(id) >= int64(len(t.slots)) {
+		return nil
+	}
+	return t.slots[id]
 }
 
 // publish makes c usable by commands.
 func (t *IDTable) publish(c *ucmCtx) {
 	t.mu.Lock()
-	if t.slots[c.id] == c && c.slot == slotHidden {
+	if t.at(c.id) == c && c.slot == slotHidden {
 		c.slot = slotLive
 	}
 	t.mu.Unlock()
@@ -121,7 +137,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func (t *IDTable) restore(c *ucmCtx) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.slots[c.id] != c || c.slot != slotRemoved {
+	if t.at(c.id) != c || c.slot != slotRemoved {
 		return false
 	}
 	c.slot = slotLive
@@ -142,7 +158,7 @@ func (t *IDTable) remove(f *file, id uint32) (*ucmCtx, error) {
 }
 
 func (t *IDTable) lookupLocked(f *file, id uint32) (*ucmCtx, error) {
-	c := t.slots[id]
+	c := t.at(id)
 	if c == nil || c.slot != slotLive {
 		return nil, fmt.Errorf("ucm: id %d: %w", id, unix.ENOENT)
 	}
@@ -155,7 +171,7 @@ func (t *IDTable) lookupLocked(f *file, id uint32) (*ucmCtx, error) {
 // hide makes c unreachable for good (close tearing it down).
 func (t *IDTable) hide(c *ucmCtx) {
 	t.mu.Lock()
-	if t.slots[c.id] == c {
+	if t.at(c.id) == c {
 		c.slot = slotClosing
 	}
 	t.mu.Unlock()
@@ -164,10 +180,11 @@ func (t *IDTable) hide(c *ucmCtx) {
 // release frees c's number for reuse and reports whether it did: releasing
 // twice is harmless, and only the first counts.
 //
-// Cost: O(log N), amortised. Freed ids below next-1 go on the min-heap;
-// the top id is not pushed at all, next just shrinks over it and over the
-// free ids right below it (found free in slots: no heap search). Heap
-// entries that end up >= next are stale and left in place: alloc throws
+// Cost: O(log N), amortised. Freed ids below the top one go on the
+// min-heap; the top id is not pushed at all, the slice just shrinks over it
+// and over the free ids right below it (found free in slots: no heap
+// search). Heap entries that end up >= len(slots) are stale and left in
+// place: alloc throws
 // them away when it meets them, and since alloc pops the minimum, meeting
 // one means every entry is stale, so it drops the whole heap in O(1). The
 // old max()/removeMax scanned the heap on every release: O(N) under the
@@ -177,24 +194,30 @@ func (t *IDTable) hide(c *ucmCtx) {
 func (t *IDTable) release(c *ucmCtx) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.slots[c.id] != c {
+	if t.at(c.id) != c {
 		return false
 	}
-	delete(t.slots, c.id)
-	if c.id != t.next-1 {
+	t.slots[c.id] = nil
+	t.n--
+	if int(c.id) != len(t.slots)-1 {
 		heap.Push(&t.free, c.id)
 		return true
 	}
 	// Each step down undoes one step up of alloc: amortised O(1).
-	t.next--
-	for t.next > 0 && t.slots[t.next-1] == nil {
-		t.next--
+	top := len(t.slots) - 1
+	for top > 0 && t.slots[top-1] == nil {
+		top--
+	}
+	t.slots = t.slots[:top]
+	if cap(t.slots) > 1024 && top < cap(t.slots)/4 {
+		// Most ids are gone (a big client exited): give the memory back.
+		t.slots = append(make([]*ucmCtx, 0, 2*top), t.slots...)
 	}
 	return true
 }
 
-// idHeap is a min-heap of free ids. Entries below IDTable.next are free and
-// distinct; entries at or above it are stale (see release).
+// idHeap is a min-heap of free ids. Entries below len(IDTable.slots) are
+// free and distinct; entries at or above it are stale (see release).
 type idHeap []uint32
 
 func (h idHeap) Len() int           { return len(h) }

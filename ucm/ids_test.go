@@ -50,8 +50,8 @@ func TestIDTableShrinksFromTop(t *testing.T) {
 	for i := len(cs) - 1; i >= 0; i-- {
 		tab.release(cs[i])
 	}
-	if tab.next != 0 || tab.free.Len() != 0 {
-		t.Errorf("next %d, %d free entries: want an empty table", tab.next, tab.free.Len())
+	if len(tab.slots) != 0 || tab.free.Len() != 0 {
+		t.Errorf("%d slots, %d free entries: want an empty table", len(tab.slots), tab.free.Len())
 	}
 }
 
@@ -155,25 +155,31 @@ func TestIDTableMatchesModel(t *testing.T) {
 
 func checkIDTable(t *testing.T, tab *IDTable, live map[uint32]*ucmCtx) {
 	t.Helper()
-	if len(tab.slots) != len(live) {
-		t.Fatalf("%d slots, model has %d", len(tab.slots), len(live))
+	if tab.n != len(live) || tab.Len() != len(live) {
+		t.Fatalf("%d ids allocated, model has %d", tab.n, len(live))
 	}
-	if tab.next > 0 && tab.slots[tab.next-1] == nil {
-		t.Fatalf("next %d but id %d is free", tab.next, tab.next-1)
+	next := uint32(len(tab.slots))
+	if next > 0 && tab.slots[next-1] == nil {
+		t.Fatalf("%d slots but id %d is free", next, next-1)
+	}
+	for id, c := range live {
+		if tab.at(id) != c {
+			t.Fatalf("id %d holds %p, model has %p", id, tab.at(id), c)
+		}
 	}
 	seen := map[uint32]bool{}
 	for _, id := range tab.free {
-		if id >= tab.next {
+		if id >= next {
 			continue // stale
 		}
 		if tab.slots[id] != nil || seen[id] {
-			t.Fatalf("heap entry %d below next %d: allocated %v, duplicate %v", id, tab.next, tab.slots[id] != nil, seen[id])
+			t.Fatalf("heap entry %d below %d: allocated %v, duplicate %v", id, next, tab.slots[id] != nil, seen[id])
 		}
 		seen[id] = true
 	}
-	for id := uint32(0); id < tab.next; id++ {
+	for id := uint32(0); id < next; id++ {
 		if tab.slots[id] == nil && !seen[id] {
-			t.Fatalf("id %d below next %d is free but not on the heap", id, tab.next)
+			t.Fatalf("id %d below %d is free but not on the heap", id, next)
 		}
 	}
 }
@@ -201,8 +207,8 @@ func TestIDTableReleaseAnyOrder(t *testing.T) {
 			for _, c := range cs {
 				tab.release(c)
 			}
-			if tab.next != 0 || tab.Len() != 0 {
-				t.Fatalf("next %d, %d ids: want an empty table", tab.next, tab.Len())
+			if len(tab.slots) != 0 || tab.Len() != 0 {
+				t.Fatalf("%d slots, %d ids: want an empty table", len(tab.slots), tab.Len())
 			}
 			c := &ucmCtx{file: f}
 			if err := tab.alloc(c); err != nil || c.id != 0 {
@@ -213,4 +219,27 @@ func TestIDTableReleaseAnyOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Once most ids are gone (a client with many exited), the table gives the
+// memory of their slots back, and keeps the ids still allocated.
+func TestIDTableGivesMemoryBack(t *testing.T) {
+	tab := NewIDTable()
+	f := &file{}
+	cs := make([]*ucmCtx, 20000)
+	for i := range cs {
+		cs[i] = &ucmCtx{file: f}
+		if err := tab.alloc(cs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rest := cs[1:]
+	rand.New(rand.NewPCG(5, 6)).Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	for _, c := range rest {
+		tab.release(c)
+	}
+	if got := cap(tab.slots); got > 1024 {
+		t.Errorf("%d slots kept for 1 id", got)
+	}
+	checkIDTable(t, tab, map[uint32]*ucmCtx{0: cs[0]})
 }

@@ -59,7 +59,7 @@ func (d *Device) Files() []FileInfo {
 		live := ctxs[:0]
 		ids := make(map[*ucmCtx]uint32, len(ctxs))
 		for _, c := range ctxs {
-			if d.ids.slots[c.id] == c && c.slot == slotLive {
+			if d.ids.at(c.id) == c && c.slot == slotLive {
 				live = append(live, c)
 				ids[c] = c.id
 			}
