@@ -23,3 +23,12 @@ const YieldAfter = yieldAfter
 
 // Yield is the readers' real yield, whatever FakeYields did.
 func Yield() { goyield() }
+
+// ReaderStates reports how many reader states s has allocated, how many
+// of them are spare or were dropped, and how many readers are idle (each
+// holding one).
+func (s *Server) ReaderStates() (made, spare, dropped, idle int) {
+	s.spareMu.Lock()
+	defer s.spareMu.Unlock()
+	return s.made, len(s.spare), s.dropped, int(s.idle.Load())
+}

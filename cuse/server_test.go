@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -330,4 +331,62 @@ func TestYieldRunsOthers(t *testing.T) {
 		cuse.Yield()
 	}
 	t.Fatal("a runnable goroutine did not run in 100 yields on one P")
+}
+
+// Readers started for a burst and gone after it leave their buffers and
+// requests to the readers of the next burst, which allocates nothing for
+// its readers. The second burst is smaller: after the first, at least
+// MaxBlockedReaders states are spare or held by idle readers (the spare
+// list is full whenever one was dropped), and a burst of n blocked writes
+// needs n+2 readers at most (one answers "unblock", one stays idle).
+func TestReaderStatesReused(t *testing.T) {
+	d := newTestDev()
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	srv := k.Server()
+	settle := func() int {
+		t.Helper()
+		// Once the burst is over, every state is spare, dropped or
+		// held by an idle reader.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			made, spare, dropped, idle := srv.ReaderStates()
+			if made == spare+dropped+idle {
+				return made
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("readers did not settle: %d states, %d spare, %d dropped, %d idle readers", made, spare, dropped, idle)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	burst := func(n int) {
+		t.Helper()
+		var ps []*cusetest.Pending
+		for range n {
+			p := f.WriteAsync(alice, []byte("block"))
+			d.awaitBlocked(t, p.Unique)
+			ps = append(ps, p)
+		}
+		if _, errno := f.Write(alice, []byte("unblock")); errno != 0 {
+			t.Fatalf("unblock: %v", errno)
+		}
+		for _, p := range ps {
+			if r := p.Wait(); r.Errno != 0 {
+				t.Fatalf("blocked write: %v", r.Errno)
+			}
+		}
+	}
+	burst(srv.MaxBlockedReaders() + 1)
+	first := settle()
+	if first <= srv.MaxBlockedReaders() {
+		t.Fatalf("the burst made only %d reader states: it tests nothing", first)
+	}
+	burst(srv.MaxBlockedReaders() - 2)
+	if again := settle(); again != first {
+		t.Errorf("the second burst made %d reader states more", again-first)
+	}
+	if err := k.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
+		t.Fatal(err)
+	}
 }
