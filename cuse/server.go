@@ -313,11 +313,14 @@ func (s *Server) reader() {
 		if s.stopping.Load() || s.idle.Load() >= s.maxIdle {
 			return
 		}
-		s.idle.Add(1)
 		if now := readerClock(); now-last >= yieldAfter.Nanoseconds() {
+			// Counted idle only after the yield: a yielding reader waits
+			// behind whatever its P runs first, and until it is back the
+			// last idle reader must still start another (see yield).
 			last = now
 			yield()
 		}
+		s.idle.Add(1)
 	}
 }
 
@@ -404,7 +407,10 @@ var readerClockID = func() uintptr {
 // test VM cost nearly a fifth of the daemon's context switches per command.
 // runtime.goyield is the runtime's own yield without that wake-up; the
 // runtime keeps it linkable, with this signature, for gVisor, which yields
-// the same way (go.dev/issue/67401). A variable for the test.
+// the same way (go.dev/issue/67401). What it gives up: goroutines already
+// runnable on the P run before the reader, and should one of them block in
+// a system call, the reader waits until another thread steals it or sysmon
+// retakes the P. A variable for the test.
 var yield = goyield
 
 //go:linkname goyield runtime.goyield
