@@ -32,3 +32,13 @@ func (s *Server) ReaderStates() (made, spare, dropped, idle int) {
 	defer s.spareMu.Unlock()
 	return s.made, len(s.spare), s.dropped, int(s.idle.Load())
 }
+
+// BlockYields makes every yield of a reader wait for release, as a reader
+// waits behind the goroutines its P runs first, with the clock of
+// FakeYields. Restore after the Server is closed.
+func BlockYields(release <-chan struct{}) (advance func(time.Duration), restore func()) {
+	var n atomic.Int64
+	advance, restore = FakeYields(&n)
+	yield = func() { <-release }
+	return advance, restore
+}

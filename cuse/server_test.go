@@ -390,3 +390,27 @@ func TestReaderStatesReused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A reader still in its yield is not idle: the last reader that is starts
+// another, so requests keep being answered however many readers wait
+// there (behind other goroutines on their P, in the daemon).
+func TestYieldingReadersAreNotIdle(t *testing.T) {
+	release := make(chan struct{})
+	advance, restore := cuse.BlockYields(release)
+	defer restore()
+	k := start(t, newTestDev())
+	defer func() { // also after a failure: the readers must get out of their yield
+		close(release)
+		if err := k.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
+			t.Error(err)
+		}
+	}()
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	n := 2*k.Server().MaxBlockedReaders() + 2
+	for i := range n {
+		advance(cuse.YieldAfter) // the reader of the next write yields, and stays there
+		if r, ok := f.WriteAsync(alice, []byte("x")).WaitFor(5 * time.Second); !ok || r.Errno != 0 {
+			t.Fatalf("write %d with %d readers in their yield: answered %v, %v", i, i, ok, r.Errno)
+		}
+	}
+}
