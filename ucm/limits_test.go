@@ -1,7 +1,11 @@
 package ucm_test
 
 import (
+	"context"
+	"log/slog"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
@@ -50,7 +54,8 @@ func TestMaxEventsRejectsREQ(t *testing.T) {
 
 // An event other than REQ that cannot be queued is dropped, not counted.
 func TestMaxEventsDropsEvent(t *testing.T) {
-	e := newEnv(t, &fakedut.Options{Limits: ucm.Limits{MaxEvents: 1}})
+	dropped := &dropSignal{event: "DREQ_RECEIVED", seen: make(chan struct{})}
+	e := newEnv(t, &fakedut.Options{Limits: ucm.Limits{MaxEvents: 1}, Logger: slog.New(dropped)})
 	a := e.req(t, 0xa0)
 	req, err := e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
@@ -58,6 +63,13 @@ func TestMaxEventsDropsEvent(t *testing.T) {
 	e.waitReadable(t, e.a) // the REP fills a's queue
 	must(t, e.a.SendPrivateData(abi.CmdSendRTU, a, nil))
 	must(t, e.a.SendPrivateData(abi.CmdSendDREQ, a, nil)) // b's DREQ: second event, b's queue has RTU
+	// b reads the RTU only once the DREQ has met the full queue: read
+	// sooner, it would leave room for the DREQ.
+	select {
+	case <-dropped.seen:
+	case <-time.After(wait):
+		t.Fatal("the DREQ was never dropped")
+	}
 	_, err = e.b.Expect(abi.CMRTUReceived, wait)
 	must(t, err)
 	if err := fake(e.b).SetNonblock(true); err != nil {
@@ -97,3 +109,29 @@ func TestReleaseTearsDown(t *testing.T) {
 		t.Errorf("%d ids after both closed", n)
 	}
 }
+
+// dropSignal is a log handler that closes seen once ucm logs that it
+// dropped an event of the given type.
+type dropSignal struct {
+	event string
+	once  sync.Once
+	seen  chan struct{}
+}
+
+func (h *dropSignal) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *dropSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "ucm: dropping event" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "event" && a.Value.String() == h.event {
+			h.once.Do(func() { close(h.seen) })
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *dropSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *dropSignal) WithGroup(string) slog.Handler      { return h }
