@@ -191,13 +191,7 @@ func TestIDTableReleaseAnyOrder(t *testing.T) {
 		t.Run(order, func(t *testing.T) {
 			tab := NewIDTable()
 			f := &file{}
-			cs := make([]*ucmCtx, 1000)
-			for i := range cs {
-				cs[i] = &ucmCtx{file: f}
-				if err := tab.alloc(cs[i]); err != nil {
-					t.Fatal(err)
-				}
-			}
+			cs := allocIDs(t, tab, f, 1000)
 			switch order {
 			case "decreasing":
 				slices.Reverse(cs)
@@ -226,13 +220,7 @@ func TestIDTableReleaseAnyOrder(t *testing.T) {
 func TestIDTableGivesMemoryBack(t *testing.T) {
 	tab := NewIDTable()
 	f := &file{}
-	cs := make([]*ucmCtx, 20000)
-	for i := range cs {
-		cs[i] = &ucmCtx{file: f}
-		if err := tab.alloc(cs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cs := allocIDs(t, tab, f, 20000)
 	rest := cs[1:]
 	rand.New(rand.NewPCG(5, 6)).Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
 	for _, c := range rest {
@@ -242,4 +230,17 @@ func TestIDTableGivesMemoryBack(t *testing.T) {
 		t.Errorf("%d slots kept for 1 id", got)
 	}
 	checkIDTable(t, tab, map[uint32]*ucmCtx{0: cs[0]})
+}
+
+// allocIDs allocates n ids of f in tab, in order.
+func allocIDs(t *testing.T, tab *IDTable, f *file, n int) []*ucmCtx {
+	t.Helper()
+	cs := make([]*ucmCtx, n)
+	for i := range cs {
+		cs[i] = &ucmCtx{file: f}
+		if err := tab.alloc(cs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cs
 }
