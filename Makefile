@@ -36,7 +36,7 @@ vet:
 	$(STATICCHECK) -tags tshark ./test/tshark/
 	$(STATICCHECK) -tags interop ./test/interop/
 	@if command -v shellcheck >/dev/null; then \
-		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh .ci/run && shellcheck -s sh test/vm/init test/perf/guest.sh; \
+		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh test/perf/trace.sh .ci/run && shellcheck -s sh test/vm/init test/perf/guest.sh test/perf/trace-guest.sh; \
 	else echo "vet: shellcheck not installed (make vm-setup installs it): scripts not checked"; fi
 
 fmt:
@@ -91,11 +91,16 @@ interop:
 # libfuse3 CUSE floor and the kernel's rdma_cm, alternating; a ratio table
 # and bin/perf/perf.json. perf-check (in make check) is a short run that
 # only checks every figure and the JSON are produced: no thresholds.
-.PHONY: perf perf-check
+# perf-trace: where a MAD's time goes, from the kernel's tracepoints
+# (bin/perf/trace/summary.txt); perf-check runs it short too.
+.PHONY: perf perf-check perf-trace
 perf:
 	@./test/perf/run.sh
+perf-trace:
+	@./test/perf/trace.sh
 perf-check:
 	@./test/perf/run.sh --short
+	@./test/perf/trace.sh --short
 
 # vm-setup first: on a fresh machine it installs what the later stages need
 # (libibverbs-dev for the C client, shellcheck for vet, qemu and the guest
