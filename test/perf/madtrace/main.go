@@ -1,8 +1,9 @@
 // Command madtrace reads the kernel's ftrace text (tracefs "trace") of a
 // run with the ib_umad, ib_mad and sched tracepoints on, and prints where
-// each MAD's time went between umad files, which task waited how long for
-// a CPU once woken, and which tasks had the CPUs (docs/perf.md,
-// "Where a MAD waits"):
+// each MAD's time went between umad files, the time from each umad record
+// to the next (with one connection at a time, the critical path: trips and
+// turnarounds), which task waited how long for a CPU once woken, and which
+// tasks had the CPUs (docs/perf.md, "Where a MAD waits"):
 //
 //	go run ./test/perf/madtrace [-check] TRACE...
 //
@@ -54,6 +55,7 @@ type madKey struct {
 // report is what one trace holds.
 type report struct {
 	mads   int                        // MADs seen at all four points
+	steps  map[string][]float64       // "read REQ -> write REP": µs between consecutive umad records
 	stages [len(stageNames)][]float64 // µs, one per whole MAD
 	wakes  map[string][]float64       // task class -> wake-up to running, µs
 	cpu    map[string]float64         // task class -> running time, s
@@ -75,7 +77,9 @@ func class(comm string, pid string) string {
 }
 
 func parse(r io.Reader) (*report, error) {
-	rep := &report{wakes: map[string][]float64{}, cpu: map[string]float64{}}
+	rep := &report{wakes: map[string][]float64{}, cpu: map[string]float64{}, steps: map[string][]float64{}}
+	var prevStep string // the last umad record, as "write REQ"
+	var prevAt float64
 	mads := map[madKey][]*[len(points)]float64{}
 	woken := map[string]float64{} // pid -> when woken
 	running := map[int]struct {
@@ -144,6 +148,14 @@ func parse(r io.Reader) (*report, error) {
 				return nil, fmt.Errorf("%s: %w", event, err)
 			}
 			k := madKey{uint32(tid), uint16(attr)}
+			if i == 0 || i == len(points)-1 {
+				step := map[int]string{0: "write ", len(points) - 1: "read "}[i] + attrName(k.attr)
+				if prevStep != "" {
+					key := prevStep + " -> " + step
+					rep.steps[key] = append(rep.steps[key], (t-prevAt)*1e6)
+				}
+				prevStep, prevAt = step, t
+			}
 			if i == 0 { // a write starts a MAD (a resend starts another)
 				mads[k] = append(mads[k], &[len(points)]float64{t, -1, -1, -1})
 				continue
@@ -180,6 +192,16 @@ func parse(r io.Reader) (*report, error) {
 	return rep, nil
 }
 
+// attrName names the CM's attributes (the MADs of a CM trace).
+func attrName(a uint16) string {
+	names := map[uint16]string{0x10: "REQ", 0x11: "MRA", 0x12: "REJ", 0x13: "REP", 0x14: "RTU",
+		0x15: "DREQ", 0x16: "DREP", 0x17: "SIDR_REQ", 0x18: "SIDR_REP", 0x19: "LAP", 0x1a: "APR"}
+	if n, ok := names[a]; ok {
+		return n
+	}
+	return fmt.Sprintf("%#x", a)
+}
+
 // quantile of sorted xs, nearest rank.
 func quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
@@ -198,6 +220,29 @@ func (rep *report) write(w io.Writer, name string) {
 	type total struct {
 		name string
 		v    float64
+	}
+	// The steps between consecutive umad records: with one exchange at a
+	// time, the critical path of the trace, trips and turnarounds alike.
+	var steps []total
+	var all float64
+	for k, xs := range rep.steps {
+		var sum float64
+		for _, x := range xs {
+			sum += x
+		}
+		all += sum
+		if len(xs) >= max(2, rep.mads/20) {
+			steps = append(steps, total{k, sum})
+		}
+	}
+	slices.SortFunc(steps, func(a, b total) int { return cmpDesc(a.v, b.v) })
+	if len(steps) > 0 {
+		fmt.Fprintf(w, "  %-34s %6s %7s %7s %7s %6s\n", "umad record -> next one (µs)", "n", "median", "p10", "p90", "share")
+	}
+	for _, st := range steps[:min(len(steps), 12)] {
+		xs := rep.steps[st.name]
+		slices.Sort(xs)
+		fmt.Fprintf(w, "  %-34s %6d %7.0f %7.0f %7.0f %5.0f%%\n", st.name, len(xs), quantile(xs, 0.5), quantile(xs, 0.1), quantile(xs, 0.9), 100*st.v/all)
 	}
 	var ws []total
 	for c, xs := range rep.wakes {

@@ -60,6 +60,15 @@ func TestResendAndLoss(t *testing.T) {
 	if got := rep.stages[3][0]; math.Abs(got-1000) > 0.5 {
 		t.Errorf("write -> read = %v µs, want 1000 (from the resend)", got)
 	}
+	// the steps between umad records: write, write again, read
+	for k, w := range map[string]float64{"write REQ -> write REQ": 100000, "write REQ -> read REQ": 1000} {
+		if got := rep.steps[k]; len(got) != 1 || math.Abs(got[0]-w) > 0.5 {
+			t.Errorf("step %q = %v µs, want [%v]", k, got, w)
+		}
+	}
+	if len(rep.steps) != 2 {
+		t.Errorf("steps = %v, want only those two", rep.steps)
+	}
 }
 
 func TestMalformedMADRecord(t *testing.T) {
