@@ -76,16 +76,19 @@ func class(comm string, pid string) string {
 	return comm
 }
 
+// onCPU is the task a CPU runs, since when.
+type onCPU struct {
+	pid   string
+	since float64
+}
+
 func parse(r io.Reader) (*report, error) {
 	rep := &report{wakes: map[string][]float64{}, cpu: map[string]float64{}, steps: map[string][]float64{}}
 	var prevStep string // the last umad record, as "write REQ"
 	var prevAt float64
 	mads := map[madKey][]*[len(points)]float64{}
 	woken := map[string]float64{} // pid -> when woken
-	running := map[int]struct {
-		pid   string
-		since float64
-	}{} // cpu -> task
+	running := map[int]onCPU{} // cpu -> task
 	comm := map[string]string{} // pid -> latest name
 	first, last := -1.0, 0.0
 	sc := bufio.NewScanner(r)
@@ -120,10 +123,7 @@ func parse(r io.Reader) (*report, error) {
 			if cur, ok := running[cpu]; ok {
 				rep.cpu[class(comm[cur.pid], cur.pid)] += t - cur.since
 			}
-			running[cpu] = struct {
-				pid   string
-				since float64
-			}{s[4], t}
+			running[cpu] = onCPU{s[4], t}
 			if _, ok := comm[s[4]]; !ok {
 				comm[s[4]] = s[3]
 			}
@@ -149,7 +149,10 @@ func parse(r io.Reader) (*report, error) {
 			}
 			k := madKey{uint32(tid), uint16(attr)}
 			if i == 0 || i == len(points)-1 {
-				step := map[int]string{0: "write ", len(points) - 1: "read "}[i] + attrName(k.attr)
+				step := "write " + attrName(k.attr)
+				if i > 0 {
+					step = "read " + attrName(k.attr)
+				}
 				if prevStep != "" {
 					key := prevStep + " -> " + step
 					rep.steps[key] = append(rep.steps[key], (t-prevAt)*1e6)
