@@ -88,8 +88,8 @@ func parse(r io.Reader) (*report, error) {
 	var prevAt float64
 	mads := map[madKey][]*[len(points)]float64{}
 	woken := map[string]float64{} // pid -> when woken
-	running := map[int]onCPU{} // cpu -> task
-	comm := map[string]string{} // pid -> latest name
+	running := map[int]onCPU{}    // cpu -> task
+	comm := map[string]string{}   // pid -> latest name
 	first, last := -1.0, 0.0
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
