@@ -36,7 +36,7 @@ vet:
 	$(STATICCHECK) -tags tshark ./test/tshark/
 	$(STATICCHECK) -tags interop ./test/interop/
 	@if command -v shellcheck >/dev/null; then \
-		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh test/perf/trace.sh .ci/run && shellcheck -s sh test/vm/init test/perf/guest.sh test/perf/trace-guest.sh; \
+		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh test/perf/trace.sh .ci/run && shellcheck -x -s sh test/vm/init test/perf/guest.sh test/perf/trace-guest.sh test/perf/guest-lib.sh; \
 	else echo "vet: shellcheck not installed (make vm-setup installs it): scripts not checked"; fi
 
 fmt:

@@ -13,37 +13,14 @@
 #   SLICES  rounds per repetition of the CUSE measurements (each a sample)
 set -eu
 B=$1 REPS=$2 PAIRS=$3 SEQ=$4 WIN=$5 PREFILL=$6 SLICES=$7
-LL0=fe80::ff:fe00:1 LL1=fe80::ff:fe00:2 # rxe0/rxe1 GID 0 (test/vm/guest-rdma.sh)
 SID=0x1000 SIDQP=0x2000
-log() { echo "perf: $*" >&2; }
-fail() { echo "perf: FAIL: $*" >&2; exit 1; }
+TAG=perf
+# shellcheck source=test/perf/guest-lib.sh
+. "$(dirname "$0")/guest-lib.sh"
 # out CMD...: runs one measurement and prints its line, or fails the run
 out() {
 	line=$("$@") || fail "$*"
 	echo "rep=$rep $line"
-}
-
-waitnode() { # PATH PID
-	i=0
-	while [ ! -e "$1" ]; do
-		i=$((i + 1))
-		{ [ $i -le 400 ] && kill -0 "$2" 2>/dev/null; } || fail "$1 did not appear"
-		sleep 0.05
-	done
-}
-
-waitlog() { # FILE TEXT PID: a server is ready once it logged TEXT
-	i=0
-	until grep -q "$2" "$1" 2>/dev/null; do
-		i=$((i + 1))
-		{ [ $i -le 600 ] && kill -0 "$3" 2>/dev/null; } || { cat "$1" >&2; fail "no '$2' in $1"; }
-		sleep 0.05
-	done
-}
-
-stop() { # PID...
-	for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "$@"; do wait "$p" 2>/dev/null || true; done
 }
 
 UCMD_FLAGS="--log-level warn --user-ids $((PREFILL + 10000)) --max-ids $((PREFILL + 20000))"

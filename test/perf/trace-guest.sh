@@ -8,9 +8,10 @@
 # Usage: trace-guest.sh BINDIR OUT CONNS
 set -eu
 B=$1 O=$2 N=$3
-LL0=fe80::ff:fe00:1 LL1=fe80::ff:fe00:2 # rxe0/rxe1 GID 0 (test/vm/guest-rdma.sh)
+TAG=trace
+# shellcheck source=test/perf/guest-lib.sh
+. "$(dirname "$0")/guest-lib.sh"
 T=/sys/kernel/tracing
-fail() { echo "trace: FAIL: $*" >&2; exit 1; }
 [ -d $T/events ] || mount -t tracefs nodev $T || fail "mount tracefs"
 for e in ib_umad ib_mad; do [ -d $T/events/$e ] || fail "no $e tracepoints"; done
 modprobe -r rdma_ucm rdma_cm iw_cm ib_cm 2>/dev/null || true
@@ -27,29 +28,22 @@ record() { # FILE CMD...: runs CMD with tracing on, saves the trace
 	echo 1 > $T/tracing_on
 	"$@" || { echo 0 > $T/tracing_on; fail "$*"; }
 	echo 0 > $T/tracing_on
-	grep -q 'entries-in-buffer/entries-written: \([0-9]*\)/\1 ' $T/trace || echo "trace: $f: the buffer overflowed, early records lost" >&2
+	grep -q 'entries-in-buffer/entries-written: \([0-9]*\)/\1 ' $T/trace || log "$f: the buffer overflowed, early records lost"
 	cat $T/trace > "$f"
 }
 
 "$B/ucmd" serve --log-level warn > /tmp/ucmd.log 2>&1 &
 upid=$!
-i=0
-while [ ! -e /dev/infiniband/ucm1 ]; do
-	i=$((i + 1))
-	{ [ $i -le 400 ] && kill -0 $upid 2>/dev/null; } || { cat /tmp/ucmd.log >&2; fail "ucmd did not start"; }
-	sleep 0.05
-done
+waitnode /dev/infiniband/ucm1 $upid
 "$B/ucmd" exec -- "$B/ucmclient" -l 0x1000 -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
 spid=$!
-i=0
-until grep -q "listening on" /tmp/srv.log 2>/dev/null; do
-	i=$((i + 1))
-	[ $i -le 600 ] || { cat /tmp/srv.log >&2; fail "the server did not start"; }
-	sleep 0.05
-done
+waitlog /tmp/srv.log "listening on" $spid
 client() { "$B/ucmd" exec -- "$B/ucmclient" -c -d rxe0 -g $LL1 -s 0x1000 --libibcm -w 0 -T 600 --no-verbs -G $LL0 "$@"; }
 client -n 3 > /dev/null || fail "warm-up connections" # the first waits for neighbour discovery
-record "$O/trace-ucmd.txt" client -n "$N"
-kill $spid $upid
-wait $spid $upid 2>/dev/null || true
+conns() { # the connections, printing only the client's summary line
+	client -n "$N" > /tmp/conns.out || { cat /tmp/conns.out >&2; return 1; }
+	grep '^ucmclient-perf' /tmp/conns.out >&2 || true
+}
+record "$O/trace-ucmd.txt" conns
+stop $spid $upid
 record "$O/trace-umadping.txt" "$B/umadping" -a rxe0 -b rxe1 -g $LL1 -n $((N * 2)) -L umad
