@@ -127,6 +127,7 @@ static struct {
 	int libibcm; /* --libibcm: blocking GET_EVENT, no poll(), no per-command timer */
 	int lax;
 	int verbose;
+	int quiet; /* -q: no line per connection that succeeded (the perf loops) */
 	int dump;
 	int cred_check;	       /* --cred-check */
 	const char *cred_exec; /* --cred-check-exec FD:A:B (internal) */
@@ -1365,13 +1366,14 @@ static void finish_conn(struct conn *c)
 		       c->role == ROLE_CLIENT ? "client" : "server", c->err, extra);
 	} else {
 		ok_count++;
-		printf("conn %d ok: %s id %u qpn 0x%06x remote_qpn 0x%06x msgs %d+%d x %dB "
-		       "established_by %s events %u timewait %s %.1f ms%s%s\n",
-		       c->num, c->role == ROLE_CLIENT ? "client" : "server", c->id, c->qpn, c->rqpn,
-		       (opt.no_verbs || !c->peer_verbs) ? 0 : c->msgs,
-		       (opt.no_verbs || !c->peer_verbs) ? 0 : c->msgs, c->msg_size,
-		       c->est_by ? c->est_by : "-", c->events, c->timewait_seen ? "yes" : "no", ms,
-		       c->note ? "; " : "", c->note ? c->note : "");
+		if (!opt.quiet)
+			printf("conn %d ok: %s id %u qpn 0x%06x remote_qpn 0x%06x msgs %d+%d x %dB "
+			       "established_by %s events %u timewait %s %.1f ms%s%s\n",
+			       c->num, c->role == ROLE_CLIENT ? "client" : "server", c->id, c->qpn, c->rqpn,
+			       (opt.no_verbs || !c->peer_verbs) ? 0 : c->msgs,
+			       (opt.no_verbs || !c->peer_verbs) ? 0 : c->msgs, c->msg_size,
+			       c->est_by ? c->est_by : "-", c->events, c->timewait_seen ? "yes" : "no", ms,
+			       c->note ? "; " : "", c->note ? c->note : "");
 	}
 	fflush(stdout);
 	free(c);
@@ -2580,6 +2582,8 @@ static void usage(FILE *f)
 		"                         timer (needs --no-verbs or -M 0; -T bounds the run)\n"
 		"      --lax              check masks only, not QP attribute / event values\n"
 		"  -v, --verbose          more output (-vv: values, -vvv: hex of every command/event)\n"
+		"  -q, --quiet            no line for a connection that succeeded (failures, the\n"
+		"                         summary and -v output stay): a loop that is timed\n"
 		"  -h, --help\n"
 		"Environment: SYSFS_PATH replaces /sys for abi_version only (as in libibcm);\n"
 		"ucm<N>/ibdev is always read from /sys/class/infiniband_cm.\n"
@@ -2638,6 +2642,7 @@ static void parse_args(int argc, char **argv)
 		{ "msgs", required_argument, 0, 'M' },     { "size", required_argument, 0, 'z' },
 		{ "timeout", required_argument, 0, 't' },  { "timewait", required_argument, 0, 'w' },
 		{ "deadline", required_argument, 0, 'T' }, { "verbose", no_argument, 0, 'v' },
+		{ "quiet", no_argument, 0, 'q' },
 		{ "help", no_argument, 0, 'h' },	   { "no-verbs", no_argument, 0, O_NOVERBS },
 		{ "data-before-rtu", no_argument, 0, O_DBR }, { "nonblock", no_argument, 0, O_NONBLOCK_OPT },
 		{ "lax", no_argument, 0, O_LAX },	   { "dump-commands", no_argument, 0, O_DUMP },
@@ -2662,7 +2667,7 @@ static void parse_args(int argc, char **argv)
 #ifdef UCMCLIENT_NO_VERBS
 	opt.no_verbs = 1; /* nothing else is compiled in */
 #endif
-	while ((ch = getopt_long(argc, argv, "l:cs:d:D:i:x:g:G:L:n:P:M:z:t:w:T:vh", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "l:cs:d:D:i:x:g:G:L:n:P:M:z:t:w:T:vqh", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'l': {
 			char *end;
@@ -2704,6 +2709,7 @@ static void parse_args(int argc, char **argv)
 		case 'w': opt.timewait_ms = (int)parse_num(optarg, "timewait", 0, 3600000); break;
 		case 'T': opt.deadline_s = (int)parse_num(optarg, "deadline", 1, 86400); break;
 		case 'v': opt.verbose++; break;
+		case 'q': opt.quiet = 1; break;
 		case 'h': usage(stdout); exit(0);
 		case O_NOVERBS: opt.no_verbs = 1; break;
 		case O_DBR: opt.data_before_rtu = 1; break;

@@ -83,7 +83,7 @@ conn_ucmd() { # LABEL SERVICE_ID CLIENT_ARGS...
 	label=$1 sid=$2
 	shift 2
 	# shellcheck disable=SC2086 # lists of flags
-	r=$("$B/ucmd" exec -- "$B/ucmclient" -c -d rxe0 -g $LL1 -s "$sid" --libibcm -w 0 -T 600 "$@") ||
+	r=$("$B/ucmd" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s "$sid" --libibcm -w 0 -T 600 "$@") ||
 		{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "ucmd $label: the client failed"; }
 	r=$(echo "$r" | grep '^ucmclient-perf')
 	echo "rep=$rep ucmclient label=$label ${r#ucmclient-perf }"
@@ -116,9 +116,9 @@ while [ $rep -le "$REPS" ]; do
 
 	start_ucmd
 	# CM only: a server without QPs; with QPs: one that gives each its QP
-	"$B/ucmd" exec -- "$B/ucmclient" -l $SID -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
+	"$B/ucmd" exec -- "$B/ucmclient" -q -l $SID -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
 	spid=$!
-	"$B/ucmd" exec -- "$B/ucmclient" -l $SIDQP -d rxe1 -n 0 --libibcm -w 0 > /tmp/srvqp.log 2>&1 &
+	"$B/ucmd" exec -- "$B/ucmclient" -q -l $SIDQP -d rxe1 -n 0 --libibcm -w 0 > /tmp/srvqp.log 2>&1 &
 	qpid=$!
 	waitlog /tmp/srv.log "listening on" $spid
 	waitlog /tmp/srvqp.log "listening on" $qpid

@@ -35,10 +35,10 @@ record() { # FILE CMD...: runs CMD with tracing on, saves the trace
 "$B/ucmd" serve --log-level warn > /tmp/ucmd.log 2>&1 &
 upid=$!
 waitnode /dev/infiniband/ucm1 $upid
-"$B/ucmd" exec -- "$B/ucmclient" -l 0x1000 -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
+"$B/ucmd" exec -- "$B/ucmclient" -q -l 0x1000 -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
 spid=$!
 waitlog /tmp/srv.log "listening on" $spid
-client() { "$B/ucmd" exec -- "$B/ucmclient" -c -d rxe0 -g $LL1 -s 0x1000 --libibcm -w 0 -T 600 --no-verbs -G $LL0 "$@"; }
+client() { "$B/ucmd" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s 0x1000 --libibcm -w 0 -T 600 --no-verbs -G $LL0 "$@"; }
 client -n 3 > /dev/null || fail "warm-up connections" # the first waits for neighbour discovery
 conns() { # the connections, printing only the client's summary line
 	client -n "$N" > /tmp/conns.out || { cat /tmp/conns.out >&2; return 1; }
