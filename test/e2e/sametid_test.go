@@ -20,8 +20,9 @@ import (
 // those of a MAD still on the same umad file's send list, and cmcore gives
 // several messages of one connection one TID. These tests send the
 // protocol's back-to-back pairs with one TID, as fast as the endpoint
-// takes them (and the receiver keeps up: tidInFlight), and require that umad refuses none and that every MAD
-// arrives exactly once (docs/umad.md, "Same-TID sends").
+// takes them and the receiver keeps up (tidInFlight), and require that
+// umad refuses none and that every MAD arrives exactly once (docs/umad.md,
+// "Same-TID sends").
 
 // CM attribute IDs of the pairs.
 const (

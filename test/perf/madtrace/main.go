@@ -16,6 +16,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -213,6 +214,39 @@ func quantile(xs []float64, q float64) float64 {
 	return xs[min(len(xs)-1, int(q*float64(len(xs))))]
 }
 
+// total is a name's sum (of µs, or of CPU seconds).
+type total struct {
+	name string
+	v    float64
+}
+
+// sums adds up each name's values.
+func sums(m map[string][]float64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, xs := range m {
+		for _, x := range xs {
+			out[k] += x
+		}
+	}
+	return out
+}
+
+// byTotal lists m's names, the largest total first (ties by name, so the
+// output is stable).
+func byTotal(m map[string]float64) []total {
+	out := make([]total, 0, len(m))
+	for k, v := range m {
+		out = append(out, total{k, v})
+	}
+	slices.SortFunc(out, func(a, b total) int {
+		if c := cmp.Compare(b.v, a.v); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return out
+}
+
 func (rep *report) write(w io.Writer, name string) {
 	fmt.Fprintf(w, "%s: %d whole MADs\n", name, rep.mads)
 	fmt.Fprintf(w, "  %-34s %6s %7s %7s %7s\n", "stage (µs)", "n", "median", "p10", "p90")
@@ -220,25 +254,21 @@ func (rep *report) write(w io.Writer, name string) {
 		slices.Sort(s)
 		fmt.Fprintf(w, "  %-34s %6d %7.0f %7.0f %7.0f\n", stageNames[i], len(s), quantile(s, 0.5), quantile(s, 0.1), quantile(s, 0.9))
 	}
-	type total struct {
-		name string
-		v    float64
-	}
 	// The steps between consecutive umad records: with one exchange at a
 	// time, the critical path of the trace, trips and turnarounds alike.
-	var steps []total
+	// Rare ones (fewer than one in 20 MADs) are left out of the table but
+	// not out of the shares.
+	stepSums := sums(rep.steps)
 	var all float64
-	for k, xs := range rep.steps {
-		var sum float64
-		for _, x := range xs {
-			sum += x
-		}
-		all += sum
-		if len(xs) >= max(2, rep.mads/20) {
-			steps = append(steps, total{k, sum})
+	for _, v := range stepSums {
+		all += v
+	}
+	var steps []total
+	for _, st := range byTotal(stepSums) {
+		if len(rep.steps[st.name]) >= max(2, rep.mads/20) {
+			steps = append(steps, st)
 		}
 	}
-	slices.SortFunc(steps, func(a, b total) int { return cmpDesc(a.v, b.v) })
 	if len(steps) > 0 {
 		fmt.Fprintf(w, "  %-34s %6s %7s %7s %7s %6s\n", "umad record -> next one (µs)", "n", "median", "p10", "p90", "share")
 	}
@@ -247,15 +277,7 @@ func (rep *report) write(w io.Writer, name string) {
 		slices.Sort(xs)
 		fmt.Fprintf(w, "  %-34s %6d %7.0f %7.0f %7.0f %5.0f%%\n", st.name, len(xs), quantile(xs, 0.5), quantile(xs, 0.1), quantile(xs, 0.9), 100*st.v/all)
 	}
-	var ws []total
-	for c, xs := range rep.wakes {
-		var sum float64
-		for _, x := range xs {
-			sum += x
-		}
-		ws = append(ws, total{c, sum})
-	}
-	slices.SortFunc(ws, func(a, b total) int { return cmpDesc(a.v, b.v) })
+	ws := byTotal(sums(rep.wakes))
 	fmt.Fprintf(w, "  %-34s %6s %7s %7s %9s\n", "woken -> running (µs), by task", "n", "median", "p90", "total ms")
 	for _, t := range ws[:min(len(ws), 8)] {
 		xs := rep.wakes[t.name]
@@ -263,27 +285,13 @@ func (rep *report) write(w io.Writer, name string) {
 		fmt.Fprintf(w, "  %-34s %6d %7.0f %7.0f %9.1f\n", t.name, len(xs), quantile(xs, 0.5), quantile(xs, 0.9), t.v/1e3)
 	}
 	if rep.seen > 0 {
-		var cs []total
-		for c, v := range rep.cpu {
-			cs = append(cs, total{c, v})
-		}
-		slices.SortFunc(cs, func(a, b total) int { return cmpDesc(a.v, b.v) })
+		cs := byTotal(rep.cpu)
 		var parts []string
 		for _, c := range cs[:min(len(cs), 8)] {
 			parts = append(parts, fmt.Sprintf("%s %.0f%%", c.name, 100*c.v/rep.seen))
 		}
 		fmt.Fprintf(w, "  CPU time (%d CPUs, %.0f ms): %s\n", rep.ncpu, rep.span*1e3, strings.Join(parts, ", "))
 	}
-}
-
-func cmpDesc(a, b float64) int {
-	switch {
-	case a > b:
-		return -1
-	case a < b:
-		return 1
-	}
-	return 0
 }
 
 func main() {
