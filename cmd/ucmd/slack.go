@@ -1,0 +1,132 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// defaultMonitorSlack is the timer slack ucmd gives the Go runtime's
+// monitor thread (sysmon).
+//
+// The monitor sleeps 20 µs between looks at the Ps after any look that
+// found something to do, and only after 50 idle looks in a row starts
+// doubling the sleep towards 10 ms. ucmd's CUSE readers wait in read(2)
+// holding their Ps (cuse.Server), and the monitor takes the P of one that
+// waited 10 ms: under a steady trickle of commands that happens so often
+// that the monitor spends most of its time in its 20 µs steps, each a
+// nanosleep, a wake-up and clock reads. In the test VM that was 15% of the
+// daemon's CPU during a connection loop (docs/perf.md, "The runtime
+// monitor's sleeps"). A slack of 1 ms lets the kernel end each of those
+// sleeps up to 1 ms late, so the 50 steps take 50 ms instead of 1 ms: the
+// monitor's sleeps per connection fell by half. What waits on the monitor
+// then waits up to 1 ms longer: a P held by a thread blocked in a system
+// call while work is queued on it (the runtime's spinning threads usually
+// take such work first), and the preemption of a goroutine running for
+// 10 ms. Only the monitor: with the slack on every thread, the runtime's
+// 3 µs pause before stealing a running P's next goroutine (runqgrab)
+// would last up to 1 ms too. go.dev/issue/18236 is the runtime's side: its
+// tick is fixed, and too short for slow machines.
+const defaultMonitorSlack = time.Millisecond
+
+// setMonitorSlack sets the timer slack of the runtime's monitor thread to
+// d (0: leaves it) and returns the thread's id. Writing another thread's
+// /proc/TID/timerslack_ns takes CAP_SYS_NICE.
+func setMonitorSlack(d time.Duration) (int, error) {
+	if d <= 0 {
+		return 0, nil
+	}
+	tid, err := monitorThread()
+	if err != nil {
+		return 0, err
+	}
+	path := fmt.Sprintf("/proc/%d/timerslack_ns", tid)
+	if err := os.WriteFile(path, []byte(strconv.FormatInt(d.Nanoseconds(), 10)), 0); err != nil {
+		return tid, fmt.Errorf("timer slack of the runtime's monitor thread %d: %w", tid, err)
+	}
+	return tid, nil
+}
+
+// monitorThread finds the runtime's monitor thread. The runtime starts it
+// before any other (runtime.main, before the packages' init), so it has
+// the lowest thread id after the main thread's, unless the kernel's ids
+// wrapped around in between; and it waits in nanosleep, or in a futex wait
+// with a timeout when every P is idle, where the runtime's idle threads
+// wait in futex waits without one. The lowest id must show that, in a
+// few looks at its system call, or it is not taken for the monitor.
+func monitorThread() (int, error) {
+	pid := os.Getpid()
+	tids, err := threads()
+	if err != nil {
+		return 0, err
+	}
+	tids = slices.DeleteFunc(tids, func(t int) bool { return t == pid })
+	if len(tids) == 0 {
+		return 0, errors.New("runtime monitor thread: the process has one thread")
+	}
+	tid := slices.Min(tids)
+	for range 50 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/syscall", tid))
+		if err != nil {
+			return 0, fmt.Errorf("runtime monitor thread: %w", err)
+		}
+		switch monitorWait(string(b)) {
+		case waitTimed:
+			return tid, nil
+		case waitOther:
+			return 0, fmt.Errorf("runtime monitor thread: thread %d, the first after the main thread, waits in %q", tid, strings.TrimSpace(string(b)))
+		}
+		time.Sleep(time.Millisecond) // running: look again
+	}
+	return 0, fmt.Errorf("runtime monitor thread: thread %d never waited", tid)
+}
+
+const (
+	waitRunning = iota // not in a system call: look again
+	waitTimed          // the monitor's sleeps
+	waitOther
+)
+
+// monitorWait classifies a /proc/TID/syscall line: "running", or the
+// system call's number and arguments in hex ("202 0x... 0x80 0x0 0x0 ...";
+// a futex's timeout is the fourth argument).
+func monitorWait(line string) int {
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] == "running" || f[0] == "-1" {
+		return waitRunning
+	}
+	nr, err := strconv.Atoi(f[0])
+	if err != nil {
+		return waitOther
+	}
+	switch nr {
+	case unix.SYS_NANOSLEEP, unix.SYS_CLOCK_NANOSLEEP:
+		return waitTimed
+	case unix.SYS_FUTEX:
+		if len(f) > 4 && f[4] != "0x0" {
+			return waitTimed
+		}
+	}
+	return waitOther
+}
+
+// threads lists the thread ids of the process.
+func threads() ([]int, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+)
+
+// slackOf reads a thread's timer slack in ns.
+func slackOf(t *testing.T, tid int) (int64, bool) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/timerslack_ns", tid))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false // the thread exited
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, true
+}
+
+// busy keeps a goroutine running until the returned function is called,
+// so that not every P is idle and the monitor polls (nanosleep).
+func busy() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// The monitor is found (the first thread after the main one, waiting in a
+// timed sleep) and it alone gets the slack.
+func TestSetMonitorSlack(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("another thread's timer slack takes CAP_SYS_NICE")
+	}
+	defer busy()()
+	slacks := func() map[int]int64 {
+		tids, err := threads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := make(map[int]int64)
+		for _, tid := range tids {
+			if ns, ok := slackOf(t, tid); ok {
+				m[tid] = ns
+			}
+		}
+		return m
+	}
+	before := slacks()
+	const want = 1234567
+	tid, err := setMonitorSlack(want * time.Nanosecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(fmt.Sprintf("/proc/%d/timerslack_ns", tid), []byte("0"), 0) })
+	for other, ns := range before {
+		if other != os.Getpid() && other < tid {
+			t.Errorf("thread %d, before the monitor %d, is not the main thread", other, tid)
+		}
+		if other != tid && ns == want {
+			t.Errorf("thread %d had the slack already", other)
+		}
+	}
+	for other, ns := range slacks() {
+		switch {
+		case other == tid && ns != want:
+			t.Errorf("monitor thread %d: timer slack %d ns, want %d", tid, ns, want)
+		case other != tid && ns != before[other] && before[other] != 0:
+			t.Errorf("thread %d: timer slack %d ns, was %d: only the monitor's may change", other, ns, before[other])
+		}
+	}
+}
+
+func TestSetMonitorSlackZeroLeavesIt(t *testing.T) {
+	if tid, err := setMonitorSlack(0); tid != 0 || err != nil {
+		t.Fatalf("setMonitorSlack(0) = %d, %v; want nothing done", tid, err)
+	}
+}
+
+func TestMonitorWait(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want int
+	}{
+		{"running", waitRunning},
+		{"-1 0x7ffd 0x4667", waitRunning},
+		{fmt.Sprintf("%d 0xc000012345 0x0 0x0 0x0 0x0 0x0 0x7f 0x46", unix.SYS_NANOSLEEP), waitTimed},
+		{fmt.Sprintf("%d 0xc000 0x80 0x0 0xc00004ff30 0x0 0x0 0x7f 0x46", unix.SYS_FUTEX), waitTimed},
+		{fmt.Sprintf("%d 0xc000 0x80 0x0 0x0 0x0 0x0 0x7f 0x46", unix.SYS_FUTEX), waitOther}, // an idle thread
+		{fmt.Sprintf("%d 0x3 0xc000 0x80 0x0 0x0 0x0 0x7f 0x46", unix.SYS_READ), waitOther},
+		{"", waitRunning},
+	} {
+		if got := monitorWait(tc.line); got != tc.want {
+			t.Errorf("monitorWait(%q) = %d, want %d", tc.line, got, tc.want)
+		}
+	}
+}
+
+// --monitor-slack defaults to defaultMonitorSlack; a negative slack, or one
+// past a second, is refused.
+func TestServeMonitorSlackFlag(t *testing.T) {
+	var f serveFlags
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse(nil); err != nil || f.monitorSlack != defaultMonitorSlack {
+		t.Fatalf("default --monitor-slack %v, %v; want %v", f.monitorSlack, err, defaultMonitorSlack)
+	}
+	for _, ok := range []string{"0", "1ms", "1s"} {
+		if _, err := serveConfig(t, "--monitor-slack", ok); err != nil {
+			t.Errorf("--monitor-slack %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"-1ms", "2s"} {
+		if _, err := serveConfig(t, "--monitor-slack", bad); err == nil {
+			t.Errorf("--monitor-slack %s accepted", bad)
+		}
+	}
+}
