@@ -46,12 +46,14 @@ func setMonitorSlack(d time.Duration) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	path := fmt.Sprintf("/proc/%d/timerslack_ns", tid)
-	if err := os.WriteFile(path, []byte(strconv.FormatInt(d.Nanoseconds(), 10)), 0); err != nil {
+	if err := os.WriteFile(slackPath(tid), []byte(strconv.FormatInt(d.Nanoseconds(), 10)), 0); err != nil {
 		return tid, fmt.Errorf("timer slack of the runtime's monitor thread %d: %w", tid, err)
 	}
 	return tid, nil
 }
+
+// slackPath is where thread tid's timer slack is read and written, in ns.
+func slackPath(tid int) string { return fmt.Sprintf("/proc/%d/timerslack_ns", tid) }
 
 // monitorThread finds the runtime's monitor thread. The runtime starts it
 // before any other (runtime.main, before the packages' init), so it has
@@ -87,16 +89,19 @@ func monitorThread() (int, error) {
 	return 0, fmt.Errorf("runtime monitor thread: thread %d never waited", tid)
 }
 
+// threadWait is what a thread was doing when monitorThread looked.
+type threadWait int
+
 const (
-	waitRunning = iota // not in a system call: look again
-	waitTimed          // the monitor's sleeps
+	waitRunning threadWait = iota // not in a system call: look again
+	waitTimed                     // the monitor's sleeps
 	waitOther
 )
 
 // monitorWait classifies a /proc/TID/syscall line: "running", or the
 // system call's number and arguments in hex ("202 0x... 0x80 0x0 0x0 ...";
 // a futex's timeout is the fourth argument).
-func monitorWait(line string) int {
+func monitorWait(line string) threadWait {
 	f := strings.Fields(line)
 	if len(f) == 0 || f[0] == "running" || f[0] == "-1" {
 		return waitRunning

@@ -17,7 +17,7 @@ import (
 // slackOf reads a thread's timer slack in ns.
 func slackOf(t *testing.T, tid int) (int64, bool) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/timerslack_ns", tid))
+	b, err := os.ReadFile(slackPath(tid))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, false // the thread exited
 	}
@@ -74,7 +74,7 @@ func TestSetMonitorSlack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.WriteFile(fmt.Sprintf("/proc/%d/timerslack_ns", tid), []byte("0"), 0) })
+	t.Cleanup(func() { os.WriteFile(slackPath(tid), []byte("0"), 0) })
 	for other, ns := range before {
 		if other != os.Getpid() && other < tid {
 			t.Errorf("thread %d, before the monitor %d, is not the main thread", other, tid)
@@ -102,7 +102,7 @@ func TestSetMonitorSlackZeroLeavesIt(t *testing.T) {
 func TestMonitorWait(t *testing.T) {
 	for _, tc := range []struct {
 		line string
-		want int
+		want threadWait
 	}{
 		{"running", waitRunning},
 		{"-1 0x7ffd 0x4667", waitRunning},
