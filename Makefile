@@ -36,7 +36,7 @@ vet:
 	$(STATICCHECK) -tags tshark ./test/tshark/
 	$(STATICCHECK) -tags interop ./test/interop/
 	@if command -v shellcheck >/dev/null; then \
-		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh test/perf/trace.sh test/perf/pgo.sh .ci/run && shellcheck -x -s sh test/vm/init test/perf/guest.sh test/perf/trace-guest.sh test/perf/pgo-guest.sh test/perf/guest-lib.sh; \
+		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh test/perf/trace.sh .ci/run && shellcheck -x -s sh test/vm/init test/perf/guest.sh test/perf/trace-guest.sh test/perf/guest-lib.sh; \
 	else echo "vet: shellcheck not installed (make vm-setup installs it): scripts not checked"; fi
 
 fmt:
@@ -93,15 +93,11 @@ interop:
 # only checks every figure and the JSON are produced: no thresholds.
 # perf-trace: where a MAD's time goes, from the kernel's tracepoints
 # (bin/perf/trace/summary.txt); perf-check runs it short too.
-.PHONY: perf perf-check perf-trace pgo
+.PHONY: perf perf-check perf-trace
 perf:
 	@./test/perf/run.sh
 perf-trace:
 	@./test/perf/trace.sh
-# Refreshes cmd/ucmd/default.pgo, the CPU profile go build optimises ucmd
-# for, from one boot of the VM under make perf's workloads (docs/perf.md).
-pgo:
-	@./test/perf/pgo.sh
 perf-check:
 	@./test/perf/run.sh --short
 	@./test/perf/trace.sh --short
