@@ -136,6 +136,9 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 	if cfg.Senders <= 0 {
 		cfg.Senders = 100
 	}
+	if cfg.Senders+1 > MaxNodes {
+		return nil, fmt.Errorf("storm: at most %d senders (one unicast LID each, and one for the listener), not %d", MaxNodes-1, cfg.Senders)
+	}
 	if cfg.MRA == "" {
 		cfg.MRA = MRAOff
 	}

@@ -148,10 +148,14 @@ type mesh struct {
 	dreqs atomic.Int64 // DREQs waiting for DREP or DREQ_ERROR
 }
 
+// MaxNodes is how many nodes one simulated subnet holds: each takes the
+// next unicast LID, and those end at 0xbfff (multicast from 0xc000).
+const MaxNodes = 0xbfff
+
 // Run runs one storm.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Nodes < 2 {
-		return nil, fmt.Errorf("storm: need at least 2 nodes, not %d", cfg.Nodes)
+	if cfg.Nodes < 2 || cfg.Nodes > MaxNodes {
+		return nil, fmt.Errorf("storm: need 2 to %d nodes (one unicast LID each), not %d", MaxNodes, cfg.Nodes)
 	}
 	if cfg.Pattern == "" {
 		cfg.Pattern = AllToAll

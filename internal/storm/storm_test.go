@@ -2,6 +2,7 @@ package storm
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +147,20 @@ func TestListenerUCMBudget(t *testing.T) {
 	if res.UCMPeakEvents != 500 || res.UCMRejected == 0 || res.REJs == 0 || res.Failed == 0 || res.Established+res.Failed != res.Config.Requests {
 		t.Fatalf("with 500 events per user: %d queued at most, %d rejected by ucm, %d REJ, %d failed, %d established",
 			res.UCMPeakEvents, res.UCMRejected, res.REJs, res.Failed, res.Established)
+	}
+}
+
+// TestNodeCountBounds: a subnet too large for its LIDs is refused before
+// any node is built, with the limit in the error, in both storms.
+func TestNodeCountBounds(t *testing.T) {
+	for _, n := range []int{-5, 1, MaxNodes + 1, 10_000_000} {
+		if res, err := Run(context.Background(), Config{Nodes: n}); err == nil || res != nil {
+			t.Errorf("Run with %d nodes = %v, %v; want an error and no result", n, res, err)
+		} else if !strings.Contains(err.Error(), "49151") {
+			t.Errorf("Run with %d nodes: %v; want the limit in the error", n, err)
+		}
+	}
+	if _, err := RunListener(context.Background(), ListenerConfig{Senders: MaxNodes}); err == nil || !strings.Contains(err.Error(), "49150") {
+		t.Errorf("RunListener with %d senders: %v; want an error with the limit", MaxNodes, err)
 	}
 }
