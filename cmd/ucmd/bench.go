@@ -131,7 +131,11 @@ Per N it prints: connections, simulated and wall time to full mesh,
 connections per wall second, REQ retransmissions, MRAs, timeouts, MADs lost,
 the peak heap and the live heap per connection (live heap at full mesh minus
 after setup), and the ids' states per node when half the mesh was up
-(total, min-max per node).`,
+(total, min-max per node).
+
+N is 2 to 49151 (one unicast LID each). A storm whose connections would
+need more than the memory available (MemAvailable, at 8 KiB a connection,
+the measured peak of a wire-up) is refused before any node is built.`,
 		Example: `  ucmd bench storm --nodes 32
   ucmd bench storm --nodes 64,128,256 --latency 100us --loss 0.001
   ucmd bench storm --nodes 1024 --cpuprofile cpu.out --memprofile mem.out

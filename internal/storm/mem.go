@@ -1,8 +1,12 @@
 package storm
 
 import (
+	"fmt"
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -66,4 +70,51 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakPerConn bounds what one connection holds, both ends, at the peak of
+// a wire-up (5–8 KB measured: RESULTS.md). Run refuses a storm whose
+// connections would need more than the machine has available, rather
+// than be killed for it halfway.
+const peakPerConn = 8 << 10
+
+// maxConnections bounds the connections cfg plans (defaults applied).
+func maxConnections(cfg Config) uint64 {
+	n := uint64(cfg.Nodes)
+	all := n * (n - 1) / 2
+	if cfg.Pattern == RingOnDemand && cfg.OnDemand >= 0 && uint64(cfg.OnDemand) < all/n {
+		return min(all, n*(1+uint64(cfg.OnDemand)))
+	}
+	return all
+}
+
+// memAvailable is the kernel's estimate of the memory available to start
+// new work without swapping (MemAvailable), or 0 if it cannot be read.
+func memAvailable() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// checkMemory refuses cfg if its connections' peak would not fit in avail
+// bytes (0: unknown, not checked).
+func checkMemory(cfg Config, avail uint64) error {
+	conns := maxConnections(cfg)
+	if avail == 0 || conns <= avail/peakPerConn {
+		return nil
+	}
+	return fmt.Errorf("storm: %d nodes %s plan up to %d connections, about %.1f GiB at %d KiB each during the wire-up, more than the %.1f GiB available",
+		cfg.Nodes, cfg.Pattern, conns, float64(conns)*peakPerConn/(1<<30), peakPerConn>>10, float64(avail)/(1<<30))
 }

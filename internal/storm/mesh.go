@@ -172,6 +172,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Deadline == 0 {
 		cfg.Deadline = 10 * time.Minute
 	}
+	if err := checkMemory(cfg, memAvailable()); err != nil {
+		return nil, err
+	}
 	m := &mesh{cfg: cfg}
 	knobs := sim.Knobs{Delay: cfg.Latency, Jitter: cfg.Jitter, Loss: cfg.Loss, Duplicate: cfg.Duplicate, Reorder: cfg.Reorder}
 	if cfg.RealClock {

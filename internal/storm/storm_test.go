@@ -164,3 +164,34 @@ func TestNodeCountBounds(t *testing.T) {
 		t.Errorf("RunListener with %d senders: %v; want an error with the limit", MaxNodes, err)
 	}
 }
+
+// TestMemoryBound: a storm whose connections cannot fit is refused before
+// any node is built, with its numbers; one that fits is not.
+func TestMemoryBound(t *testing.T) {
+	const gib = 1 << 30
+	for _, c := range []struct {
+		cfg   Config
+		avail uint64
+		ok    bool
+	}{
+		{Config{Nodes: 1024, Pattern: AllToAll}, 8 * gib, true}, // 523,776 connections, 4 GiB
+		{Config{Nodes: 1024, Pattern: AllToAll}, 3 * gib, false},
+		{Config{Nodes: 40_000, Pattern: AllToAll}, 64 * gib, false}, // 799,980,000
+		{Config{Nodes: 40_000, Pattern: RingOnDemand, OnDemand: 8}, 64 * gib, true},
+		{Config{Nodes: 40_000, Pattern: RingOnDemand, OnDemand: 1 << 62}, 64 * gib, false}, // bounded by all pairs, no overflow
+		{Config{Nodes: 40_000, Pattern: AllToAll}, 0, true},                                // unknown: not checked
+	} {
+		err := checkMemory(c.cfg, c.avail)
+		if (err == nil) != c.ok {
+			t.Errorf("%d nodes %s, on demand %d, %d GiB available: %v, want ok=%v", c.cfg.Nodes, c.cfg.Pattern, c.cfg.OnDemand, c.avail/gib, err, c.ok)
+		}
+	}
+	if memAvailable() == 0 {
+		t.Fatal("MemAvailable not read from /proc/meminfo")
+	}
+	// Refused before the nodes are built: 49,151 of them would take minutes.
+	_, err := Run(context.Background(), Config{Nodes: MaxNodes})
+	if err == nil || !strings.Contains(err.Error(), "1207885825 connections") {
+		t.Fatalf("Run with %d nodes all-to-all: %v; want it refused for its 1,207,885,825 connections", MaxNodes, err)
+	}
+}
