@@ -134,8 +134,9 @@ after setup), and the ids' states per node when half the mesh was up
 (total, min-max per node).
 
 N is 2 to 49151 (one unicast LID each). A storm whose connections would
-need more than the memory available (MemAvailable, at 8 KiB a connection,
-the measured peak of a wire-up) is refused before any node is built.`,
+need more than the memory available (MemAvailable, at 6.5 KiB a
+connection, the measured peak of a wire-up) is refused before any node is
+built.`,
 		Example: `  ucmd bench storm --nodes 32
   ucmd bench storm --nodes 64,128,256 --latency 100us --loss 0.001
   ucmd bench storm --nodes 1024 --cpuprofile cpu.out --memprofile mem.out

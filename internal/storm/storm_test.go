@@ -174,7 +174,7 @@ func TestMemoryBound(t *testing.T) {
 		avail uint64
 		ok    bool
 	}{
-		{Config{Nodes: 1024, Pattern: AllToAll}, 8 * gib, true}, // 523,776 connections, 4 GiB
+		{Config{Nodes: 1024, Pattern: AllToAll}, 4 * gib, true}, // 523,776 connections, 3.3 GiB
 		{Config{Nodes: 1024, Pattern: AllToAll}, 3 * gib, false},
 		{Config{Nodes: 40_000, Pattern: AllToAll}, 64 * gib, false}, // 799,980,000
 		{Config{Nodes: 40_000, Pattern: RingOnDemand, OnDemand: 8}, 64 * gib, true},
