@@ -291,7 +291,9 @@ MRA by itself (cmcore's AutoMRA), the application sending none.
 Reports how many connections were established and how many REQs timed out,
 REQ retransmissions and MRAs, the longest queue and wait, and the live heap
 per waiting connection. It fails if any id, event or timer is left after
-every id is destroyed.`,
+every id is destroyed. --senders is at most 49150 (one unicast LID each, and
+the listener's); more REQs than fit in the memory available, at 6.5 KiB a
+connection, are refused before any node is built.`,
 		Example: `  ucmd bench listener --accept-rate 2000 --mra delayed
   ucmd bench listener --accept-rate 1000 --mra off --response-timeout 16
   ucmd bench listener --requests 10000 --within 10ms --accept-rate 500 --mra immediate --json`,

@@ -139,6 +139,9 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 	if cfg.Senders+1 > MaxNodes {
 		return nil, fmt.Errorf("storm: at most %d senders (one unicast LID each, and one for the listener), not %d", MaxNodes-1, cfg.Senders)
 	}
+	if err := checkMemory(fmt.Sprintf("%d REQs at one listener", cfg.Requests), uint64(cfg.Requests), memAvailable()); err != nil {
+		return nil, err
+	}
 	if cfg.MRA == "" {
 		cfg.MRA = MRAOff
 	}

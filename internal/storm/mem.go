@@ -109,13 +109,12 @@ func memAvailable() uint64 {
 	return 0
 }
 
-// checkMemory refuses cfg if its connections' peak would not fit in avail
-// bytes (0: unknown, not checked).
-func checkMemory(cfg Config, avail uint64) error {
-	conns := maxConnections(cfg)
+// checkMemory refuses a storm of what, planning up to conns connections,
+// if their peak would not fit in avail bytes (0: unknown, not checked).
+func checkMemory(what string, conns, avail uint64) error {
 	if avail == 0 || conns <= avail/peakPerConn {
 		return nil
 	}
-	return fmt.Errorf("storm: %d nodes %s plan up to %d connections, about %.1f GiB at %.1f KiB each during the wire-up, more than the %.1f GiB available",
-		cfg.Nodes, cfg.Pattern, conns, float64(conns)*peakPerConn/(1<<30), float64(peakPerConn)/(1<<10), float64(avail)/(1<<30))
+	return fmt.Errorf("storm: %s plan up to %d connections, about %.1f GiB at %.1f KiB each during the wire-up, more than the %.1f GiB available",
+		what, conns, float64(conns)*peakPerConn/(1<<30), float64(peakPerConn)/(1<<10), float64(avail)/(1<<30))
 }

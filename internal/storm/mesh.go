@@ -172,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Deadline == 0 {
 		cfg.Deadline = 10 * time.Minute
 	}
-	if err := checkMemory(cfg, memAvailable()); err != nil {
+	if err := checkMemory(fmt.Sprintf("%d nodes %s", cfg.Nodes, cfg.Pattern), maxConnections(cfg), memAvailable()); err != nil {
 		return nil, err
 	}
 	m := &mesh{cfg: cfg}

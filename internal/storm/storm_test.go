@@ -181,7 +181,7 @@ func TestMemoryBound(t *testing.T) {
 		{Config{Nodes: 40_000, Pattern: RingOnDemand, OnDemand: 1 << 62}, 64 * gib, false}, // bounded by all pairs, no overflow
 		{Config{Nodes: 40_000, Pattern: AllToAll}, 0, true},                                // unknown: not checked
 	} {
-		err := checkMemory(c.cfg, c.avail)
+		err := checkMemory("test", maxConnections(c.cfg), c.avail)
 		if (err == nil) != c.ok {
 			t.Errorf("%d nodes %s, on demand %d, %d GiB available: %v, want ok=%v", c.cfg.Nodes, c.cfg.Pattern, c.cfg.OnDemand, c.avail/gib, err, c.ok)
 		}
@@ -193,5 +193,9 @@ func TestMemoryBound(t *testing.T) {
 	_, err := Run(context.Background(), Config{Nodes: MaxNodes})
 	if err == nil || !strings.Contains(err.Error(), "1207885825 connections") {
 		t.Fatalf("Run with %d nodes all-to-all: %v; want it refused for its 1,207,885,825 connections", MaxNodes, err)
+	}
+	_, err = RunListener(context.Background(), ListenerConfig{Requests: 1 << 40})
+	if err == nil || !strings.Contains(err.Error(), "1099511627776 REQs at one listener plan up to 1099511627776 connections") {
+		t.Fatalf("RunListener with 2^40 REQs: %v; want it refused", err)
 	}
 }
