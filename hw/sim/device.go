@@ -39,6 +39,10 @@ const DefaultLocalCAAckDelay = 15
 
 const linkLocalPrefix = 0xfe80_0000_0000_0000
 
+// MaxUnicastLID is the last unicast LID (IBTA: 0x0001–0xbfff; multicast
+// from 0xc000): a fabric has at most this many IB ports at LMC 0.
+const MaxUnicastLID = 0xbfff
+
 // Device is a simulated RDMA device; it implements hw.Device.
 type Device struct {
 	fabric   *Fabric
@@ -191,7 +195,7 @@ func (f *Fabric) newPort(d *Device, num int, c PortConfig) (*Port, error) {
 			a.GIDs = []hw.GIDEntry{{Index: 0, GID: gidFrom(a.SubnetPrefix, guid), Type: hw.GIDTypeIB}}
 		}
 		n := uint16(1) << a.LMC
-		if a.LID&(n-1) != 0 || a.LID == 0 || uint32(a.LID)+uint32(n) > 0xc000 {
+		if a.LID&(n-1) != 0 || a.LID == 0 || uint32(a.LID)+uint32(n) > MaxUnicastLID+1 {
 			return nil, fmt.Errorf("sim: port %s: LID %#x with LMC %d is not a valid unicast LID range", p, a.LID, a.LMC)
 		}
 		for l := a.LID; l < a.LID+n; l++ {

@@ -149,8 +149,8 @@ type mesh struct {
 }
 
 // MaxNodes is how many nodes one simulated subnet holds: each takes the
-// next unicast LID, and those end at 0xbfff (multicast from 0xc000).
-const MaxNodes = 0xbfff
+// next unicast LID.
+const MaxNodes = sim.MaxUnicastLID
 
 // Run runs one storm.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
