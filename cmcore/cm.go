@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ucmd/ucmd/cmcore/wire"
@@ -74,6 +75,9 @@ type port struct {
 	num int
 	hw  hw.Port
 	ep  hw.Endpoint
+	// recvErr is why the port stopped receiving (nil while it receives):
+	// a removed device fails its reads, and operators need to see it.
+	recvErr atomic.Pointer[error]
 }
 
 type remoteKey struct {
@@ -209,12 +213,27 @@ func (cm *CM) recvLoop(ctx context.Context, p *port) {
 		r, err := p.ep.Recv(ctx)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, hw.ErrClosed) {
+				p.recvErr.Store(&err)
 				cm.log.Warn("cmcore: receive failed, port stops", "port", p.num, "err", err)
 			}
 			return
 		}
 		cm.handleMAD(p, &r)
 	}
+}
+
+// ReceiveError reports why port num stopped receiving MADs: nil while it
+// receives, after a shutdown, and for a port the CM does not have. A
+// stopped port neither answers nor completes anything, so its ids time out.
+func (cm *CM) ReceiveError(num uint8) error {
+	p := cm.portByNum(num)
+	if p == nil {
+		return nil
+	}
+	if e := p.recvErr.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 func (cm *CM) portByNum(n uint8) *port {

@@ -70,7 +70,7 @@ func (p *fakePort) Device() hw.Device          { return p.dev }
 func (p *fakePort) Num() int                   { return p.num }
 func (p *fakePort) Attr() (hw.PortAttr, error) { return p.attr, nil }
 func (p *fakePort) OpenMAD(hw.Registration) (hw.Endpoint, error) {
-	p.ep = &fakeEP{closed: make(chan struct{})}
+	p.ep = &fakeEP{closed: make(chan struct{}), fail: make(chan error, 1)}
 	if p.deliverer {
 		p.dep = &deliverEP{fakeEP: p.ep}
 		return p.dep, nil
@@ -88,6 +88,7 @@ type fakeEP struct {
 	sent      []sentMAD
 	closeOnce sync.Once
 	closed    chan struct{}
+	fail      chan error // Recv returns what a test sends here
 }
 
 func (e *fakeEP) Send(_ context.Context, dst hw.Address, mad *hw.MAD) error {
@@ -103,6 +104,8 @@ func (e *fakeEP) Recv(ctx context.Context) (hw.Received, error) {
 		return hw.Received{}, ctx.Err()
 	case <-e.closed:
 		return hw.Received{}, hw.ErrClosed
+	case err := <-e.fail:
+		return hw.Received{}, err
 	}
 }
 

@@ -28,6 +28,7 @@ type endpoint struct {
 	methods [maxMethods / 64]uint64
 	hiTID   uint32
 	q       chan hw.Received
+	fail    chan error // the next Recv returns this (FailReceive)
 	done    chan struct{}
 	closed  bool // guarded by the fabric's lock
 }
@@ -58,6 +59,7 @@ func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 		class:   reg.MgmtClass,
 		version: reg.ClassVersion,
 		q:       make(chan hw.Received, f.queueLen),
+		fail:    make(chan error, 1),
 		done:    make(chan struct{}),
 	}
 	if reg.MgmtClass == 0 {
@@ -140,10 +142,26 @@ func (e *endpoint) Recv(ctx context.Context) (hw.Received, error) {
 	select {
 	case r := <-e.q:
 		return r, nil
+	case err := <-e.fail:
+		return hw.Received{}, err
 	case <-ctx.Done():
 		return hw.Received{}, ctx.Err()
 	case <-e.done:
 		return hw.Received{}, hw.ErrClosed
+	}
+}
+
+// FailReceive makes the next Recv of every endpoint open on p return err,
+// as a removed device's umad file fails its reads (EIO).
+func (p *Port) FailReceive(err error) {
+	f := p.dev.fabric
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range p.eps {
+		select {
+		case e.fail <- err:
+		default: // one failure pending is enough
+		}
 	}
 }
 

@@ -679,6 +679,9 @@ func (d *Daemon) Snapshot() status.Snapshot {
 					}
 				}
 			}
+			if err := s.cm.ReceiveError(uint8(p.Num())); err != nil {
+				sp.State, sp.ReceiveError = "STOPPED", err.Error()
+			}
 			sd.Ports = append(sd.Ports, sp)
 		}
 		snap.Devices = append(snap.Devices, sd)

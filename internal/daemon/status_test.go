@@ -3,12 +3,14 @@ package daemon_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -121,5 +123,44 @@ func TestStatusGroup(t *testing.T) {
 			d.Close()
 		}
 		t.Fatalf("unknown group: %v", err)
+	}
+}
+
+// A port whose reads fail, as a removed device's umad file does, shows as
+// STOPPED with the reason in the JSON; the other device keeps running.
+func TestStatusPortStopped(t *testing.T) {
+	f := daemontest.New(t)
+	d := start(t, f, daemon.Config{SimDevices: 2})
+	eio := errors.New("read /dev/infiniband/umad0: input/output error")
+	d.SimFabric().Devices()[0].Port(1).FailReceive(eio)
+	var snap status.Snapshot
+	for deadline := time.Now().Add(waitFor); ; time.Sleep(time.Millisecond) {
+		snap = d.Snapshot()
+		if snap.Devices[0].Ports[0].State == "STOPPED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port state %q after its reads failed", snap.Devices[0].Ports[0].State)
+		}
+	}
+	if p := snap.Devices[0].Ports[0]; snap.Devices[0].Name != "sim0" || p.ReceiveError != eio.Error() {
+		t.Errorf("%s port: %+v", snap.Devices[0].Name, p)
+	}
+	if p := snap.Devices[1].Ports[0]; p.State != "ACTIVE" || p.ReceiveError != "" {
+		t.Errorf("the other device's port: %+v", p)
+	}
+	b, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"receive_error":"read /dev/infiniband/umad0: input/output error"`) {
+		t.Errorf("JSON lacks the receive error: %s", b)
+	}
+	var text bytes.Buffer
+	if err := status.WriteText(&text, snap); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "STOPPED") {
+		t.Errorf("text lacks the stopped port:\n%s", text.String())
 	}
 }

@@ -60,6 +60,10 @@ type Port struct {
 	State     string `json:"state"`
 	LID       uint16 `json:"lid,omitempty"`
 	GID0      string `json:"gid0,omitempty"`
+	// ReceiveError is why the CM stopped receiving MADs on the port; State
+	// is then STOPPED (the text shows only that; the log and JSON say why).
+	// A removed device's umad file fails its reads so.
+	ReceiveError string `json:"receive_error,omitempty"`
 }
 
 // File is one open file of a ucm device.

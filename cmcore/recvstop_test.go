@@ -1,0 +1,37 @@
+package cmcore
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestReceiveError: a port whose endpoint fails a read (a removed device's
+// umad file answers EIO) reports why it stopped; a running port and one
+// closed at shutdown report nothing.
+func TestReceiveError(t *testing.T) {
+	h := newHarness(t)
+	if err := h.cm.ReceiveError(1); err != nil {
+		t.Fatalf("running port: ReceiveError = %v", err)
+	}
+	if err := h.cm.ReceiveError(2); err != nil {
+		t.Fatalf("no such port: ReceiveError = %v", err)
+	}
+	eio := errors.New("read /dev/infiniband/umad0: input/output error")
+	h.port.ep.fail <- eio
+	// The receive loop takes the error on its own goroutine.
+	for deadline := time.Now().Add(10 * time.Second); h.cm.ReceiveError(1) == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("ReceiveError still nil after the endpoint failed")
+		}
+	}
+	if err := h.cm.ReceiveError(1); !errors.Is(err, eio) {
+		t.Fatalf("ReceiveError = %v, want %v", err, eio)
+	}
+
+	h2 := newHarness(t)
+	h2.cm.Close()
+	if err := h2.cm.ReceiveError(1); err != nil {
+		t.Fatalf("after Close: ReceiveError = %v", err)
+	}
+}
