@@ -20,6 +20,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -158,6 +159,7 @@ var (
 	descFiles  = desc("open_files", "Open files of the device's node.", "device")
 	descEvents = desc("queued_events", "Events queued on the device's open files, not yet read by GET_EVENT.", "device")
 	descErrors = desc("command_errors_total", "Commands that failed on the device, by the errno the client got (status: errors).", "device", "errno")
+	descRecvOK = desc("port_receiving", "1 while the CM receives MADs on the port, 0 once its reads failed (a removed device; status: state STOPPED).", "device", "port")
 )
 
 // states are the CM states, every one reported for every device.
@@ -171,7 +173,7 @@ var states = func() []string {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descErrors} {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descErrors, descRecvOK} {
 		ch <- d
 	}
 }
@@ -213,5 +215,12 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descFiles, len(d.Files))
 		gauge(descEvents, events)
+		for _, p := range d.Ports {
+			up := 1
+			if p.ReceiveError != "" {
+				up = 0
+			}
+			gauge(descRecvOK, up, strconv.Itoa(p.Num))
+		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // The snapshot metrics are the status snapshot's numbers, per device:
 // counters, ids per state (every state, zeros included), files, queued
-// events, failed commands by errno.
+// events, failed commands by errno, and per port whether it receives.
 func TestSnapshotMetrics(t *testing.T) {
 	snap := status.Snapshot{Version: "1.2.3", Fabric: "sim", Devices: []status.Device{
 		{
@@ -30,8 +30,9 @@ func TestSnapshotMetrics(t *testing.T) {
 				{Events: 2, IDs: []status.ID{{State: "LISTEN"}, {State: "ESTABLISHED"}, {State: "ESTABLISHED"}}},
 				{Events: 1, IDs: []status.ID{{State: "IDLE"}}},
 			},
+			Ports: []status.Port{{Num: 1, State: "ACTIVE"}, {Num: 2, State: "STOPPED", ReceiveError: "read: input/output error"}},
 		},
-		{Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002"},
+		{Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002", Ports: []status.Port{{Num: 1, State: "ACTIVE"}}},
 	}}
 	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return snap }))
 	const want = `
@@ -71,6 +72,11 @@ ucmd_open_files{device="sim1"} 0
 # TYPE ucmd_queued_events gauge
 ucmd_queued_events{device="sim0"} 3
 ucmd_queued_events{device="sim1"} 0
+# HELP ucmd_port_receiving 1 while the CM receives MADs on the port, 0 once its reads failed (a removed device; status: state STOPPED).
+# TYPE ucmd_port_receiving gauge
+ucmd_port_receiving{device="sim0",port="1"} 1
+ucmd_port_receiving{device="sim0",port="2"} 0
+ucmd_port_receiving{device="sim1",port="1"} 1
 # HELP ucmd_info Always 1: the running ucmd's version and fabric (umad or sim).
 # TYPE ucmd_info gauge
 ucmd_info{fabric="sim",version="1.2.3"} 1
@@ -82,7 +88,7 @@ ucmd_device_info{device="sim1",node="/dev/infiniband/ucm1",node_guid="0002:c903:
 	names := []string{
 		"ucmd_cm_mads_sent_total", "ucmd_cm_mads_received_total", "ucmd_cm_retransmissions_total",
 		"ucmd_cm_timeouts_total", "ucmd_cm_mads_dropped_total", "ucmd_cm_send_errors_total",
-		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_info", "ucmd_device_info",
+		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_port_receiving", "ucmd_info", "ucmd_device_info",
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
