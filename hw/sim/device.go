@@ -50,6 +50,10 @@ type Device struct {
 	guid     uint64
 	ackDelay uint8
 	ports    []*Port
+	// gone is closed when RemoveDevice takes the device off the fabric;
+	// goneErr (set before) is what its endpoints fail with from then on.
+	gone    chan struct{}
+	goneErr error
 }
 
 var _ hw.Device = (*Device)(nil)

@@ -76,6 +76,9 @@ func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if p.dev.goneErr != nil {
+		return nil, p.dev.goneErr
+	}
 	if p.kernelCM && reg.MgmtClass == mgmtClassCM && reg.ClassVersion == cmClassVersion && e.hasMethod(methodSend) {
 		return nil, inUse(p, reg, methodSend, "the kernel's ib_cm")
 	}
@@ -130,6 +133,9 @@ func (e *endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	if e.closed {
 		return hw.ErrClosed
 	}
+	if err := e.port.dev.goneErr; err != nil {
+		return err
+	}
 	return f.send(e, &dst, mad)
 }
 
@@ -144,6 +150,8 @@ func (e *endpoint) Recv(ctx context.Context) (hw.Received, error) {
 		return r, nil
 	case err := <-e.fail:
 		return hw.Received{}, err
+	case <-e.port.dev.gone:
+		return hw.Received{}, e.port.dev.goneErr
 	case <-ctx.Done():
 		return hw.Received{}, ctx.Err()
 	case <-e.done:

@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -72,6 +73,7 @@ type Fabric struct {
 	held      map[link]*heldMAD
 	nextLID   uint16
 	nextAgent uint32
+	added     int // devices ever added: default names and GUIDs stay unique after a removal
 }
 
 // link is a directed pair of ports.
@@ -122,8 +124,8 @@ func New(c Config) *Fabric {
 func (f *Fabric) AddDevice(c DeviceConfig) (*Device, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := len(f.devices)
-	d := &Device{fabric: f, name: c.Name, guid: c.NodeGUID, ackDelay: c.LocalCAAckDelay}
+	n := f.added
+	d := &Device{fabric: f, name: c.Name, guid: c.NodeGUID, ackDelay: c.LocalCAAckDelay, gone: make(chan struct{})}
 	if d.name == "" {
 		d.name = fmt.Sprintf("sim%d", n)
 	}
@@ -150,7 +152,28 @@ func (f *Fabric) AddDevice(c DeviceConfig) (*Device, error) {
 		d.ports = append(d.ports, p)
 	}
 	f.devices = append(f.devices, d)
+	f.added++
 	return d, nil
+}
+
+// RemoveDevice takes d off the fabric, as `rdma link delete` or a driver
+// unbind takes a real device away: its ports leave the address tables (MADs
+// to them are unroutable), every endpoint open on them fails its receives
+// and sends with err from now on (a removed device's umad files fail with
+// EIO), and its ports refuse new endpoints. Its name may then be added
+// again, as a new device.
+func (f *Fabric) RemoveDevice(d *Device, err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.Index(f.devices, d)
+	if i < 0 {
+		return fmt.Errorf("sim: remove %s: not on the fabric", d.name)
+	}
+	f.devices = slices.Delete(f.devices, i, i+1)
+	f.unindex(d)
+	d.goneErr = fmt.Errorf("sim: %s removed: %w", d.name, err)
+	close(d.gone)
+	return nil
 }
 
 // unindex removes a half-built device's ports from the address maps.

@@ -398,3 +398,62 @@ func TestSendBlock(t *testing.T) {
 	}
 	recvNow(t, ea)
 }
+
+// A removed device: its endpoints fail receives and sends with the error
+// given, MADs to it are unroutable, its ports refuse endpoints, and its
+// name can be added again as a new device with its own GUID.
+func TestRemoveDevice(t *testing.T) {
+	f := New(Config{Seed: 1})
+	a := mustDev(t)(f.AddIB("a", 1)).Port(1)
+	bd := mustDev(t)(f.AddIB("b", 1))
+	b := bd.Port(1)
+	ea, eb := open(t, a, cmReg), open(t, b, cmReg)
+	ba, _ := b.Attr()
+	recvd := make(chan error, 1)
+	go func() {
+		_, err := eb.Recv(context.Background())
+		recvd <- err
+	}()
+	if err := f.RemoveDevice(bd, syscall.EIO); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-recvd:
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("blocked Recv on the removed device: %v, want EIO", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a Recv blocked on the removed device was not woken")
+	}
+	if _, err := eb.Recv(context.Background()); !errors.Is(err, syscall.EIO) {
+		t.Errorf("later Recv: %v, want EIO", err)
+	}
+	if err := eb.Send(context.Background(), hw.Address{LID: 1, QPN: 1}, cmMAD(1, 0x10)); !errors.Is(err, syscall.EIO) {
+		t.Errorf("Send from the removed device: %v, want EIO", err)
+	}
+	if _, err := b.OpenMAD(cmReg); !errors.Is(err, syscall.EIO) {
+		t.Errorf("OpenMAD on the removed device: %v, want EIO", err)
+	}
+	if err := ea.Send(context.Background(), hw.Address{LID: ba.LID, QPN: 1}, cmMAD(2, 0x10)); err != nil {
+		t.Fatal(err)
+	}
+	if c := a.Counters(); c.Unroutable != 1 {
+		t.Errorf("a MAD to the removed device: counters %+v, want it unroutable", c)
+	}
+	if err := f.RemoveDevice(bd, syscall.EIO); err == nil {
+		t.Error("removing a device twice succeeded")
+	}
+	if got := f.Devices(); len(got) != 1 || got[0].Name() != "a" {
+		t.Errorf("devices after the removal: %v", got)
+	}
+	again := mustDev(t)(f.AddIB("b", 1))
+	if again.NodeGUID() == bd.NodeGUID() || again.NodeGUID() == a.Device().NodeGUID() {
+		t.Errorf("re-added device's GUID %#x repeats one in use or removed", again.NodeGUID())
+	}
+	eb2 := open(t, again.Port(1), cmReg)
+	ab, _ := again.Port(1).Attr()
+	if err := ea.Send(context.Background(), hw.Address{LID: ab.LID, QPN: 1}, cmMAD(3, 0x10)); err != nil {
+		t.Fatal(err)
+	}
+	recvNow(t, eb2)
+}
