@@ -236,6 +236,17 @@ func (cm *CM) ReceiveError(num uint8) error {
 	return nil
 }
 
+// Stopped reports whether every port has stopped receiving (see
+// ReceiveError): what a device's removal does to its CM.
+func (cm *CM) Stopped() bool {
+	for _, p := range cm.ports {
+		if p.recvErr.Load() == nil {
+			return false
+		}
+	}
+	return len(cm.ports) > 0
+}
+
 func (cm *CM) portByNum(n uint8) *port {
 	if n == 0 || int(n) > len(cm.ports) {
 		return nil

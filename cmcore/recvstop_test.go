@@ -17,6 +17,9 @@ func TestReceiveError(t *testing.T) {
 	if err := h.cm.ReceiveError(2); err != nil {
 		t.Fatalf("no such port: ReceiveError = %v", err)
 	}
+	if h.cm.Stopped() {
+		t.Fatal("Stopped with its port receiving")
+	}
 	eio := errors.New("read /dev/infiniband/umad0: input/output error")
 	h.port.ep.fail <- eio
 	// The receive loop takes the error on its own goroutine.
@@ -28,10 +31,16 @@ func TestReceiveError(t *testing.T) {
 	if err := h.cm.ReceiveError(1); !errors.Is(err, eio) {
 		t.Fatalf("ReceiveError = %v, want %v", err, eio)
 	}
+	if !h.cm.Stopped() {
+		t.Error("not Stopped with its only port stopped")
+	}
 
 	h2 := newHarness(t)
 	h2.cm.Close()
 	if err := h2.cm.ReceiveError(1); err != nil {
 		t.Fatalf("after Close: ReceiveError = %v", err)
+	}
+	if h2.cm.Stopped() {
+		t.Error("Stopped after a shutdown, which is no failure")
 	}
 }
