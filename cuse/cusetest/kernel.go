@@ -89,8 +89,12 @@ type Kernel struct {
 	resends  sync.WaitGroup // INTERRUPTs being sent again (resendInterrupt)
 	closing  atomic.Bool    // close has begun: the server may be gone
 
-	mu         sync.Mutex
-	pending    map[uint64]*Pending
+	mu      sync.Mutex
+	pending map[uint64]*Pending
+	// aborted: the server closed its end, and, as fuse_abort_conn, every
+	// request pending then is answered ECONNABORTED, every later one
+	// ENOTCONN.
+	aborted    bool
 	answered   map[uint64]bool
 	nextUnique uint64
 	nextKh     uint64

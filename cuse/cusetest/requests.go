@@ -157,13 +157,43 @@ func (k *Kernel) send(h Header, want replyShape, body ...[]byte) *Pending {
 		k.mu.Unlock()
 		k.t.Fatalf("cusetest: unique %d already pending", h.Unique)
 	}
+	if k.aborted {
+		k.mu.Unlock()
+		p.reply = Reply{Errno: unix.ENOTCONN}
+		close(p.done)
+		return p
+	}
 	k.pending[h.Unique] = p
 	delete(k.answered, h.Unique)
 	k.mu.Unlock()
 	if err := k.write(encode(h.Opcode, h.Unique, h.NodeID, h.Caller, body...)); err != nil {
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+			// The server closed its end before readLoop saw it: the
+			// connection is being aborted, this request with it.
+			k.abortPending()
+			return p
+		}
 		k.t.Fatalf("cusetest: sending %v: %v", wire.Opcode(h.Opcode), err)
 	}
 	return p
+}
+
+// abortPending is what the kernel does once the server has closed the
+// channel (fuse_abort_conn): every request still unanswered fails with
+// ECONNABORTED, and every one sent later with ENOTCONN.
+func (k *Kernel) abortPending() {
+	k.mu.Lock()
+	k.aborted = true
+	ps := k.pending
+	k.pending = make(map[uint64]*Pending)
+	k.mu.Unlock()
+	for _, p := range ps {
+		if p.Opcode == OpInterrupt {
+			continue // the kernel drops its INTERRUPTs with the requests
+		}
+		p.reply = Reply{Errno: unix.ECONNABORTED}
+		close(p.done)
+	}
 }
 
 // SendRaw writes msg to the server as is: malformed requests for
@@ -332,6 +362,7 @@ func (k *Kernel) readLoop() {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
 				k.violate("reading from the server: %v", err)
 			}
+			k.abortPending()
 			return
 		}
 		k.receive(append([]byte(nil), buf[:n]...))
