@@ -40,6 +40,7 @@ type serveFlags struct {
 	memoryBudget int64
 	autoMRA      int
 	waitDevices  time.Duration
+	rescan       time.Duration
 	monitorSlack time.Duration
 	statusGroup  string
 	metrics      string
@@ -53,6 +54,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.simDevices, "sim-devices", 2, "with --fabric sim: number of simulated devices")
 	fs.BoolVar(&f.simIB, "sim-ib", false, "with --fabric sim: InfiniBand ports (LIDs) instead of RoCE (GIDs)")
 	fs.DurationVar(&f.waitDevices, "wait-devices", 0, "with --fabric umad: wait up to this long for the RDMA devices (every --device, else at least one) to appear with umad ports, as at boot (0: do not wait)")
+	fs.DurationVar(&f.rescan, "rescan", defaultRescan, "how often to look for RDMA devices added, removed or registered again while serving (a driver reload, a firmware reset, rdma link add/delete): a new device gets the lowest free ucmN, a removed one loses its node (0: never)")
 	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucmN as 231:224+N, the kernel driver's numbers")
 	fs.StringVar(&f.statusGroup, "status-group", "", "`GROUP` that may read the status socket (ucmd status) besides root: mode 0660 and that group; default root only")
 	fs.StringVar(&f.metrics, "metrics-listen", "", "`HOST:PORT` to serve Prometheus metrics on at /metrics (MADs, retransmissions, timeouts, ids per state, files, queued events, failed commands, command latency and connection setup histograms; docs/metrics.md); e.g. 127.0.0.1:9435; default off, which also attaches no latency timing")
@@ -114,6 +116,9 @@ func (f *serveFlags) validate() error {
 	if f.waitDevices < 0 {
 		return fmt.Errorf("--wait-devices %v: cannot be negative", f.waitDevices)
 	}
+	if f.rescan != 0 && f.rescan < minRescan {
+		return fmt.Errorf("--rescan %v: want 0 (never) or at least %v", f.rescan, minRescan)
+	}
 	if len(f.devices) > 0 && f.fabric == daemon.FabricSim {
 		return fmt.Errorf("--device selects RDMA devices of --fabric %s; with --fabric %s use --sim-devices", daemon.FabricUMAD, daemon.FabricSim)
 	}
@@ -157,6 +162,7 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 		AutoMRA:      uint8(f.autoMRA),
 	}
 	cfg.MetricsListen = f.metrics
+	cfg.Rescan = f.rescan
 	cfg.Limits = ucm.Limits{
 		MaxIDs: f.maxIDs, MaxEvents: f.maxEvents,
 		UserIDs: f.userIDs, UserEvents: f.userEvents, UserFiles: f.userFiles,
@@ -199,14 +205,24 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	defer stopTrace()
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	resize := func(d *daemon.Daemon) {
+		if procs, raised := spareProcs(base, d.MaxBlockedReaders()); raised {
+			cfg.Logger.Debug("sized GOMAXPROCS for the CUSE readers", "gomaxprocs", procs)
+		}
+	}
+	// A rescan that served or retired a device: the readers' Ps follow, and
+	// systemd's status line names the nodes.
+	cfg.Changed = func(d *daemon.Daemon) {
+		resize(d)
+		sdnotify.Notify("STATUS=serving " + strings.Join(d.Nodes(), " "))
+	}
 	d, err := daemon.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if prev, procs, raised := spareProcs(d.MaxBlockedReaders()); raised {
-		cfg.Logger.Debug("raised GOMAXPROCS for the CUSE readers", "gomaxprocs", procs)
-		defer runtime.GOMAXPROCS(prev)
-	}
+	resize(d)
 	cfg.Logger.Info("ucmd ready", "version", cfg.Version, "fabric", cfg.Fabric, "nodes", d.Nodes(), "runtime_dir", cfg.RuntimeDir)
 	// Type=notify: READY=1 only now, with every node in place (Start waits
 	// for each), so units ordered after ucmd find them.
@@ -232,15 +248,21 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 // switches per request in the test VM (docs/perf.md, "The request path").
 // The readers use no CPU while they wait, so the Ps they hold are not
 // counted against the machine's cores. An explicit GOMAXPROCS is left as
-// it is. It returns the previous setting, to restore when serving ends.
-func spareProcs(blocked int) (prev, procs int, raised bool) {
-	prev = runtime.GOMAXPROCS(0)
+// it is. base is the setting before serving, restored when serving ends;
+// devices added and removed while serving change blocked.
+func spareProcs(base, blocked int) (procs int, raised bool) {
 	if os.Getenv("GOMAXPROCS") != "" || blocked <= 0 {
-		return prev, prev, false
+		return runtime.GOMAXPROCS(0), false
 	}
-	runtime.GOMAXPROCS(prev + blocked)
-	return prev, prev + blocked, true
+	runtime.GOMAXPROCS(base + blocked)
+	return base + blocked, true
 }
+
+// Rescan bounds: a look costs a few dozen sysfs reads (docs/hotplug.md).
+const (
+	defaultRescan = 2 * time.Second
+	minRescan     = 100 * time.Millisecond
+)
 
 func newServeCmd(g *globalFlags, f *serveFlags) *cobra.Command {
 	cmd := &cobra.Command{

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -77,18 +78,34 @@ func TestServeMetricsListenFlag(t *testing.T) {
 	}
 }
 
+func TestServeRescan(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, 2 * time.Second}, {[]string{"--rescan", "0"}, 0}, {[]string{"--rescan", "500ms"}, 500 * time.Millisecond}} {
+		cfg, err := serveConfig(t, tc.args...)
+		if err != nil || cfg.Rescan != tc.want {
+			t.Errorf("%v: Rescan %v, %v; want %v", tc.args, cfg.Rescan, err, tc.want)
+		}
+	}
+}
+
 func TestSpareProcs(t *testing.T) {
 	base := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(base)
 	t.Setenv("GOMAXPROCS", "")
 	os.Unsetenv("GOMAXPROCS")
-	prev, procs, raised := spareProcs(6)
-	if !raised || prev != base || procs != base+6 || runtime.GOMAXPROCS(0) != base+6 {
-		t.Fatalf("spareProcs(6) = %d, %d, %v with GOMAXPROCS now %d; want %d, %d, true", prev, procs, raised, runtime.GOMAXPROCS(0), base, base+6)
+	procs, raised := spareProcs(base, 6)
+	if !raised || procs != base+6 || runtime.GOMAXPROCS(0) != base+6 {
+		t.Fatalf("spareProcs(%d, 6) = %d, %v with GOMAXPROCS now %d; want %d, true", base, procs, raised, runtime.GOMAXPROCS(0), base+6)
+	}
+	// A device gone: its readers' Ps are given back.
+	if procs, _ := spareProcs(base, 2); procs != base+2 || runtime.GOMAXPROCS(0) != base+2 {
+		t.Fatalf("spareProcs(%d, 2) after 6 = %d with GOMAXPROCS now %d; want %d", base, procs, runtime.GOMAXPROCS(0), base+2)
 	}
 	runtime.GOMAXPROCS(base)
 	t.Setenv("GOMAXPROCS", strconv.Itoa(base)) // the operator's choice stands
-	if _, _, raised := spareProcs(6); raised || runtime.GOMAXPROCS(0) != base {
+	if _, raised := spareProcs(base, 6); raised || runtime.GOMAXPROCS(0) != base {
 		t.Fatalf("spareProcs with GOMAXPROCS set raised it to %d", runtime.GOMAXPROCS(0))
 	}
 }

@@ -57,6 +57,13 @@ type Config struct {
 	// (every one of Devices, else at least one): at boot, ucmd may start
 	// before the HCA driver or ib_umad has registered them.
 	WaitDevices time.Duration
+	// Rescan is how often the daemon looks for RDMA devices added,
+	// removed or replaced while it runs (hotplug.go): a new one gets the
+	// lowest free ucmN, a removed one loses its node. 0 never looks.
+	Rescan time.Duration
+	// Changed, if set, is called after a rescan changed the nodes served,
+	// on the rescan's goroutine (cmd/ucmd re-sizes GOMAXPROCS from it).
+	Changed func(*Daemon)
 	// FixedNumbers registers ucmN as 231:224+N like the kernel did, so a
 	// static udev rule or mknod keeps working. Otherwise the kernel picks.
 	FixedNumbers bool
@@ -155,13 +162,24 @@ type Daemon struct {
 	log     *slog.Logger
 	started time.Time
 	fabric  *sim.Fabric
-	served  []*served
+	ids     *ucm.IDTable // one id space and budget for every device, served now or later
+	budget  *ucm.Budget
 	status  *status.Server
 	metrics *metrics.Metrics // nil without MetricsListen
 	metSrv  *metrics.Server
 	trace   *trace.Hub // every CM's first observer; serves the trace socket
 	wg      sync.WaitGroup
 	failed  chan error // first CUSE channel failure
+
+	// mu guards served, which Start and the rescan goroutine change and
+	// the status, trace and metrics goroutines read.
+	mu     sync.Mutex
+	served []*served // by index
+
+	// The rescan goroutine's (hotplug.go); Close stops it first.
+	watchStop context.CancelFunc
+	watchDone chan struct{}
+	pending   map[string]*pendingDevice
 }
 
 type served struct {
@@ -171,6 +189,7 @@ type served struct {
 	cm    *cmcore.CM
 	ucm   *ucm.Device
 	srv   Channel
+	done  chan struct{} // closed when srv.Serve has returned
 }
 
 // Start brings every device up. On error, whatever was started is stopped
@@ -213,10 +232,10 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	// One id space and one budget for every device, as the kernel had one
 	// ctx_id_table: a user's limits and the memory budget span them all.
-	ids := ucm.NewIDTable()
-	budget := ucm.NewBudget(cfg.Limits)
+	d.ids = ucm.NewIDTable()
+	d.budget = ucm.NewBudget(cfg.Limits)
 	for i, dev := range devs {
-		if err := d.serve(ctx, i, dev, ids, budget); err != nil {
+		if err := d.serve(ctx, i, dev); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -246,6 +265,9 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		}
 		d.metSrv = ms
 		d.log.Info("serving metrics", "addr", ms.Addr().String(), "path", metrics.Path)
+	}
+	if cfg.Rescan > 0 {
+		d.startWatch(cfg.Rescan)
 	}
 	return d, nil
 }
@@ -397,27 +419,35 @@ func (q quiet) Unwrap() error { return q.err }
 // errNoDevice is wrapped when a wanted umad device is not (yet) there.
 var errNoDevice = errors.New("no such device")
 
-func (d *Daemon) devices() ([]hw.Device, error) {
+// buildSim makes the simulated fabric with its SimDevices devices.
+func (d *Daemon) buildSim() error {
+	n := d.cfg.SimDevices
+	if n < 1 {
+		return fmt.Errorf("--sim-devices must be at least 1")
+	}
+	d.fabric = sim.New(sim.Config{Seed: uint64(time.Now().UnixNano())})
+	for i := range n {
+		name := fmt.Sprintf("sim%d", i)
+		var err error
+		if d.cfg.SimIB {
+			_, err = d.fabric.AddIB(name, 1)
+		} else {
+			_, err = d.fabric.AddRoCE(name, 1)
+		}
+		if err != nil {
+			return fmt.Errorf("simulated fabric: %w", err)
+		}
+	}
+	return nil
+}
+
+// discover lists the devices there are now that the daemon is to serve
+// (Devices, when given, selects), in device order.
+func (d *Daemon) discover() ([]hw.Device, error) {
 	switch d.cfg.Fabric {
 	case FabricSim:
-		n := d.cfg.SimDevices
-		if n < 1 {
-			return nil, fmt.Errorf("--sim-devices must be at least 1")
-		}
-		d.fabric = sim.New(sim.Config{Seed: uint64(time.Now().UnixNano())})
 		var out []hw.Device
-		for i := range n {
-			name := fmt.Sprintf("sim%d", i)
-			var dev *sim.Device
-			var err error
-			if d.cfg.SimIB {
-				dev, err = d.fabric.AddIB(name, 1)
-			} else {
-				dev, err = d.fabric.AddRoCE(name, 1)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("simulated fabric: %w", err)
-			}
+		for _, dev := range d.fabric.Devices() {
 			out = append(out, dev)
 		}
 		return out, nil
@@ -432,34 +462,56 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 				out = append(out, dev)
 			}
 		}
-		for _, want := range d.cfg.Devices {
-			if !slices.ContainsFunc(out, func(h hw.Device) bool { return h.Name() == want }) {
-				var have []string
-				for _, dev := range found {
-					have = append(have, dev.Name())
-				}
-				if len(have) == 0 {
-					have = append(have, "none")
-				}
-				return nil, fmt.Errorf("--device: RDMA device %q not found or has no umad ports (devices with umad ports: %s; is ib_umad loaded? see /sys/class/infiniband_mad)%w", want, strings.Join(have, ", "), quiet{errNoDevice})
-			}
-		}
-		if len(out) == 0 {
-			return nil, fmt.Errorf("no RDMA device with umad ports found: load ib_umad (modprobe ib_umad), or use --fabric sim%w", quiet{errNoDevice})
-		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown fabric %q (want %s or %s)", d.cfg.Fabric, FabricUMAD, FabricSim)
 }
 
-func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTable, budget *ucm.Budget) error {
+// devices is discover for Start: the simulated fabric is built, and every
+// device asked for must be there.
+func (d *Daemon) devices() ([]hw.Device, error) {
+	if d.cfg.Fabric == FabricSim && d.fabric == nil {
+		if err := d.buildSim(); err != nil {
+			return nil, err
+		}
+	}
+	out, err := d.discover()
+	if err != nil || d.cfg.Fabric == FabricSim {
+		return out, err
+	}
+	for _, want := range d.cfg.Devices {
+		if slices.ContainsFunc(out, func(h hw.Device) bool { return h.Name() == want }) {
+			continue
+		}
+		var have []string
+		all, _ := umad.Discover(d.cfg.UMAD)
+		for _, dev := range all {
+			have = append(have, dev.Name())
+		}
+		if len(have) == 0 {
+			have = append(have, "none")
+		}
+		return nil, fmt.Errorf("--device: RDMA device %q not found or has no umad ports (devices with umad ports: %s; is ib_umad loaded? see /sys/class/infiniband_mad)%w", want, strings.Join(have, ", "), quiet{errNoDevice})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no RDMA device with umad ports found: load ib_umad (modprobe ib_umad), or use --fabric sim%w", quiet{errNoDevice})
+	}
+	return out, nil
+}
+
+// serve brings dev up as ucm<i>: its CM, its ucm device, its CUSE node.
+// On error nothing of it is left.
+func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	log := d.log.With("dev", dev.Name(), "node", fmt.Sprintf("ucm%d", i))
+	if d.cfg.FixedNumbers && i >= MaxFixed {
+		return fmt.Errorf("--fixed-numbers: %s would be ucm%d, but only %d minors (231:224-255) exist", dev.Name(), i, MaxFixed)
+	}
 	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA, Observer: d.observer()})
 	if err := cm.Start(); err != nil {
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
 	}
-	uc := ucm.Config{CM: cm, Memory: d.cfg.Env.Memory, ThreadGroup: d.cfg.Env.ThreadGroup, ProcessName: d.cfg.Env.ProcessName, IDs: ids, Budget: budget, Limits: d.cfg.Limits, Logger: log}
+	uc := ucm.Config{CM: cm, Memory: d.cfg.Env.Memory, ThreadGroup: d.cfg.Env.ThreadGroup, ProcessName: d.cfg.Env.ProcessName, IDs: d.ids, Budget: d.budget, Limits: d.cfg.Limits, Logger: log}
 	if d.metrics != nil {
 		uc.Observer = d.metrics.Device(dev.Name())
 	}
@@ -479,11 +531,11 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 		cm.Close()
 		return fmt.Errorf("register /dev/%s: %w", name, cuseHint(err))
 	}
-	s := &served{index: i, node: filepath.Join(d.cfg.DevDir, name), dev: dev, cm: cm, ucm: u, srv: srv}
-	d.served = append(d.served, s)
+	s := &served{index: i, node: filepath.Join(d.cfg.DevDir, name), dev: dev, cm: cm, ucm: u, srv: srv, done: make(chan struct{})}
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		defer close(s.done)
 		if err := srv.Serve(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
 			log.Error("CUSE channel failed; the device is gone", "err", err)
 			select {
@@ -493,10 +545,30 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device, ids *ucm.IDTab
 		}
 	}()
 	if err := waitNode(ctx, s.node, d.cfg.NodeMode); err != nil {
+		s.stop()
 		return err
 	}
+	d.mu.Lock()
+	at, _ := slices.BinarySearchFunc(d.served, i, func(o *served, i int) int { return o.index - i })
+	d.served = slices.Insert(d.served, at, s)
+	d.mu.Unlock()
 	log.Info("serving", "path", s.node)
 	return nil
+}
+
+// stop ends what serve started for s: the CUSE channel first (its open
+// files are released, their ids destroyed through the CM), then the CM.
+func (s *served) stop() error {
+	err := s.srv.Close()
+	<-s.done
+	return errors.Join(err, s.cm.Close())
+}
+
+// servedNow is a copy of the devices served, by index.
+func (d *Daemon) servedNow() []*served {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.served)
 }
 
 // observer is what every CM's Options.Observer gets: nil without
@@ -521,7 +593,7 @@ func (d *Daemon) observer() cmcore.Observer {
 // trace's comm id -> process resolution.
 func (d *Daemon) traceOwners(dev string) []trace.Owner {
 	var out []trace.Owner
-	for _, s := range d.served {
+	for _, s := range d.servedNow() {
 		if s.dev.Name() != dev {
 			continue
 		}
@@ -568,7 +640,7 @@ func waitNode(ctx context.Context, path string, mode os.FileMode) error {
 
 func (d *Daemon) writeClassTree() error {
 	var devs []sysclass.Device
-	for _, s := range d.served {
+	for _, s := range d.servedNow() {
 		sd := sysclass.Device{Index: s.index, IBDev: s.dev.Name()}
 		var st unix.Stat_t
 		if err := unix.Stat(s.node, &st); err == nil {
@@ -588,7 +660,7 @@ func (d *Daemon) Failed() <-chan error { return d.failed }
 // how many of the daemon's threads can wait in read(2) at once.
 func (d *Daemon) MaxBlockedReaders() int {
 	n := 0
-	for _, s := range d.served {
+	for _, s := range d.servedNow() {
 		if r, ok := s.srv.(interface{ MaxBlockedReaders() int }); ok {
 			n += r.MaxBlockedReaders()
 		}
@@ -599,7 +671,7 @@ func (d *Daemon) MaxBlockedReaders() int {
 // Nodes returns the device nodes served, in order.
 func (d *Daemon) Nodes() []string {
 	var out []string
-	for _, s := range d.served {
+	for _, s := range d.servedNow() {
 		out = append(out, s.node)
 	}
 	return out
@@ -609,6 +681,7 @@ func (d *Daemon) Nodes() []string {
 // answers ENOTCONN once the CUSE channel closes), ids are destroyed, the CMs
 // stop, and the class tree and status socket go away.
 func (d *Daemon) Close() error {
+	d.stopWatch()
 	if d.metSrv != nil {
 		d.metSrv.Close()
 	}
@@ -616,11 +689,12 @@ func (d *Daemon) Close() error {
 	if d.status != nil {
 		d.status.Close()
 	}
-	for _, s := range d.served {
+	all := d.servedNow()
+	for _, s := range all {
 		s.srv.Close()
 	}
 	d.wg.Wait()
-	for _, s := range d.served {
+	for _, s := range all {
 		s.cm.Close()
 	}
 	if d.cfg.RuntimeDir != "" {
@@ -645,7 +719,7 @@ func (d *Daemon) Snapshot() status.Snapshot {
 		fabric = FabricUMAD
 	}
 	snap := status.Snapshot{Version: d.cfg.Version, Started: d.started, Fabric: fabric}
-	for _, s := range d.served {
+	for _, s := range d.servedNow() {
 		st := s.cm.Stats()
 		sd := status.Device{
 			Name:     s.dev.Name(),

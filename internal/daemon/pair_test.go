@@ -1,7 +1,9 @@
 package daemon_test
 
 import (
+	"fmt"
 	"net"
+	"path/filepath"
 	"testing"
 
 	"github.com/ucmd/ucmd/abi"
@@ -22,9 +24,23 @@ type pair struct {
 // runtime directory is run; they are closed when the test ends.
 func newPair(t *testing.T, f *daemontest.Fake, run string) *pair {
 	t.Helper()
-	gid := net.ParseIP(fetch(t, run).Devices[0].Ports[0].GID0).To16()
+	return newPairOn(t, f, run, 0)
+}
+
+// newPairOn is newPair on infiniband/ucm<node>.
+func newPairOn(t *testing.T, f *daemontest.Fake, run string, node int) *pair {
+	t.Helper()
+	var gid net.IP
+	for _, d := range fetch(t, run).Devices {
+		if d.Node == filepath.Join(f.DevDir, fmt.Sprintf("infiniband/ucm%d", node)) {
+			gid = net.ParseIP(d.Ports[0].GID0).To16()
+		}
+	}
+	if gid == nil {
+		t.Fatalf("no ucm%d in the status", node)
+	}
 	p := &pair{path: conformance.LoopbackPath([16]byte(gid), 0)}
-	dut, err := f.DUT("infiniband/ucm0", &p.path)
+	dut, err := f.DUT(fmt.Sprintf("infiniband/ucm%d", node), &p.path)
 	must(t, err)
 	p.srv, err = conformance.NewClient(dut, false)
 	must(t, err)

@@ -111,7 +111,7 @@ func (f *Fake) register(_ context.Context, cfg cuse.Config, dev cuse.Device) (da
 		k.Close()
 		return nil, err
 	}
-	c := &Channel{Kernel: k, fail: make(chan error, 1), closed: make(chan struct{})}
+	c := &Channel{Kernel: k, node: node, fail: make(chan error, 1), closed: make(chan struct{})}
 	f.mu.Lock()
 	f.channels[cfg.DevName] = c
 	f.mu.Unlock()
@@ -132,6 +132,7 @@ type Channel struct {
 	// Kernel is the fake kernel the device is registered with.
 	Kernel *cusetest.Kernel
 
+	node   string
 	fail   chan error
 	once   sync.Once
 	closed chan struct{}
@@ -157,6 +158,8 @@ func (c *Channel) Close() error {
 		// Serve returned, which the kernel's test cleanup may have taken
 		// already (if it ran first).
 		c.err = c.Kernel.Server().Close()
+		// The kernel removes a CUSE device's node with its channel.
+		os.Remove(c.node)
 		close(c.closed)
 	})
 	return c.err

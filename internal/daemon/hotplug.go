@@ -1,0 +1,208 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ucmd/ucmd/hw"
+)
+
+// RDMA devices come and go while ucmd runs: a driver reload or a firmware
+// reset unregisters a device and registers it again, `rdma link add` and
+// `rdma link delete` make and remove soft devices, an HCA can be
+// hot-plugged. The kernel's ib_ucm followed its devices (an ib_client's
+// add and remove callbacks): a new device got the lowest free ucmN, a
+// removed one lost its node. ucmd does the same by looking at the devices
+// every Config.Rescan (docs/hotplug.md):
+//
+//   - a served device is retired when it is no longer listed, when every
+//     one of its ports has stopped receiving (its umad files fail with EIO
+//     once it is gone, which also catches a removal and re-add between two
+//     looks), or when it is listed with another identity (node GUID or umad
+//     files); retiring closes its CUSE channel, so its node goes, its open
+//     files are released and their ids destroyed, and clients still holding
+//     the node get ENOTCONN from the kernel;
+//   - a device not served is served once two looks in a row have seen it
+//     the same (a device's ports and umad files appear one after another as
+//     its drivers register it), on the lowest free ucmN;
+//   - a device that cannot be served (the kernel's ib_cm took its CM class
+//     first, a registration failed) is tried again after a delay that
+//     doubles up to maxRetryDelay, and logged as a warning when the reason
+//     changes.
+//
+// Polling sysfs costs a few dozen small reads per look; a uevent socket
+// would answer sooner, but ib_cm, when loaded, registers on a new device
+// inside the kernel's own registration, before any uevent, so no listener
+// could win that race either.
+
+// maxRetryDelay bounds how long a device that cannot be served waits
+// between attempts.
+const maxRetryDelay = time.Minute
+
+// pendingDevice is a device seen but not served.
+type pendingDevice struct {
+	key     string    // identity when last seen
+	retryAt time.Time // not before this
+	delay   time.Duration
+	lastErr string // the reason last logged as a warning
+}
+
+// identity tells one registration of a device from the next: the node
+// GUID and, on umad, each port's umad file (ib_umad numbers them afresh
+// when a device comes back).
+func identity(dev hw.Device) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %#x", dev.Name(), dev.NodeGUID())
+	for _, p := range dev.Ports() {
+		fmt.Fprintf(&b, " %d", p.Num())
+		if u, ok := p.(interface{ UMADPath() string }); ok {
+			b.WriteString(":" + u.UMADPath())
+		}
+	}
+	return b.String()
+}
+
+func (d *Daemon) startWatch(every time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.watchStop, d.watchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(d.watchDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				d.rescan(ctx)
+			}
+		}
+	}()
+}
+
+func (d *Daemon) stopWatch() {
+	if d.watchStop != nil {
+		d.watchStop()
+		<-d.watchDone
+	}
+}
+
+// rescan brings the devices served in line with the devices there are.
+// Only one rescan runs at a time (the watch goroutine's, or a test's).
+func (d *Daemon) rescan(ctx context.Context) {
+	found, err := d.discover()
+	if err != nil {
+		// A device being removed can vanish between the listing and the
+		// reads of its files: look again next time.
+		d.log.Debug("rescan: listing the RDMA devices failed", "err", err)
+		return
+	}
+	now := time.Now()
+	byName := make(map[string]hw.Device, len(found))
+	for _, dev := range found {
+		byName[dev.Name()] = dev
+	}
+	changed := false
+	for _, s := range d.servedNow() {
+		why := ""
+		dev, listed := byName[s.dev.Name()]
+		switch {
+		case !listed:
+			why = "the device is gone"
+		case s.cm.Stopped():
+			why = "every port stopped receiving"
+		case identity(dev) != identity(s.dev):
+			why = "the device was registered again"
+		default:
+			continue
+		}
+		d.retire(s, why)
+		changed = true
+	}
+	if d.pending == nil {
+		d.pending = make(map[string]*pendingDevice)
+	}
+	for name := range d.pending {
+		if _, ok := byName[name]; !ok {
+			delete(d.pending, name)
+		}
+	}
+	for _, dev := range found {
+		if d.serving(dev.Name()) {
+			continue
+		}
+		key := identity(dev)
+		p := d.pending[dev.Name()]
+		if p == nil || p.key != key {
+			d.pending[dev.Name()] = &pendingDevice{key: key}
+			continue // settle: serve it if the next look sees it the same
+		}
+		if now.Before(p.retryAt) {
+			continue
+		}
+		i := d.freeIndex()
+		if err := d.serve(ctx, i, dev); err != nil {
+			p.delay = min(max(2*p.delay, d.cfg.Rescan), maxRetryDelay)
+			p.retryAt = now.Add(p.delay)
+			if msg := err.Error(); msg != p.lastErr {
+				p.lastErr = msg
+				d.log.Warn("cannot serve an RDMA device that appeared; trying again later", "dev", dev.Name(), "err", err, "retry_in", p.delay)
+			} else {
+				d.log.Debug("still cannot serve an RDMA device", "dev", dev.Name(), "err", err, "retry_in", p.delay)
+			}
+			continue
+		}
+		delete(d.pending, dev.Name())
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	if err := d.writeClassTree(); err != nil {
+		d.log.Error("rescan: the infiniband_cm class tree is stale", "err", err)
+	}
+	d.log.Info("devices changed", "nodes", d.Nodes())
+	if d.cfg.Changed != nil {
+		d.cfg.Changed(d)
+	}
+}
+
+// retire stops serving s and removes its node.
+func (d *Daemon) retire(s *served, why string) {
+	d.mu.Lock()
+	for i, o := range d.served {
+		if o == s {
+			d.served = append(d.served[:i:i], d.served[i+1:]...)
+			break
+		}
+	}
+	d.mu.Unlock()
+	attrs := []any{"dev", s.dev.Name(), "node", s.node, "why", why, "open_files", len(s.ucm.Files())}
+	if err := s.stop(); err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	d.log.Warn("stopped serving an RDMA device", attrs...)
+}
+
+func (d *Daemon) serving(name string) bool {
+	for _, s := range d.servedNow() {
+		if s.dev.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// freeIndex is the lowest N with no ucmN, as the kernel's ida gave.
+func (d *Daemon) freeIndex() int {
+	i := 0
+	for _, s := range d.servedNow() { // by index
+		if s.index != i {
+			break
+		}
+		i++
+	}
+	return i
+}

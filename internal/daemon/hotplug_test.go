@@ -1,0 +1,306 @@
+package daemon_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/cuse/cusetest"
+	"github.com/ucmd/ucmd/hw/sim"
+	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/internal/daemon/daemontest"
+	"github.com/ucmd/ucmd/internal/sysclass"
+	"github.com/ucmd/ucmd/ucm"
+)
+
+// lockedBuffer is a log sink for a daemon's goroutines and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// hotplugDaemon starts a sim daemon of n devices whose rescans the test
+// makes (d.Rescan), logging into the returned buffer.
+func hotplugDaemon(t *testing.T, f *daemontest.Fake, run string, base daemon.Config) (*daemon.Daemon, *lockedBuffer, *int) {
+	t.Helper()
+	logs := &lockedBuffer{}
+	changes := new(int)
+	cfg := base
+	cfg.Fabric, cfg.RuntimeDir = daemon.FabricSim, run
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	cfg.Changed = func(*daemon.Daemon) { *changes++ }
+	d, err := daemon.Start(t.Context(), f.Config(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, logs, changes
+}
+
+// classDevices lists the ucmN entries of the class tree `ucmd exec` shows,
+// each as "ucmN=ibdev".
+func classDevices(t *testing.T, run string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(sysclass.ClassDir(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(sysclass.ClassDir(run), e.Name(), "ibdev"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e.Name()+"="+strings.TrimSpace(string(b)))
+	}
+	return out
+}
+
+func simDevice(t *testing.T, fab *sim.Fabric, name string) *sim.Device {
+	t.Helper()
+	for _, dev := range fab.Devices() {
+		if dev.Name() == name {
+			return dev
+		}
+	}
+	t.Fatalf("no sim device %s", name)
+	return nil
+}
+
+func wantNodes(t *testing.T, f *daemontest.Fake, d *daemon.Daemon, run string, want ...string) {
+	t.Helper()
+	var nodes []string
+	for _, n := range d.Nodes() {
+		nodes = append(nodes, strings.TrimPrefix(n, f.DevDir+"/infiniband/"))
+	}
+	var devs []string
+	for _, sd := range d.Snapshot().Devices {
+		devs = append(devs, strings.TrimPrefix(sd.Node, f.DevDir+"/infiniband/")+"="+sd.Name)
+	}
+	if !slices.Equal(devs, want) || !slices.Equal(classDevices(t, run), want) || len(nodes) != len(want) {
+		t.Fatalf("nodes %v, status %v, class tree %v; want %v", nodes, devs, classDevices(t, run), want)
+	}
+	for _, w := range want {
+		node := filepath.Join(f.DevDir, "infiniband", strings.Split(w, "=")[0])
+		if _, err := os.Stat(node); err != nil {
+			t.Errorf("node of %s: %v", w, err)
+		}
+	}
+}
+
+// A device removed while served loses its node: its blocked client is
+// woken, its files are released (their ids no longer count against the
+// user's limits), the class tree and status drop it. When the device comes
+// back it is served again on the lowest free node once two rescans have
+// seen it, and connections work on it.
+func TestHotplugRemoveAndReturn(t *testing.T) {
+	const userIDs = 3 // a connection on a node needs 3: listener, active, passive
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d, logs, changes := hotplugDaemon(t, f, run, daemon.Config{SimDevices: 2, Limits: ucm.Limits{UserIDs: userIDs}})
+	fab := d.SimFabric()
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
+
+	dut, err := f.DUT("infiniband/ucm1", nil)
+	must(t, err)
+	c, err := conformance.NewClient(dut, false)
+	must(t, err)
+	defer c.Close()
+	for i := range userIDs {
+		if _, err := c.CreateID(uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A GET_EVENT that blocks: sent from this goroutine, so that it is on
+	// its way before the device goes.
+	get := &abi.EventGet{Response: c.Mem.Alloc(abi.EventRespSize), Data: c.Mem.Alloc(1), Info: c.Mem.Alloc(1)}
+	blocked := c.F.(interface {
+		WriteAsync([]byte) *cusetest.Pending
+	}).WriteAsync(conformance.Encode(abi.CmdEvent, abi.EventRespSize, get))
+	if _, done := blocked.WaitFor(10 * time.Millisecond); done {
+		t.Fatal("GET_EVENT with no event queued returned")
+	}
+
+	d.Rescan() // nothing changed
+	if *changes != 0 {
+		t.Fatalf("a rescan with nothing changed reported %d changes", *changes)
+	}
+	must(t, fab.RemoveDevice(simDevice(t, fab, "sim1"), syscall.EIO))
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm0=sim0")
+	if *changes != 1 {
+		t.Errorf("changes reported: %d, want 1", *changes)
+	}
+	// Answered by the daemon's shutdown of the file, or by the kernel's
+	// abort of the channel if the daemon had not read it yet: ECONNABORTED
+	// either way.
+	if r, done := blocked.WaitFor(waitFor); !done {
+		t.Fatal("GET_EVENT blocked on the removed device's node was not woken")
+	} else if r.Errno != unix.ECONNABORTED {
+		t.Errorf("GET_EVENT blocked on the removed device's node: errno %v, want ECONNABORTED", r.Errno)
+	}
+	if _, err := c.CreateID(5); conformance.Errno(err) != unix.ENOTCONN {
+		t.Errorf("a command on the removed device's file: %v, want ENOTCONN", err)
+	}
+	if !strings.Contains(logs.String(), "stopped serving an RDMA device") || !strings.Contains(logs.String(), "dev=sim1") {
+		t.Errorf("the removal is not logged:\n%s", logs.String())
+	}
+	// The user's ids went with the file: the same user may make as many
+	// on the other node.
+	dut0, err := f.DUT("infiniband/ucm0", nil)
+	must(t, err)
+	c0, err := conformance.NewClient(dut0, false)
+	must(t, err)
+	defer c0.Close()
+	for i := range userIDs {
+		if _, err := c0.CreateID(uint64(i)); err != nil {
+			t.Fatalf("id %d after the removed node's file was released: %v", i, err)
+		}
+	}
+	if _, err := c0.CreateID(9); conformance.Errno(err) != unix.ENOMEM {
+		t.Fatalf("id %d of a user limited to %d: %v, want ENOMEM", userIDs+1, userIDs, err)
+	}
+	must(t, c0.Close())
+
+	if _, err := fab.AddRoCE("sim1", 1); err != nil {
+		t.Fatal(err)
+	}
+	d.Rescan() // seen once: not yet
+	wantNodes(t, f, d, run, "ucm0=sim0")
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
+	p := newPairOn(t, f, run, 1)
+	_, ev := p.req(t)
+	must(t, p.srv.SendInfo(abi.CmdSendREJ, ev.ID, 28, nil, nil))
+	if _, err := p.cli.Expect(abi.CMREJReceived, waitFor); err != nil {
+		t.Fatal(err)
+	}
+
+	// The lowest free number: with ucm0 gone, a new device takes it.
+	must(t, fab.RemoveDevice(simDevice(t, fab, "sim0"), syscall.EIO))
+	if _, err := fab.AddRoCE("sim7", 1); err != nil {
+		t.Fatal(err)
+	}
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm1=sim1")
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm0=sim7", "ucm1=sim1")
+	if *changes != 4 {
+		t.Errorf("changes reported: %d, want 4", *changes)
+	}
+}
+
+// A device whose every port stopped receiving while it is still listed
+// (removed and registered again between two looks, as ib_umad's EIO says)
+// is retired and then served afresh.
+func TestHotplugStoppedPortsReserved(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d, _, _ := hotplugDaemon(t, f, run, daemon.Config{SimDevices: 2})
+	simDevice(t, d.SimFabric(), "sim0").Port(1).FailReceive(errors.New("read /dev/infiniband/umad0: input/output error"))
+	for deadline := time.Now().Add(waitFor); d.Snapshot().Devices[0].Ports[0].State != "STOPPED"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the port did not stop")
+		}
+	}
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm1=sim1")
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
+	if st := d.Snapshot().Devices[0].Ports[0]; st.State != "ACTIVE" || st.ReceiveError != "" {
+		t.Errorf("port of the device served again: %+v", st)
+	}
+	newPair(t, f, run).reject(t)
+}
+
+// A device that cannot be served (the kernel's CM owns its CM class) is
+// not served, is logged once as a warning, and is tried again later; the
+// other devices keep serving.
+func TestHotplugRefusedDevice(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d, logs, changes := hotplugDaemon(t, f, run, daemon.Config{SimDevices: 1})
+	if _, err := d.SimFabric().AddDevice(sim.DeviceConfig{Name: "taken", Ports: []sim.PortConfig{{LinkLayer: 0, KernelCM: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		d.Rescan()
+	}
+	wantNodes(t, f, d, run, "ucm0=sim0")
+	if n := strings.Count(logs.String(), "cannot serve an RDMA device"); n != 1 {
+		t.Errorf("%d warnings for the refused device, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "dev=taken") {
+		t.Errorf("the warning does not name the device:\n%s", logs.String())
+	}
+	if *changes != 0 {
+		t.Errorf("changes reported: %d, want 0", *changes)
+	}
+	newPair(t, f, run).reject(t)
+}
+
+// With Config.Rescan the daemon looks by itself, and Close stops it.
+func TestHotplugRescanLoop(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	changed := make(chan []string, 4)
+	cfg := f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: run, Logger: quiet(),
+		Rescan: time.Millisecond, Changed: func(d *daemon.Daemon) {
+			select {
+			case changed <- d.Nodes():
+			default:
+			}
+		}})
+	d, err := daemon.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.SimFabric().AddRoCE("sim1", 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case nodes := <-changed:
+		if len(nodes) != 2 {
+			t.Errorf("nodes after the new device: %v", nodes)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the rescan loop did not serve the new device")
+	}
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
+	d.Close()
+	if _, err := d.SimFabric().AddRoCE("sim2", 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if len(d.Nodes()) != 2 {
+		t.Errorf("a device added after Close was served: %v", d.Nodes())
+	}
+}

@@ -1,0 +1,171 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// rxe1 is test/vm/guest-rdma.sh's second Soft-RoCE device, on veth1 (GID 0
+// fe80::ff:fe00:2, from veth1's fixed MAC).
+const rxe1GID = "fe80::ff:fe00:2"
+
+func rdmaLink(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("rdma", append([]string{"link"}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("rdma link %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// deleteRXE1 removes rxe1; t.Cleanup puts it back, with its GID, for the
+// tests after this one.
+func deleteRXE1(t *testing.T) {
+	t.Helper()
+	rdmaLink(t, "delete", "rxe1")
+	t.Cleanup(func() {
+		if _, err := os.Stat("/sys/class/infiniband/rxe1"); err != nil {
+			rdmaLink(t, "add", "rxe1", "type", "rxe", "netdev", "veth1")
+		}
+		waitRXE1GID(t)
+	})
+}
+
+func addRXE1(t *testing.T) {
+	t.Helper()
+	rdmaLink(t, "add", "rxe1", "type", "rxe", "netdev", "veth1")
+	waitRXE1GID(t)
+}
+
+func waitRXE1GID(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, err := os.ReadFile("/sys/class/infiniband/rxe1/ports/1/gids/0")
+		if err == nil && strings.HasPrefix(string(b), "fe80:0000:0000:0000:0000:00ff:fe00:0002") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rxe1's GID 0 did not come back: %q, %v", b, err)
+		}
+	}
+}
+
+// waitDevices waits until ucmd's status lists exactly the devices named,
+// each with an ACTIVE port.
+func (d *daemon) waitDevices(t *testing.T, names ...string) statusJSON {
+	t.Helper()
+	var s statusJSON
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		s, err = d.status()
+		if err != nil || len(s.Devices) != len(names) {
+			continue
+		}
+		ok := true
+		for i, dev := range s.Devices {
+			ok = ok && dev.Name == names[i] && len(dev.Ports) > 0 && dev.Ports[0].State == "ACTIVE"
+		}
+		if ok {
+			return s
+		}
+	}
+	t.Fatalf("status did not come to devices %v: %+v, %v", names, s, err)
+	return s
+}
+
+// TestDaemonHotplug: rxe1 deleted while ucmd serves it: its node goes, the
+// client blocked on it gets ECONNABORTED and then ENOTCONN, rxe0 keeps
+// serving; rxe1 added again:
+// ucmd serves it on ucm1 once more, found the libibcm way through the
+// class tree, and a connection runs across the two.
+func TestDaemonHotplug(t *testing.T) {
+	d := startDaemon(t, "--rescan", "200ms")
+	c := openClient(t, "/dev/infiniband/ucm1")
+	id, err := c.CreateID(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Listen(id, 0x3001, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.GetEvent()
+		got <- err
+	}()
+
+	deleteRXE1(t)
+	d.waitDevices(t, "rxe0")
+	select {
+	case err := <-got:
+		// The daemon answers what it had read as the kernel answers
+		// what it had not: ECONNABORTED (cuse: errShutdown).
+		if !errors.Is(err, unix.ECONNABORTED) {
+			t.Errorf("GET_EVENT blocked on ucm1 when rxe1 went: %v, want ECONNABORTED", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("GET_EVENT blocked on ucm1 was not woken when rxe1 went")
+	}
+	if _, err := c.CreateID(2); !errors.Is(err, unix.ENOTCONN) {
+		t.Errorf("CREATE_ID on the file of a removed device: %v, want ENOTCONN", err)
+	}
+	if _, err := os.Stat("/dev/infiniband/ucm1"); !os.IsNotExist(err) {
+		t.Errorf("/dev/infiniband/ucm1 after rxe1 went: %v", err)
+	}
+	if out, err := d.ucmd("exec", "--", "ls", "/sys/class/infiniband_cm"); err != nil || strings.Contains(out, "ucm1") {
+		t.Errorf("class tree after rxe1 went: %q, %v", out, err)
+	}
+	for _, want := range []string{"stopped serving an RDMA device", "dev=rxe1"} {
+		if !strings.Contains(d.log.String(), want) {
+			t.Errorf("the log lacks %q", want)
+		}
+	}
+	// rxe0 still serves.
+	c0 := openClient(t, "/dev/infiniband/ucm0")
+	if _, err := c0.CreateID(1); err != nil {
+		t.Fatalf("ucm0 after rxe1 went: %v", err)
+	}
+	c0.Close()
+
+	addRXE1(t)
+	s := d.waitDevices(t, "rxe0", "rxe1")
+	if s.Devices[1].Node != "/dev/infiniband/ucm1" || s.Devices[1].Ports[0].GID0 != rxe1GID {
+		t.Errorf("rxe1 served again as %+v", s.Devices[1])
+	}
+	if out, err := d.ucmd("exec", "--", "cat", "/sys/class/infiniband_cm/ucm1/ibdev"); err != nil || out != "rxe1\n" {
+		t.Errorf("ucm1/ibdev after rxe1 came back: %q, %v", out, err)
+	}
+	clientPair(t, d, "0x3002", []string{"-d", "rxe1", "-n", "1"}, []string{"-d", "rxe0", "-g", rxe1GID, "-n", "1"})
+}
+
+// TestDaemonHotplugKernelCM: with the kernel's ib_cm loaded after ucmd
+// (as rdma-load-modules does at boot), a device that comes back is ib_cm's:
+// ib_cm registers its CM class inside the device's registration. ucmd says
+// so, keeps trying, and serves it once ib_cm is unloaded.
+func TestDaemonHotplugKernelCM(t *testing.T) {
+	d := startDaemon(t, "--rescan", "200ms")
+	modprobe(t, "ib_cm") // fails on ucmd's ports, stays loaded
+	deleteRXE1(t)
+	d.waitDevices(t, "rxe0")
+	addRXE1(t)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(d.log.String(), "cannot serve an RDMA device"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no warning that rxe1 cannot be served")
+		}
+	}
+	if !strings.Contains(d.log.String(), "modprobe -r") {
+		t.Errorf("the warning does not say what to unload:\n%s", d.log.String())
+	}
+	if s, err := d.status(); err != nil || len(s.Devices) != 1 {
+		t.Errorf("status with ib_cm owning rxe1: %+v, %v", s, err)
+	}
+	rmmod(t, "ib_cm")
+	d.waitDevices(t, "rxe0", "rxe1")
+	clientPair(t, d, "0x3003", []string{"-d", "rxe1", "-n", "1"}, []string{"-d", "rxe0", "-g", rxe1GID, "-n", "1"})
+}
