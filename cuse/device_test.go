@@ -30,10 +30,13 @@ type testDev struct {
 	unblock  chan struct{}
 	entered  chan uint64 // unique of each write that starts blocking
 	blocked  map[uint64]bool
+	// cancelled: for each blocked write its context ended, whether
+	// cuse.ShuttingDown said the server's shutdown ended it.
+	cancelled map[uint64]bool
 }
 
 func newTestDev() *testDev {
-	return &testDev{unblock: make(chan struct{}), entered: make(chan uint64, 100), blocked: map[uint64]bool{}}
+	return &testDev{unblock: make(chan struct{}), entered: make(chan uint64, 100), blocked: map[uint64]bool{}, cancelled: map[uint64]bool{}}
 }
 
 func (d *testDev) Open(ctx context.Context, req cuse.Request, w cuse.Waker) (cuse.Handle, error) {
@@ -79,6 +82,9 @@ func (h *testHandle) Write(ctx context.Context, req cuse.Request, data []byte) (
 		case <-unblock:
 			return len(data), nil
 		case <-ctx.Done():
+			d.mu.Lock()
+			d.cancelled[req.Unique] = cuse.ShuttingDown(ctx)
+			d.mu.Unlock()
 			return 0, ctx.Err()
 		}
 	case "unblock":

@@ -84,6 +84,14 @@ func (r *request) reset() {
 	r.doneCh, r.cause = nil, nil
 }
 
+// ShuttingDown reports whether ctx, a request's context given to a Device
+// or Handle method, was cancelled because the server is shutting down:
+// the client is then answered ECONNABORTED, not the EINTR of an interrupt.
+func ShuttingDown(ctx context.Context) bool {
+	r, ok := ctx.(*request)
+	return ok && r.cancelCause() == errShutdown
+}
+
 // cancelCause is why the request was cancelled; nil while it is not.
 func (r *request) cancelCause() error {
 	r.mu.Lock()

@@ -1,6 +1,7 @@
 package cuse_test
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"sync/atomic"
@@ -52,6 +53,12 @@ func TestInterruptCancelsOnlyThatRequest(t *testing.T) {
 	intr := k.Interrupt(a.Unique)
 	if r := a.Wait(); r.Errno != unix.EINTR {
 		t.Fatalf("interrupted write = %v, want EINTR", r.Errno)
+	}
+	d.mu.Lock()
+	shut, ok := d.cancelled[a.Unique]
+	d.mu.Unlock()
+	if !ok || shut {
+		t.Errorf("the interrupted handler's context: ended %v, ShuttingDown %v; want ended, not shutting down", ok, shut)
 	}
 	k.Sync()
 	if b.Answered() {
@@ -275,6 +282,15 @@ func TestShutdownAnswersInFlightAndReleases(t *testing.T) {
 	// answered when its channel closes.
 	if r := p.Wait(); r.Errno != unix.ECONNABORTED {
 		t.Fatalf("in-flight write at shutdown = %v, want ECONNABORTED", r.Errno)
+	}
+	d.mu.Lock()
+	shut, ok := d.cancelled[p.Unique]
+	d.mu.Unlock()
+	if !ok || !shut {
+		t.Errorf("the handler's context at shutdown: ended %v, ShuttingDown %v; want both", ok, shut)
+	}
+	if cuse.ShuttingDown(context.Background()) {
+		t.Error("ShuttingDown of a context that is not a request's")
 	}
 	if n := d.releasedCount(); n != 2 {
 		t.Fatalf("%d handles released at shutdown, want 2", n)

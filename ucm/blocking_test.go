@@ -29,6 +29,27 @@ func TestGetEventInterrupted(t *testing.T) {
 	}
 }
 
+// A GET_EVENT blocked when the server shuts down (the daemon stopping, its
+// device removed) fails with ECONNABORTED, as the kernel answers what a
+// dying daemon had not read, and is counted as that, not as an interrupt.
+func TestGetEventAtShutdown(t *testing.T) {
+	e := newEnv(t, nil)
+	b, _ := eventGet(e.b)
+	p := fake(e.b).WriteAsync(b)
+	if answered(p, 20*time.Millisecond) {
+		t.Fatalf("GET_EVENT answered without an event: %v", p.Wait().Errno)
+	}
+	if err := e.d.Kernel.Server().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := replyOf(t, p); r.Errno != unix.ECONNABORTED {
+		t.Fatalf("GET_EVENT at shutdown: %v, want ECONNABORTED", r.Errno)
+	}
+	if got := e.d.Device.Errors(); got["ECONNABORTED"] != 1 || got["EINTR"] != 0 {
+		t.Errorf("failed commands counted %v, want one ECONNABORTED", got)
+	}
+}
+
 // A blocked GET_EVENT does not hold up other commands on the same file
 // (rule 5), and is woken by the event.
 func TestBlockedGetEventDoesNotBlockFile(t *testing.T) {

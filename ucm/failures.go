@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cuse"
 )
 
 // Failed commands: each is counted by errno on its device and logged at
@@ -45,7 +46,8 @@ func newFailures(log *slog.Logger) *failures {
 
 // errnoName is the errno the client is answered for err, as cuse's
 // dispatcher computes it: the wrapped unix.Errno, EINTR for an interrupted
-// call, else EIO.
+// call, ECONNABORTED for one the daemon's shutdown (or a removed device's)
+// ended, else EIO.
 func errnoName(ctx context.Context, err error) string {
 	var e unix.Errno
 	if errors.As(err, &e) {
@@ -55,7 +57,9 @@ func errnoName(ctx context.Context, err error) string {
 		return fmt.Sprintf("errno %d", int(e))
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		// cuse answers EINTR for an interrupt, ECONNABORTED at shutdown.
+		if cuse.ShuttingDown(ctx) {
+			return "ECONNABORTED"
+		}
 		return "EINTR"
 	}
 	return "EIO"
