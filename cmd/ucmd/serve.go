@@ -216,7 +216,11 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	// systemd's status line names the nodes.
 	cfg.Changed = func(d *daemon.Daemon) {
 		resize(d)
-		sdnotify.Notify("STATUS=serving " + strings.Join(d.Nodes(), " "))
+		st := "STATUS=serving " + strings.Join(d.Nodes(), " ")
+		if len(d.Nodes()) == 0 {
+			st = "STATUS=no RDMA device to serve; waiting for one"
+		}
+		sdnotify.Notify(st)
 	}
 	d, err := daemon.Start(ctx, cfg)
 	if err != nil {
