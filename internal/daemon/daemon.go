@@ -171,10 +171,11 @@ type Daemon struct {
 	wg      sync.WaitGroup
 	failed  chan error // first CUSE channel failure
 
-	// mu guards served, which Start and the rescan goroutine change and
-	// the status, trace and metrics goroutines read.
-	mu     sync.Mutex
-	served []*served // by index
+	// mu guards served and unserved, which Start and the rescan
+	// goroutine change and the status, trace and metrics goroutines read.
+	mu       sync.Mutex
+	served   []*served         // by index
+	unserved []status.Unserved // found, failed to start (hotplug.go)
 
 	// The rescan goroutine's (hotplug.go); Close stops it first.
 	watchStop context.CancelFunc
@@ -760,6 +761,9 @@ func (d *Daemon) Snapshot() status.Snapshot {
 		}
 		snap.Devices = append(snap.Devices, sd)
 	}
+	d.mu.Lock()
+	snap.Unserved = slices.Clone(d.unserved)
+	d.mu.Unlock()
 	return snap
 }
 

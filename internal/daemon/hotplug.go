@@ -3,10 +3,12 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/status"
 )
 
 // RDMA devices come and go while ucmd runs: a driver reload or a firmware
@@ -46,7 +48,8 @@ type pendingDevice struct {
 	key     string    // identity when last seen
 	retryAt time.Time // not before this
 	delay   time.Duration
-	lastErr string // the reason last logged as a warning
+	lastErr string    // the reason last logged as a warning
+	since   time.Time // the first failed attempt
 }
 
 // identity tells one registration of a device from the next: the node
@@ -146,6 +149,9 @@ func (d *Daemon) rescan(ctx context.Context) {
 		if err := d.serve(ctx, i, dev); err != nil {
 			p.delay = min(max(2*p.delay, d.cfg.Rescan), maxRetryDelay)
 			p.retryAt = now.Add(p.delay)
+			if p.since.IsZero() {
+				p.since = now
+			}
 			if msg := err.Error(); msg != p.lastErr {
 				p.lastErr = msg
 				d.log.Warn("cannot serve an RDMA device that appeared; trying again later", "dev", dev.Name(), "err", err, "retry_in", p.delay)
@@ -157,6 +163,7 @@ func (d *Daemon) rescan(ctx context.Context) {
 		delete(d.pending, dev.Name())
 		changed = true
 	}
+	d.publishUnserved()
 	if !changed {
 		return
 	}
@@ -167,6 +174,20 @@ func (d *Daemon) rescan(ctx context.Context) {
 	if d.cfg.Changed != nil {
 		d.cfg.Changed(d)
 	}
+}
+
+// publishUnserved puts the devices that failed to start in the status.
+func (d *Daemon) publishUnserved() {
+	var un []status.Unserved
+	for name, p := range d.pending {
+		if p.lastErr != "" {
+			un = append(un, status.Unserved{Name: name, Reason: p.lastErr, Since: p.since, NextTry: p.retryAt})
+		}
+	}
+	slices.SortFunc(un, func(a, b status.Unserved) int { return strings.Compare(a.Name, b.Name) })
+	d.mu.Lock()
+	d.unserved = un
+	d.mu.Unlock()
 }
 
 // retire stops serving s and removes its node.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/ucmd/ucmd/hw/sim"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
+	"github.com/ucmd/ucmd/internal/status"
 	"github.com/ucmd/ucmd/internal/sysclass"
 	"github.com/ucmd/ucmd/ucm"
 )
@@ -264,6 +266,24 @@ func TestHotplugRefusedDevice(t *testing.T) {
 		t.Errorf("changes reported: %d, want 0", *changes)
 	}
 	newPair(t, f, run).reject(t)
+
+	// Status shows it, with the reason, and the text has a row for it.
+	snap := fetch(t, run)
+	if len(snap.Unserved) != 1 || snap.Unserved[0].Name != "taken" || !strings.Contains(snap.Unserved[0].Reason, "already in use") ||
+		snap.Unserved[0].Since.IsZero() || snap.Unserved[0].NextTry.Before(snap.Unserved[0].Since) {
+		t.Fatalf("status unserved: %+v", snap.Unserved)
+	}
+	var text bytes.Buffer
+	must(t, status.WriteText(&text, snap))
+	if !regexp.MustCompile(`(?m)^NOT-SERVED .*\n^taken .*already in use`).MatchString(text.String()) {
+		t.Errorf("text lacks the unserved device:\n%s", text.String())
+	}
+	// Gone from the machine, gone from the status.
+	must(t, d.SimFabric().RemoveDevice(simDevice(t, d.SimFabric(), "taken"), syscall.EIO))
+	d.Rescan()
+	if un := d.Snapshot().Unserved; len(un) != 0 {
+		t.Errorf("unserved after the device went: %+v", un)
+	}
 }
 
 // With Config.Rescan the daemon looks by itself, and Close stops it.

@@ -160,6 +160,8 @@ var (
 	descEvents = desc("queued_events", "Events queued on the device's open files, not yet read by GET_EVENT.", "device")
 	descErrors = desc("command_errors_total", "Commands that failed on the device, by the errno the client got (status: errors).", "device", "errno")
 	descRecvOK = desc("port_receiving", "1 while the CM receives MADs on the port, 0 once its reads failed (a removed device; status: state STOPPED).", "device", "port")
+
+	descUnserved = desc("device_unserved", "Always 1: an RDMA device found but not served, tried again later (status: unserved; e.g. the kernel's ib_cm owns its CM class).", "device")
 )
 
 // states are the CM states, every one reported for every device.
@@ -173,7 +175,7 @@ var states = func() []string {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descErrors, descRecvOK} {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descErrors, descRecvOK, descUnserved} {
 		ch <- d
 	}
 }
@@ -222,5 +224,8 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(descRecvOK, up, strconv.Itoa(p.Num))
 		}
+	}
+	for _, u := range s.Unserved {
+		ch <- prometheus.MustNewConstMetric(descUnserved, prometheus.GaugeValue, 1, u.Name)
 	}
 }

@@ -33,7 +33,7 @@ func TestSnapshotMetrics(t *testing.T) {
 			Ports: []status.Port{{Num: 1, State: "ACTIVE"}, {Num: 2, State: "STOPPED", ReceiveError: "read: input/output error"}},
 		},
 		{Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002", Ports: []status.Port{{Num: 1, State: "ACTIVE"}}},
-	}}
+	}, Unserved: []status.Unserved{{Name: "mlx5_1", Reason: "CM class in use"}}}
 	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return snap }))
 	const want = `
 # HELP ucmd_cm_mads_sent_total CM MADs handed to the device's endpoints, retransmissions and refused sends included (status: sent).
@@ -84,11 +84,15 @@ ucmd_info{fabric="sim",version="1.2.3"} 1
 # TYPE ucmd_device_info gauge
 ucmd_device_info{device="sim0",node="/dev/infiniband/ucm0",node_guid="0002:c903:0000:0001"} 1
 ucmd_device_info{device="sim1",node="/dev/infiniband/ucm1",node_guid="0002:c903:0000:0002"} 1
+# HELP ucmd_device_unserved Always 1: an RDMA device found but not served, tried again later (status: unserved; e.g. the kernel's ib_cm owns its CM class).
+# TYPE ucmd_device_unserved gauge
+ucmd_device_unserved{device="mlx5_1"} 1
 `
 	names := []string{
 		"ucmd_cm_mads_sent_total", "ucmd_cm_mads_received_total", "ucmd_cm_retransmissions_total",
 		"ucmd_cm_timeouts_total", "ucmd_cm_mads_dropped_total", "ucmd_cm_send_errors_total",
 		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_port_receiving", "ucmd_info", "ucmd_device_info",
+		"ucmd_device_unserved",
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)

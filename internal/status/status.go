@@ -38,6 +38,17 @@ type Snapshot struct {
 	Started time.Time `json:"started"`
 	Fabric  string    `json:"fabric"` // "umad" or "sim"
 	Devices []Device  `json:"devices"`
+	// Unserved lists the devices found that could not be served (the
+	// kernel's ib_cm owns their CM class, say) and are tried again.
+	Unserved []Unserved `json:"unserved,omitempty"`
+}
+
+// Unserved is an RDMA device ucmd found but could not serve.
+type Unserved struct {
+	Name    string    `json:"name"`
+	Reason  string    `json:"reason"`   // the last attempt's error
+	Since   time.Time `json:"since"`    // the first failed attempt
+	NextTry time.Time `json:"next_try"` // not before
 }
 
 // Device is one RDMA device served as /dev/infiniband/ucmN.
@@ -333,6 +344,15 @@ func (f Filter) Apply(s Snapshot) Snapshot {
 		}
 		out.Devices = append(out.Devices, nd)
 	}
+	// Unserved devices have no files or ids: only a device filter keeps them.
+	out.Unserved = nil
+	if f.PID == 0 && f.State == "" {
+		for _, u := range s.Unserved {
+			if f.Dev == "" || f.Dev == u.Name {
+				out.Unserved = append(out.Unserved, u)
+			}
+		}
+	}
 	return out
 }
 
@@ -352,6 +372,13 @@ func WriteText(w io.Writer, s Snapshot) error {
 		for _, p := range d.Ports {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", d.Name, d.Node, d.NodeGUID,
 				p.Num, dash(p.LinkLayer), dash(p.State), p.LID, dash(p.GID0))
+		}
+	}
+
+	if len(s.Unserved) > 0 {
+		fmt.Fprintf(tw, "\nNOT-SERVED\tSINCE\tNEXT-TRY\tREASON\n")
+		for _, u := range s.Unserved {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Name, u.Since.UTC().Format(time.RFC3339), u.NextTry.UTC().Format(time.RFC3339), u.Reason)
 		}
 	}
 

@@ -205,3 +205,32 @@ func TestSocketGroup(t *testing.T) {
 		t.Fatalf("socket group: %+v", fi.Sys())
 	}
 }
+
+// Devices found but not served: a device filter keeps those it names,
+// a file or id filter none; the text has a row for each.
+func TestUnserved(t *testing.T) {
+	s := sample()
+	s.Unserved = []Unserved{{Name: "mlx5_1", Reason: "CM class in use", Since: time.Unix(100, 0), NextTry: time.Unix(104, 0)}}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{nil, 1}, {[]string{"dev", "mlx5_1"}, 1}, {[]string{"dev", "ucm0"}, 0}, {[]string{"pid", "4242"}, 0}} {
+		f, err := ParseFilter(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Apply(s).Unserved; len(got) != tc.want {
+			t.Errorf("%v: unserved %+v, want %d", tc.args, got, tc.want)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "NOT-SERVED") || !strings.Contains(b.String(), "mlx5_1      1970-01-01T00:01:40Z  1970-01-01T00:01:44Z  CM class in use") {
+		t.Errorf("text:\n%s", b.String())
+	}
+	if err := WriteText(&b, sample()); err != nil || strings.Count(b.String(), "NOT-SERVED") != 1 {
+		t.Errorf("a table of unserved devices with none: %v\n%s", err, b.String())
+	}
+}

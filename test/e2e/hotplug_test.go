@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,9 @@ func TestDaemonHotplugKernelCM(t *testing.T) {
 	}
 	if s, err := d.status(); err != nil || len(s.Devices) != 1 {
 		t.Errorf("status with ib_cm owning rxe1: %+v, %v", s, err)
+	}
+	if out, err := d.ucmd("status"); err != nil || !regexp.MustCompile(`(?m)^rxe1 .*in use`).MatchString(out) {
+		t.Errorf("ucmd status does not show rxe1 unserved: %v\n%s", err, out)
 	}
 	rmmod(t, "ib_cm")
 	d.waitDevices(t, "rxe0", "rxe1")
