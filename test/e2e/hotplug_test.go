@@ -166,7 +166,7 @@ func TestDaemonHotplugKernelCM(t *testing.T) {
 	if s, err := d.status(); err != nil || len(s.Devices) != 1 {
 		t.Errorf("status with ib_cm owning rxe1: %+v, %v", s, err)
 	}
-	if out, err := d.ucmd("status"); err != nil || !regexp.MustCompile(`(?m)^rxe1 .*in use`).MatchString(out) {
+	if out, err := d.ucmd("status"); err != nil || !regexp.MustCompile(`(?m)^rxe1 .*already registered`).MatchString(out) {
 		t.Errorf("ucmd status does not show rxe1 unserved: %v\n%s", err, out)
 	}
 	rmmod(t, "ib_cm")
