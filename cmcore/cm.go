@@ -39,19 +39,25 @@ type Options struct {
 	// Observer; Observers attaches several). Nil, the default, costs a
 	// nil check per MAD.
 	Observer Observer
+	// OnReceiveError, when non-nil, is called on a port's receive
+	// goroutine once that port has stopped for an error (ReceiveError):
+	// what a removed device does, which its owner may act on at once.
+	// It must not block.
+	OnReceiveError func(port int, err error)
 }
 
 // CM is the communication manager of one device: it owns the CM MAD agent
 // of every port, the comm-ID and listen tables, and all ids created on it.
 type CM struct {
-	dev      hw.Device
-	clk      clock.Clock
-	log      *slog.Logger
-	nodeGUID uint64
-	ackDelay uint8
-	autoMRA  uint8
-	obs      Observer
-	ports    []*port // index: port number - 1
+	dev       hw.Device
+	clk       clock.Clock
+	log       *slog.Logger
+	nodeGUID  uint64
+	ackDelay  uint8
+	autoMRA   uint8
+	obs       Observer
+	onRecvErr func(port int, err error)
+	ports     []*port // index: port number - 1
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -99,6 +105,7 @@ func New(dev hw.Device, opts Options) *CM {
 		log:        opts.Logger,
 		autoMRA:    opts.AutoMRA & 0x1F,
 		obs:        opts.Observer,
+		onRecvErr:  opts.OnReceiveError,
 		nodeGUID:   dev.NodeGUID(),
 		ackDelay:   dev.LocalCAAckDelay(),
 		remoteIDs:  make(map[remoteKey]*ID),
@@ -215,6 +222,9 @@ func (cm *CM) recvLoop(ctx context.Context, p *port) {
 			if ctx.Err() == nil && !errors.Is(err, hw.ErrClosed) {
 				p.recvErr.Store(&err)
 				cm.log.Warn("cmcore: receive failed, port stops", "port", p.num, "err", err)
+				if cm.onRecvErr != nil {
+					cm.onRecvErr(p.num, err)
+				}
 			}
 			return
 		}

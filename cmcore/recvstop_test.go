@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ucmd/ucmd/hw"
 )
 
 // TestReceiveError: a port whose endpoint fails a read (a removed device's
@@ -42,5 +44,36 @@ func TestReceiveError(t *testing.T) {
 	}
 	if h2.cm.Stopped() {
 		t.Error("Stopped after a shutdown, which is no failure")
+	}
+}
+
+// Options.OnReceiveError hears of a port that stopped, once, with why.
+func TestOnReceiveError(t *testing.T) {
+	dev := &fakeDev{guid: localGUID}
+	p := &fakePort{dev: dev, num: 1, attr: hw.PortAttr{LinkLayer: hw.LinkInfiniBand, State: hw.PortActive, LID: localLID}}
+	dev.ports = []*fakePort{p}
+	type stop struct {
+		port int
+		err  error
+	}
+	heard := make(chan stop, 2)
+	cm := New(dev, Options{OnReceiveError: func(port int, err error) { heard <- stop{port, err} }})
+	if err := cm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	eio := errors.New("read /dev/infiniband/umad0: input/output error")
+	p.ep.fail <- eio
+	select {
+	case s := <-heard:
+		if s.port != 1 || !errors.Is(s.err, eio) {
+			t.Errorf("OnReceiveError(%d, %v), want (1, %v)", s.port, s.err, eio)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnReceiveError not called")
+	}
+	cm.Close()
+	if len(heard) != 0 {
+		t.Errorf("called again: %+v", <-heard)
 	}
 }

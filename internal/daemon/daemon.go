@@ -181,6 +181,9 @@ type Daemon struct {
 	watchStop context.CancelFunc
 	watchDone chan struct{}
 	pending   map[string]*pendingDevice
+	// kick asks for a rescan now: a CM's port stopped receiving, which is
+	// what a removed device does.
+	kick chan struct{}
 }
 
 type served struct {
@@ -206,7 +209,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.NodeMode = 0o666
 	}
 	cfg.Env = cfg.Env.withDefaults()
-	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1)}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1), kick: make(chan struct{}, 1)}
 	d.trace = trace.NewHub(d.traceOwners, d.log)
 	// What the flags name is checked first (a bad --device is a bad flag,
 	// whatever else is missing), then the environment.
@@ -507,7 +510,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	if d.cfg.FixedNumbers && i >= MaxFixed {
 		return fmt.Errorf("--fixed-numbers: %s would be ucm%d, but only %d minors (231:224-255) exist", dev.Name(), i, MaxFixed)
 	}
-	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA, Observer: d.observer()})
+	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA, Observer: d.observer(), OnReceiveError: d.kickRescan})
 	if err := cm.Start(); err != nil {
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)

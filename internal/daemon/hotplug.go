@@ -17,7 +17,8 @@ import (
 // hot-plugged. The kernel's ib_ucm followed its devices (an ib_client's
 // add and remove callbacks): a new device got the lowest free ucmN, a
 // removed one lost its node. ucmd does the same by looking at the devices
-// every Config.Rescan (docs/hotplug.md):
+// every Config.Rescan, and at once when a port stops receiving
+// (docs/hotplug.md):
 //
 //   - a served device is retired when it is no longer listed, when every
 //     one of its ports has stopped receiving (its umad files fail with EIO
@@ -80,9 +81,21 @@ func (d *Daemon) startWatch(every time.Duration) {
 				return
 			case <-t.C:
 				d.rescan(ctx)
+			case <-d.kick:
+				d.rescan(ctx)
 			}
 		}
 	}()
+}
+
+// kickRescan is every CM's OnReceiveError: a port that stopped is most
+// likely a device removed, whose clients should not wait a whole rescan
+// interval to learn it.
+func (d *Daemon) kickRescan(int, error) {
+	select {
+	case d.kick <- struct{}{}:
+	default: // one pending is enough
+	}
 }
 
 func (d *Daemon) stopWatch() {

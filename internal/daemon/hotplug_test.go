@@ -324,3 +324,33 @@ func TestHotplugRescanLoop(t *testing.T) {
 		t.Errorf("a device added after Close was served: %v", d.Nodes())
 	}
 }
+
+// A port that stops receiving starts a rescan at once: a removed device
+// is retired without waiting for the next interval.
+func TestHotplugRemovalRescansAtOnce(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	changed := make(chan []string, 4)
+	cfg := f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 2, RuntimeDir: run, Logger: quiet(),
+		Rescan: time.Hour, Changed: func(d *daemon.Daemon) {
+			select {
+			case changed <- d.Nodes():
+			default:
+			}
+		}})
+	d, err := daemon.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	must(t, d.SimFabric().RemoveDevice(simDevice(t, d.SimFabric(), "sim1"), syscall.EIO))
+	select {
+	case nodes := <-changed:
+		if len(nodes) != 1 {
+			t.Errorf("nodes after the removal: %v", nodes)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the removed device was not retired before the next rescan interval")
+	}
+	wantNodes(t, f, d, run, "ucm0=sim0")
+}
