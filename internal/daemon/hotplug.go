@@ -217,6 +217,9 @@ func (d *Daemon) retire(s *served, why string) {
 	if err := s.stop(); err != nil {
 		attrs = append(attrs, "err", err)
 	}
+	if d.metrics != nil {
+		d.metrics.Forget(s.dev.Name())
+	}
 	d.log.Warn("stopped serving an RDMA device", attrs...)
 }
 

@@ -106,6 +106,24 @@ func (m *Metrics) Device(name string) *Device {
 	return d
 }
 
+// Forget drops every series of the device named: its command and setup
+// histograms and its MAD counters. The daemon calls it when the device is
+// retired (docs/hotplug.md), after its CM has stopped; a device of that
+// name served later starts from zero, which Prometheus reads as a counter
+// reset.
+func (m *Metrics) Forget(name string) {
+	l := prometheus.Labels{"device": name}
+	m.cmds.DeletePartialMatch(l)
+	m.setup.DeletePartialMatch(l)
+	m.mads.DeletePartialMatch(l)
+	m.madCounters.Range(func(k, _ any) bool {
+		if k.(madKey).device == name {
+			m.madCounters.Delete(k)
+		}
+		return true
+	})
+}
+
 func commandLabel(c abi.Cmd) string {
 	if !c.Valid() {
 		return "invalid"

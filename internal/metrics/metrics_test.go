@@ -127,6 +127,7 @@ ucmd_device_unserved{device="mlx5_1"} 1
 	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %+v", err, problems)
 	}
+
 }
 
 type fakeDev struct{ name string }
@@ -181,6 +182,21 @@ ucmd_mads_total{device="rxe1",direction="send-failed",port="2",type="DREP"} 1
 	}
 	if problems, err := testutil.GatherAndLint(m.Registry(), "ucmd_mads_total"); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %+v", err, problems)
+	}
+
+	// rxe0 retired, then served again: its counters start afresh.
+	m.Forget("rxe0")
+	m.ObserveMAD(&cmcore.MADEvent{Device: fakeDev{"rxe0"}, Port: 1, Dir: cmcore.MADSent, MAD: cmMAD(wire.AttrREQ)})
+	const again = `
+# HELP ucmd_mads_total CM MADs by device, port, type (REQ, REP, ..., other) and direction: sent (first transmissions), retransmitted, send-failed (refused by the endpoint), received (acted on), dropped (undecodable or ignored), timed-out (ran out of retries; nothing on the wire).
+# TYPE ucmd_mads_total counter
+ucmd_mads_total{device="rxe0",direction="sent",port="1",type="REQ"} 1
+ucmd_mads_total{device="rxe1",direction="dropped",port="2",type="other"} 2
+ucmd_mads_total{device="rxe1",direction="received",port="1",type="SIDR_REQ"} 1
+ucmd_mads_total{device="rxe1",direction="send-failed",port="2",type="DREP"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(again), "ucmd_mads_total"); err != nil {
+		t.Errorf("after Forget and a new MAD: %v", err)
 	}
 }
 
@@ -239,6 +255,25 @@ func TestDeviceHistograms(t *testing.T) {
 	}
 	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %+v", err, problems)
+	}
+	// A retired device's series go; another device's stay.
+	m.Device("sim1")
+	m.Forget("sim0")
+	fams, err = m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "device" && l.GetValue() == "sim0" {
+					t.Errorf("%s still has a series of the forgotten device", f.GetName())
+				}
+			}
+		}
+	}
+	if n, err := testutil.GatherAndCount(m.Registry(), "ucmd_command_duration_seconds", "ucmd_connection_setup_duration_seconds"); err != nil || n != abi.NumCmds+1+2 {
+		t.Errorf("%d series of the device kept, %v; want %d", n, err, abi.NumCmds+1+2)
 	}
 }
 
