@@ -286,34 +286,48 @@ func TestHotplugRefusedDevice(t *testing.T) {
 	}
 }
 
-// With Config.Rescan the daemon looks by itself, and Close stops it.
-func TestHotplugRescanLoop(t *testing.T) {
-	f := daemontest.New(t)
-	run := t.TempDir()
+// watchingDaemon starts a sim daemon of n devices that rescans by itself
+// every interval; each change's nodes arrive on the channel.
+func watchingDaemon(t *testing.T, f *daemontest.Fake, run string, n int, every time.Duration) (*daemon.Daemon, <-chan []string) {
+	t.Helper()
 	changed := make(chan []string, 4)
-	cfg := f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: run, Logger: quiet(),
-		Rescan: time.Millisecond, Changed: func(d *daemon.Daemon) {
+	cfg := f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: n, RuntimeDir: run, Logger: quiet(),
+		Rescan: every, Changed: func(d *daemon.Daemon) {
 			select {
 			case changed <- d.Nodes():
-			default:
+			default: // the test reads one change
 			}
 		}})
 	d, err := daemon.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
+	return d, changed
+}
+
+// nextChange waits for a change of the nodes served, of want nodes.
+func nextChange(t *testing.T, changed <-chan []string, want int, what string) {
+	t.Helper()
+	select {
+	case nodes := <-changed:
+		if len(nodes) != want {
+			t.Errorf("nodes after %s: %v, want %d", what, nodes, want)
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("no change of the nodes after %s", what)
+	}
+}
+
+// With Config.Rescan the daemon looks by itself, and Close stops it.
+func TestHotplugRescanLoop(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d, changed := watchingDaemon(t, f, run, 1, time.Millisecond)
 	if _, err := d.SimFabric().AddRoCE("sim1", 1); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case nodes := <-changed:
-		if len(nodes) != 2 {
-			t.Errorf("nodes after the new device: %v", nodes)
-		}
-	case <-time.After(waitFor):
-		t.Fatal("the rescan loop did not serve the new device")
-	}
+	nextChange(t, changed, 2, "a device was added")
 	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
 	d.Close()
 	if _, err := d.SimFabric().AddRoCE("sim2", 1); err != nil {
@@ -330,27 +344,8 @@ func TestHotplugRescanLoop(t *testing.T) {
 func TestHotplugRemovalRescansAtOnce(t *testing.T) {
 	f := daemontest.New(t)
 	run := t.TempDir()
-	changed := make(chan []string, 4)
-	cfg := f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 2, RuntimeDir: run, Logger: quiet(),
-		Rescan: time.Hour, Changed: func(d *daemon.Daemon) {
-			select {
-			case changed <- d.Nodes():
-			default:
-			}
-		}})
-	d, err := daemon.Start(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, changed := watchingDaemon(t, f, run, 2, time.Hour)
 	must(t, d.SimFabric().RemoveDevice(simDevice(t, d.SimFabric(), "sim1"), syscall.EIO))
-	select {
-	case nodes := <-changed:
-		if len(nodes) != 1 {
-			t.Errorf("nodes after the removal: %v", nodes)
-		}
-	case <-time.After(waitFor):
-		t.Fatal("the removed device was not retired before the next rescan interval")
-	}
+	nextChange(t, changed, 1, "a device was removed")
 	wantNodes(t, f, d, run, "ucm0=sim0")
 }
