@@ -72,6 +72,7 @@ struct ibv_comp_channel {
 #include <rdma/ib_user_sa.h>
 
 #include "ucm_abi.h"
+#include "../perf/guestcpu.h" /* make perf: guest_cpu_us= */
 
 /* Our layouts must also agree with the system's uverbs/SA UAPI copies. */
 _Static_assert(sizeof(struct ucm_uverbs_qp_attr) == sizeof(struct ib_uverbs_qp_attr), "qp_attr");
@@ -443,6 +444,8 @@ static void on_alarm(int sig)
  * Returns 0, or -1 with errno and cmd_err set. A short positive count is
  * ENODATA (libibcm's convention).
  */
+static long ucm_cmds; /* commands written: test/perf's commands per connection */
+
 static int ucm_write(uint32_t cmd, const void *body, uint16_t in, uint16_t out, int timeout_ms)
 {
 	uint8_t buf[sizeof(struct ib_ucm_cmd_hdr) + 128];
@@ -476,6 +479,7 @@ static int ucm_write(uint32_t cmd, const void *body, uint16_t in, uint16_t out, 
 		itv.it_value.tv_usec = (timeout_ms % 1000) * 1000;
 		setitimer(ITIMER_REAL, &itv, NULL);
 	}
+	ucm_cmds++;
 	ssize_t n = write(dev.fd, buf, size);
 	int e = errno;
 	if (timeout_ms > 0) {
@@ -2883,9 +2887,11 @@ int main(int argc, char **argv)
 	}
 
 	struct timespec t0, t1;
+	long long busy0 = guest_busy_ticks();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int r = run_loop(total);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long long busy1 = guest_busy_ticks();
 	double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 
 	/* anything still live (error exit): tear down, ids first */
@@ -2907,8 +2913,13 @@ int main(int argc, char **argv)
 		any_failure = 1;
 	printf("%s: %ld of %ld connections ok\n", opt.server ? "server" : "client", ok_count,
 	       opt.server ? finished - (listener ? 1 : 0) : total);
-	if (opt.client && wall > 0) /* test/perf/summarize reads this line */
-		printf("ucmclient-perf n=%ld parallel=%d msgs=%d verbs=%d libibcm=%d wall_s=%.4f conn_per_s=%.2f\n",
-		       total, opt.parallel, opt.msgs, !opt.no_verbs, opt.libibcm, wall, (double)ok_count / wall);
+	/* test/perf reads these lines */
+	if (opt.client && wall > 0)
+		printf("ucmclient-perf n=%ld parallel=%d msgs=%d verbs=%d libibcm=%d wall_s=%.4f conn_per_s=%.2f cmds=%ld"
+		       " guest_cpu_us=%.1f\n",
+		       total, opt.parallel, opt.msgs, !opt.no_verbs, opt.libibcm, wall, (double)ok_count / wall,
+		       ucm_cmds, guest_cpu_us(busy0, busy1, (double)total));
+	if (opt.server)
+		printf("ucmclient-cmds n=%ld cmds=%ld\n", ok_count, ucm_cmds);
 	return any_failure || (opt.client && ok_count != total) ? 1 : 0;
 }

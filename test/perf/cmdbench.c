@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guestcpu.h"
+
 #include "../clients/ucm_abi.h"
 
 static int fd;
@@ -300,9 +302,11 @@ int main(int argc, char **argv)
 	pthread_barrier_wait(&start_line);
 	if (pid)
 		take(pid, &before);
+	long long busy0 = guest_busy_ticks();
 	double t0 = now_s();
 	pthread_barrier_wait(&start_line);
 	double t1 = now_s();
+	long long busy1 = guest_busy_ticks();
 	if (pid)
 		take(pid, &after);
 	for (long i = 0; i < threads; i++)
@@ -313,6 +317,7 @@ int main(int argc, char **argv)
 	       " us_per_pair=%.2f pairs_per_s=%.1f",
 	       label, check_floor ? "floorpvw" : floor_mode ? "floor" : "ucm", threads, pairs, prefill, wall,
 	       wall * 1e6 / (double)pairs, total / wall);
+	printf(" guest_cpu_us=%.1f", guest_cpu_us(busy0, busy1, total * 2)); /* per command */
 	if (pid)
 		report(&before, &after, total * 2);
 	if (prefill > 0 && rss0 > 0 && rss1 > 0)

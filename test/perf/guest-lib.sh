@@ -27,3 +27,9 @@ stop() { # PID...
 	for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "$@"; do wait "$p" 2>/dev/null || true; done
 }
+
+# A process's CPU time (user + system) in clock ticks, and ticks as µs
+# per unit of work.
+HZ=$(getconf CLK_TCK)
+proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+us_per() { awk -v t="$1" -v n="$2" -v hz="$HZ" 'BEGIN { printf "%.1f", t * 1e6 / hz / n }'; }

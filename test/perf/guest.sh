@@ -74,7 +74,7 @@ while [ $r -le "$REPS" ]; do
 	r=$((r + 1))
 done
 stop_ucmd
-stop $fpid $ppid
+stop $ppid # the plain floor serves on: the connection section measures it too
 
 # ---------------------------------------------------------- connection rate
 # The kernel's CM and ucmd cannot own the CM class at once: each rep loads
@@ -82,11 +82,16 @@ stop $fpid $ppid
 conn_ucmd() { # LABEL SERVICE_ID CLIENT_ARGS...
 	label=$1 sid=$2
 	shift 2
+	d0=$(proc_ticks $upid)
 	# shellcheck disable=SC2086 # lists of flags
 	r=$("$B/ucmd" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s "$sid" --libibcm -w 0 -T 600 "$@") ||
 		{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "ucmd $label: the client failed"; }
+	d1=$(proc_ticks $upid)
 	r=$(echo "$r" | grep '^ucmclient-perf')
-	echo "rep=$rep ucmclient label=$label ${r#ucmclient-perf }"
+	n=$(echo "$r" | sed 's/.* n=\([0-9]*\).*/\1/')
+	# the daemon's CPU per connection over the client's whole run (its
+	# open and close too: two requests in a run of WIN connections)
+	echo "rep=$rep ucmclient label=$label ${r#ucmclient-perf } daemon_cpu_us=$(us_per $((d1 - d0)) "$n")"
 }
 log "connections: $REPS reps x (kernel rdma_cm, ucmd): $SEQ one at a time, $WIN with 50 in flight"
 rep=1
@@ -113,6 +118,12 @@ while [ $rep -le "$REPS" ]; do
 	# the umad floor under every MAD a userspace CM sends: one trip
 	# write(2) -> rxe0 -> rxe1 -> read(2), nothing above umad
 	out "$B/umadping" -a rxe0 -b rxe1 -g $LL1 -n $((SEQ * 3)) -L umad
+	# what the guest carries through umad with 50 MADs in flight, and at
+	# what CPU per MAD; and the CUSE floor's CPU per write with the
+	# guest's CPUs busy (4 client threads): the parts of the 50-in-flight
+	# bound ("A bound with many in flight" in docs/perf.md)
+	out "$B/umadping" -a rxe0 -b rxe1 -g $LL1 -n $((WIN * 5)) -w 50 -L umad-w50
+	out "$B/cmdbench" -D /dev/infiniband/ucmfloor -m floor -n $((WIN * 10 / 4)) -t 4 -l floor-conn
 
 	start_ucmd
 	# CM only: a server without QPs; with QPs: one that gives each its QP
@@ -127,7 +138,11 @@ while [ $rep -le "$REPS" ]; do
 	conn_ucmd u-win50 $SID --no-verbs -G $LL0 -n $((WIN / 50)) -P 50
 	conn_ucmd u-seq-qp $SIDQP -M 0 -n "$SEQ"
 	stop $spid $qpid
+	# the passive side's commands per connection (its whole run)
+	r=$(grep '^ucmclient-cmds' /tmp/srv.log) || fail "no ucmclient-cmds line from the CM-only server"
+	echo "rep=$rep ucmclient label=u-srv ${r#ucmclient-cmds }"
 	stop_ucmd
 	rep=$((rep + 1))
 done
+stop $fpid
 log "done"

@@ -32,6 +32,8 @@
 
 #include <rdma/rdma_cma.h>
 
+#include "guestcpu.h"
+
 static int use_qp;
 static struct rdma_event_channel *ch;
 static struct ibv_pd *pd;
@@ -297,9 +299,11 @@ int main(int argc, char **argv)
 		run_round(warm, NULL);
 		window = w, burst = b;
 	}
+	long long busy0 = guest_busy_ticks();
 	double connect_s = 0, wall = run_round(n, &connect_s);
-	printf("rdmaconn label=%s qp=%d window=%d burst=%d n=%ld wall_s=%.4f conn_per_s=%.2f", label,
-	       use_qp, window, burst, n, wall, (double)n / wall);
+	long long busy1 = guest_busy_ticks();
+	printf("rdmaconn label=%s qp=%d window=%d burst=%d n=%ld wall_s=%.4f conn_per_s=%.2f guest_cpu_us=%.1f",
+	       label, use_qp, window, burst, n, wall, (double)n / wall, guest_cpu_us(busy0, busy1, (double)n));
 	if (burst)
 		printf(" burst_connect_s=%.4f burst_conn_per_s=%.2f", connect_s, (double)n / connect_s);
 	printf("\n");

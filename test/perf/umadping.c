@@ -6,13 +6,20 @@
 // other file, with nothing above umad. The kernel's CM (ib_cm) must be
 // unloaded: it owns the CM class while loaded.
 //
-// Usage: umadping -a DEV -b DEV -g GID_B [-G GID_A] [-n N] [-L label]
-// Prints: umadping label=... n=... us_per_trip=... (one way: the round trip / 2).
+// Usage: umadping -a DEV -b DEV -g GID_B [-G GID_A] [-n N] [-w W] [-L label]
+// Prints: umadping label=... n=... window=W us_per_trip=... mads_per_s=...
+// us_per_trip is one way (a round trip / 2) and means a latency with -w 1,
+// the default; with -w W, W MADs bounce at once and mads_per_s (MADs
+// through umad per second, both ways counted) is the guest's capacity:
+// what a CM sending every MAD through umad could at most carry with many
+// connections in flight, and guest_cpu_us what each MAD costs the guest
+// (docs/perf.md, "A bound with many in flight").
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +30,8 @@
 #include <unistd.h>
 
 #include <rdma/ib_user_mad.h>
+
+#include "guestcpu.h"
 
 #define MAD_SIZE 256
 #define CM_CLASS 0x07
@@ -134,6 +143,22 @@ static void recv_one(int fd, struct msg *m) {
 	}
 }
 
+// recv_within reads one MAD, or fails the run when none comes within
+// 5 s: with W in flight a lost MAD would otherwise hang it.
+static void recv_within(int fd, struct msg *m) {
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+	while ((r = poll(&p, 1, 5000)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		die("poll");
+	if (r == 0) {
+		fprintf(stderr, "umadping: no MAD back within 5 s (lost?)\n");
+		exit(1);
+	}
+	recv_one(fd, m);
+}
+
 static double now(void) {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
@@ -142,22 +167,27 @@ static double now(void) {
 
 int main(int argc, char **argv) {
 	const char *a = "rxe0", *b = "rxe1", *label = "umad", *gb = NULL;
-	int n = 1000, c;
-	while ((c = getopt(argc, argv, "a:b:g:n:L:")) != -1) {
+	int n = 1000, w = 1, c;
+	while ((c = getopt(argc, argv, "a:b:g:n:w:L:")) != -1) {
 		switch (c) {
 		case 'a': a = optarg; break;
 		case 'b': b = optarg; break;
 		case 'g': gb = optarg; break;
 		case 'n': n = atoi(optarg); break;
+		case 'w': w = atoi(optarg); break;
 		case 'L': label = optarg; break;
 		default:
-			fprintf(stderr, "usage: umadping -a DEV -b DEV -g GID_OF_B [-n N] [-L label]\n");
+			fprintf(stderr, "usage: umadping -a DEV -b DEV -g GID_OF_B [-n N] [-w W] [-L label]\n");
 			return 2;
 		}
 	}
 	uint8_t gidb[16];
 	if (!gb || inet_pton(AF_INET6, gb, gidb) != 1) {
 		fprintf(stderr, "umadping: -g GID (of device -b, port 1) is required\n");
+		return 2;
+	}
+	if (n < 1 || w < 1 || w > n || w > 100) {
+		fprintf(stderr, "umadping: need 1 <= -w <= min(-n, 100)\n");
 		return 2;
 	}
 	int fa = umad_for(a), fb = umad_for(b);
@@ -182,13 +212,22 @@ int main(int argc, char **argv) {
 		send_to(fa, ida, gidb, i);
 		recv_one(fa, &m);
 	}
+	// n round trips, w of them in flight at once: each MAD back sends
+	// the next until n were sent
+	long long busy0 = guest_busy_ticks();
 	double t0 = now();
-	for (int i = 0; i < n; i++) {
-		send_to(fa, ida, gidb, 1000 + i);
-		recv_one(fa, &m);
+	int sent = 0;
+	for (; sent < w; sent++)
+		send_to(fa, ida, gidb, 1000 + (uint64_t)sent);
+	for (int got = 0; got < n; got++) {
+		recv_within(fa, &m);
+		if (sent < n)
+			send_to(fa, ida, gidb, 1000 + (uint64_t)sent++);
 	}
 	double t = now() - t0;
+	long long busy1 = guest_busy_ticks();
 	kill(child, 9);
-	printf("umadping label=%s n=%d us_per_trip=%.1f\n", label, n, t / n / 2 * 1e6);
+	printf("umadping label=%s n=%d window=%d us_per_trip=%.1f mads_per_s=%.1f guest_cpu_us=%.1f\n", label,
+	       n, w, t / n / 2 * 1e6, 2 * n / t, guest_cpu_us(busy0, busy1, 2.0 * n));
 	return 0;
 }

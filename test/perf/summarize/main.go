@@ -147,11 +147,42 @@ func times(k float64, f func(rep) (float64, bool)) func(rep) (float64, bool) {
 	}
 }
 
+// sum adds values of one repetition.
+func sum(fs ...func(rep) (float64, bool)) func(rep) (float64, bool) {
+	return func(r rep) (float64, bool) {
+		t := 0.0
+		for _, f := range fs {
+			v, ok := f(r)
+			if !ok {
+				return 0, false
+			}
+			t += v
+		}
+		return t, true
+	}
+}
+
+func product(a, b func(rep) (float64, bool)) func(rep) (float64, bool) {
+	return func(r rep) (float64, bool) {
+		x, ok1 := a(r)
+		y, ok2 := b(r)
+		return x * y, ok1 && ok2
+	}
+}
+
+// madsPerConn are the MADs of a CM-only connection: REQ, REP, RTU, DREQ,
+// DREP.
+const madsPerConn = 5
+
 func figures() []*figure {
 	pair := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "us_per_pair") }
 	rate := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "pairs_per_s") }
 	cpu := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "daemon_cpu_us_per_cmd") }
 	conns := func(l string) func(rep) (float64, bool) { return field(l, "conn_per_s") }
+	// ucm commands of one CM-only connection: the active client's and the
+	// passive server's, each from its own count
+	cmdsPerConn := sum(ratio(field("u-win50", "cmds"), field("u-win50", "n")), ratio(field("u-srv", "cmds"), field("u-srv", "n")))
+	guestCPU := func(l string) func(rep) (float64, bool) { return field(l, "guest_cpu_us") }
 	return []*figure{
 		{Name: "cmd_pair_ratio_t1", What: "CREATE_ID+DESTROY_ID ÷ two no-op libfuse3 CUSE writes, 1 client thread", Goal: "≤ 1.4",
 			value: ratio(pair("ucmd", "1"), pair("floor", "1"))},
@@ -193,6 +224,24 @@ func figures() []*figure {
 			value: per(conns("k-seq"))},
 		{Name: "conn_ratio_seq_umad_bound", What: "bound on the CM-only ratio for any CM whose 5 MADs per connection go through umad: kernel µs per connection ÷ 5 umad trips",
 			value: ratio(per(conns("k-seq")), times(5, field("umad", "us_per_trip")))},
+		{Name: "kernel_cpu_us_per_conn_win50", What: "kernel rdma_cm: the guest's busy CPU per connection, CM only, 50 in flight, µs",
+			value: guestCPU("k-win50")},
+		{Name: "ucmd_cpu_us_per_conn_win50", What: "ucmd: the guest's busy CPU per connection, CM only, 50 in flight, µs",
+			value: guestCPU("u-win50")},
+		{Name: "ucmd_daemon_cpu_us_per_conn_win50", What: "ucmd: of which the daemon's, µs",
+			value: field("u-win50", "daemon_cpu_us")},
+		{Name: "ucmd_cmds_per_conn", What: "ucm commands per CM-only connection, both clients",
+			value: cmdsPerConn},
+		{Name: "umad_mads_per_s_w50", What: "umad: MADs/s through rxe0 ↔ rxe1 with 50 in flight (both ways)",
+			value: field("umad-w50", "mads_per_s")},
+		{Name: "umad_cpu_us_per_mad_w50", What: "umad: the guest's busy CPU per MAD with 50 in flight, µs",
+			value: guestCPU("umad-w50")},
+		{Name: "floor_cpu_us_per_write_t4", What: "libfuse3 floor: the guest's busy CPU per write, 4 client threads, µs",
+			value: guestCPU(key("floor-conn", "4"))},
+		{Name: "conn_ratio_win50_umad_bound", What: "bound on the 50-in-flight ratio from umad's capacity alone: MADs/s with 50 in flight ÷ 5 ÷ the kernel's connections/s",
+			value: ratio(ratio(field("umad-w50", "mads_per_s"), func(rep) (float64, bool) { return madsPerConn, true }), conns("k-win50"))},
+		{Name: "conn_ratio_win50_cpu_bound", What: "bound on the 50-in-flight ratio for any CM behind CUSE and umad: the kernel's CPU per connection ÷ (5 umad MADs + the commands, each at its floor's CPU)",
+			value: ratio(guestCPU("k-win50"), sum(times(madsPerConn, guestCPU("umad-w50")), product(cmdsPerConn, guestCPU(key("floor-conn", "4")))))},
 		{Name: "ids_cost_ratio", What: "per-command cost with many live ids ÷ with 1,000", Goal: "≤ 1.2",
 			value: ratio(field(key("ids-many", "1"), "us_per_pair"), field(key("ids-1k", "1"), "us_per_pair"))},
 		{Name: "rss_bytes_per_id", What: "ucmd RSS growth per idle id (many-ids prefill)",

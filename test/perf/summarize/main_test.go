@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -70,6 +71,52 @@ func TestParseRejectsBrokenLines(t *testing.T) {
 	for _, in := range []string{"rep=x cmdbench label=a", "rep=1 cmdbench label=a junk", "rep=1 cmdbench k=v"} {
 		if _, err := parse(strings.NewReader(in)); err == nil {
 			t.Errorf("parse(%q) succeeded", in)
+		}
+	}
+}
+
+// The 50-in-flight bound divides the kernel's CPU per connection by what
+// the same connection costs at the floors: 5 MADs through umad and the
+// commands both clients counted, each at the CUSE floor's CPU per write,
+// all from one repetition.
+func TestWin50CPUBound(t *testing.T) {
+	in := `rep=1 rdmaconn label=k-win50 conn_per_s=1000 guest_cpu_us=2000
+rep=1 umadping label=umad-w50 mads_per_s=4000 guest_cpu_us=200
+rep=1 cmdbench label=floor-conn threads=4 guest_cpu_us=100
+rep=1 ucmclient label=u-win50 n=100 cmds=700 conn_per_s=150 guest_cpu_us=9000 daemon_cpu_us=6000
+rep=1 ucmclient label=u-srv n=50 cmds=300
+rep=2 rdmaconn label=k-win50 conn_per_s=1000 guest_cpu_us=3000
+rep=2 umadping label=umad-w50 mads_per_s=4000 guest_cpu_us=200
+rep=2 cmdbench label=floor-conn threads=4 guest_cpu_us=100
+rep=2 ucmclient label=u-win50 n=100 cmds=700 conn_per_s=150 guest_cpu_us=9000 daemon_cpu_us=6000
+rep=2 ucmclient label=u-srv n=50 cmds=300
+`
+	samples, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float64{}
+	for _, f := range summarize(samples).Figures {
+		got[f.Name] = f.Values
+	}
+	// 7 + 6 commands a connection; 5 × 200 + 13 × 100 = 2,300 µs at the floors
+	want := map[string][]float64{
+		"ucmd_cmds_per_conn":          {13, 13},
+		"conn_ratio_win50_cpu_bound":  {2000.0 / 2300, 3000.0 / 2300},
+		"conn_ratio_win50_umad_bound": {0.8, 0.8},
+		"ucmd_cpu_us_per_conn_win50":  {9000, 9000},
+	}
+	for name, w := range want {
+		g := got[name]
+		if len(g) != len(w) {
+			t.Errorf("%s = %v, want %v", name, g, w)
+			continue
+		}
+		for i := range w {
+			if math.Abs(g[i]-w[i]) > 1e-9 {
+				t.Errorf("%s = %v, want %v", name, g, w)
+				break
+			}
 		}
 	}
 }
