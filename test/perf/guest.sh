@@ -96,6 +96,7 @@ conn_ucmd() { # LABEL SERVICE_ID CLIENT_ARGS...
 log "connections: $REPS reps x (kernel rdma_cm, ucmd): $SEQ one at a time, $WIN with 50 in flight"
 rep=1
 while [ $rep -le "$REPS" ]; do
+	echo "rep=$rep guest label=guest cpus=$(nproc)" # the CPUs a rate can use
 	kernel_cm
 	"$B/rdmaconn" -l "$LL1%veth1" > /tmp/rdmaconn.log 2>&1 &
 	kpid=$!

@@ -170,6 +170,12 @@ func product(a, b func(rep) (float64, bool)) func(rep) (float64, bool) {
 	}
 }
 
+// ceiling is the most connections per second the guest's CPUs carry
+// when each costs cpuPerConn µs of their time: a rate cannot pass it.
+func ceiling(cpuPerConn func(rep) (float64, bool)) func(rep) (float64, bool) {
+	return ratio(times(1e6, field("guest", "cpus")), cpuPerConn)
+}
+
 // madsPerConn are the MADs of a CM-only connection: REQ, REP, RTU, DREQ,
 // DREP.
 const madsPerConn = 5
@@ -240,8 +246,10 @@ func figures() []*figure {
 			value: guestCPU(key("floor-conn", "4"))},
 		{Name: "conn_ratio_win50_umad_bound", What: "bound on the 50-in-flight ratio from umad's capacity alone: MADs/s with 50 in flight ÷ 5 ÷ the kernel's connections/s",
 			value: ratio(ratio(field("umad-w50", "mads_per_s"), func(rep) (float64, bool) { return madsPerConn, true }), conns("k-win50"))},
-		{Name: "conn_ratio_win50_cpu_bound", What: "bound on the 50-in-flight ratio for any CM behind CUSE and umad: the kernel's CPU per connection ÷ (5 umad MADs + the commands, each at its floor's CPU)",
-			value: ratio(guestCPU("k-win50"), sum(times(madsPerConn, guestCPU("umad-w50")), product(cmdsPerConn, guestCPU(key("floor-conn", "4")))))},
+		{Name: "conn_ratio_win50_cpu_bound", What: "bound on the 50-in-flight ratio for any CM behind CUSE and umad: the guest's CPUs ÷ (5 umad MADs + the commands, each at its floor's CPU) ÷ the kernel's connections/s",
+			value: ratio(ceiling(sum(times(madsPerConn, guestCPU("umad-w50")), product(cmdsPerConn, guestCPU(key("floor-conn", "4"))))), conns("k-win50"))},
+		{Name: "ucmd_win50_cpu_ceiling", What: "ucmd's own ceiling there at its CPU per connection: the guest's CPUs ÷ ucmd's CPU per connection ÷ the kernel's connections/s",
+			value: ratio(ceiling(guestCPU("u-win50")), conns("k-win50"))},
 		{Name: "ids_cost_ratio", What: "per-command cost with many live ids ÷ with 1,000", Goal: "≤ 1.2",
 			value: ratio(field(key("ids-many", "1"), "us_per_pair"), field(key("ids-1k", "1"), "us_per_pair"))},
 		{Name: "rss_bytes_per_id", What: "ucmd RSS growth per idle id (many-ids prefill)",

@@ -75,12 +75,14 @@ func TestParseRejectsBrokenLines(t *testing.T) {
 	}
 }
 
-// The 50-in-flight bound divides the kernel's CPU per connection by what
-// the same connection costs at the floors: 5 MADs through umad and the
-// commands both clients counted, each at the CUSE floor's CPU per write,
-// all from one repetition.
+// The 50-in-flight bound is the rate the guest's CPUs would carry if a
+// connection cost what it costs at the floors (5 MADs through umad and
+// the commands both clients counted, each at the CUSE floor's CPU per
+// write), over the kernel's rate; all from one repetition.
 func TestWin50CPUBound(t *testing.T) {
-	in := `rep=1 rdmaconn label=k-win50 conn_per_s=1000 guest_cpu_us=2000
+	in := `rep=1 guest label=guest cpus=2
+rep=2 guest label=guest cpus=2
+rep=1 rdmaconn label=k-win50 conn_per_s=1000 guest_cpu_us=2000
 rep=1 umadping label=umad-w50 mads_per_s=4000 guest_cpu_us=200
 rep=1 cmdbench label=floor-conn threads=4 guest_cpu_us=100
 rep=1 ucmclient label=u-win50 n=100 cmds=700 conn_per_s=150 guest_cpu_us=9000 daemon_cpu_us=6000
@@ -99,10 +101,12 @@ rep=2 ucmclient label=u-srv n=50 cmds=300
 	for _, f := range summarize(samples).Figures {
 		got[f.Name] = f.Values
 	}
-	// 7 + 6 commands a connection; 5 × 200 + 13 × 100 = 2,300 µs at the floors
+	// 7 + 6 commands a connection; 5 × 200 + 13 × 100 = 2,300 µs at the
+	// floors: two CPUs carry 869.6 such connections a second
 	want := map[string][]float64{
 		"ucmd_cmds_per_conn":          {13, 13},
-		"conn_ratio_win50_cpu_bound":  {2000.0 / 2300, 3000.0 / 2300},
+		"conn_ratio_win50_cpu_bound":  {2e6 / 2300 / 1000, 2e6 / 2300 / 1000},
+		"ucmd_win50_cpu_ceiling":      {2e6 / 9000 / 1000, 2e6 / 9000 / 1000},
 		"conn_ratio_win50_umad_bound": {0.8, 0.8},
 		"ucmd_cpu_us_per_conn_win50":  {9000, 9000},
 	}
