@@ -439,13 +439,13 @@ static void on_alarm(int sig)
 	alarm_fired = 1;
 }
 
+static long ucm_cmds; /* commands written: test/perf's commands per connection */
+
 /*
  * One command: header + struct in a single write(), like libibcm.
  * Returns 0, or -1 with errno and cmd_err set. A short positive count is
  * ENODATA (libibcm's convention).
  */
-static long ucm_cmds; /* commands written: test/perf's commands per connection */
-
 static int ucm_write(uint32_t cmd, const void *body, uint16_t in, uint16_t out, int timeout_ms)
 {
 	uint8_t buf[sizeof(struct ib_ucm_cmd_hdr) + 128];

@@ -7,7 +7,7 @@
 // unloaded: it owns the CM class while loaded.
 //
 // Usage: umadping -a DEV -b DEV -g GID_B [-G GID_A] [-n N] [-w W] [-L label]
-// Prints: umadping label=... n=... window=W us_per_trip=... mads_per_s=...
+// Prints: umadping label=... n=... window=W us_per_trip=... mads_per_s=... guest_cpu_us=...
 // us_per_trip is one way (a round trip / 2) and means a latency with -w 1,
 // the default; with -w W, W MADs bounce at once and mads_per_s (MADs
 // through umad per second, both ways counted) is the guest's capacity:
@@ -144,7 +144,9 @@ static void recv_one(int fd, struct msg *m) {
 }
 
 // recv_within reads one MAD, or fails the run when none comes within
-// 5 s: with W in flight a lost MAD would otherwise hang it.
+// 5 s: with W in flight a lost MAD would otherwise hang it. With one in
+// flight the trip is the latency measured, so it stays a blocking read
+// with no poll before it.
 static void recv_within(int fd, struct msg *m) {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	int r;
@@ -220,7 +222,10 @@ int main(int argc, char **argv) {
 	for (; sent < w; sent++)
 		send_to(fa, ida, gidb, 1000 + (uint64_t)sent);
 	for (int got = 0; got < n; got++) {
-		recv_within(fa, &m);
+		if (w > 1)
+			recv_within(fa, &m);
+		else
+			recv_one(fa, &m);
 		if (sent < n)
 			send_to(fa, ida, gidb, 1000 + (uint64_t)sent++);
 	}

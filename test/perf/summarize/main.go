@@ -245,7 +245,7 @@ func figures() []*figure {
 		{Name: "floor_cpu_us_per_write_t4", What: "libfuse3 floor: the guest's busy CPU per write, 4 client threads, µs",
 			value: guestCPU(key("floor-conn", "4"))},
 		{Name: "conn_ratio_win50_umad_bound", What: "bound on the 50-in-flight ratio from umad's capacity alone: MADs/s with 50 in flight ÷ 5 ÷ the kernel's connections/s",
-			value: ratio(ratio(field("umad-w50", "mads_per_s"), func(rep) (float64, bool) { return madsPerConn, true }), conns("k-win50"))},
+			value: ratio(times(1.0/madsPerConn, field("umad-w50", "mads_per_s")), conns("k-win50"))},
 		{Name: "conn_ratio_win50_cpu_bound", What: "bound on the 50-in-flight ratio for any CM behind CUSE and umad: the guest's CPUs ÷ (5 umad MADs + the commands, each at its floor's CPU) ÷ the kernel's connections/s",
 			value: ratio(ceiling(sum(times(madsPerConn, guestCPU("umad-w50")), product(cmdsPerConn, guestCPU(key("floor-conn", "4"))))), conns("k-win50"))},
 		{Name: "ucmd_win50_cpu_ceiling", What: "ucmd's own ceiling there at its CPU per connection: the guest's CPUs ÷ ucmd's CPU per connection ÷ the kernel's connections/s",
