@@ -171,6 +171,7 @@ mock "events_reported mismatch detected" 1 "DESTROY_ID: events_reported 4, but G
 mock "no listener: REJ reported" 1 "REJ_RECEIVED while waiting for REP: reason 8 (invalid service id)" -- -l 0x2000 --no-verbs -T 2 -- $C
 mock "lost REP: both sides time out" 1 "timed out after 300 ms waiting for REP" -e UCM_MOCK_DROP_REP=1 -- -l 0x1000 --no-verbs -t 300 -- $C -t 300
 mock "-q: the summary, no line per connection" 0 "client: 3 of 3 connections ok" -- -l 0x1000 --no-verbs -n 3 -q -- $C -n 3 -q
+mock "--cmd-times: each command's latency" 0 "ucmclient-cmdtime role=client cmd=SEND_REQ n=3 " -- -l 0x1000 --no-verbs -n 3 -q -- $C -n 3 -q --cmd-times
 case $out in *" ok: "*) bad "-q: a line per connection printed: $out" ;; esac
 }
 # --rdma-cm both ways through the mock: the cma_hdr the client builds (from

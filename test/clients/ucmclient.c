@@ -126,6 +126,7 @@ static struct {
 	int data_before_rtu;
 	int nonblock;
 	int libibcm; /* --libibcm: blocking GET_EVENT, no poll(), no per-command timer */
+	int cmd_times; /* --cmd-times */
 	int lax;
 	int verbose;
 	int quiet; /* -q: no line per connection that succeeded (the perf loops) */
@@ -442,6 +443,42 @@ static void on_alarm(int sig)
 static long ucm_cmds; /* commands written: test/perf's commands per connection */
 
 /*
+ * --cmd-times: each command's write() latency, by command, printed as
+ * "ucmclient-cmdtime" lines at exit (docs/perf.md, "What a connection's
+ * commands take"). Off, it costs nothing: the clock is read only when on.
+ */
+#define CT_CMDS 32
+#define CT_MAX 8192
+static uint32_t ct_us[CT_CMDS][CT_MAX];
+static int ct_n[CT_CMDS];
+
+static int ct_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void ct_record(uint32_t cmd, const struct timespec *t0, const struct timespec *t1)
+{
+	if (cmd >= CT_CMDS || ct_n[cmd] >= CT_MAX)
+		return;
+	ct_us[cmd][ct_n[cmd]++] =
+		(uint32_t)((t1->tv_sec - t0->tv_sec) * 1000000 + (t1->tv_nsec - t0->tv_nsec) / 1000);
+}
+
+static void ct_report(const char *role)
+{
+	for (uint32_t c = 0; c < CT_CMDS; c++) {
+		int n = ct_n[c];
+		if (n == 0)
+			continue;
+		qsort(ct_us[c], n, sizeof(uint32_t), ct_cmp);
+		printf("ucmclient-cmdtime role=%s cmd=%s n=%d p10_us=%u p50_us=%u p90_us=%u\n", role,
+		       cmd_name(c), n, ct_us[c][n / 10], ct_us[c][n / 2], ct_us[c][n * 9 / 10]);
+	}
+}
+
+/*
  * One command: header + struct in a single write(), like libibcm.
  * Returns 0, or -1 with errno and cmd_err set. A short positive count is
  * ENODATA (libibcm's convention).
@@ -480,8 +517,15 @@ static int ucm_write(uint32_t cmd, const void *body, uint16_t in, uint16_t out, 
 		setitimer(ITIMER_REAL, &itv, NULL);
 	}
 	ucm_cmds++;
+	struct timespec t0, t1;
+	if (opt.cmd_times)
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 	ssize_t n = write(dev.fd, buf, size);
 	int e = errno;
+	if (opt.cmd_times) {
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ct_record(cmd, &t0, &t1);
+	}
 	if (timeout_ms > 0) {
 		struct itimerval zero = { 0 };
 		setitimer(ITIMER_REAL, &zero, NULL);
@@ -2584,6 +2628,8 @@ static void usage(FILE *f)
 		"      --nonblock         set O_NONBLOCK on the ucm fd\n"
 		"      --libibcm          as libibcm: GET_EVENT blocks, no poll() and no per-command\n"
 		"                         timer (needs --no-verbs or -M 0; -T bounds the run)\n"
+		"      --cmd-times        print each command's write() latency at exit (p10/p50/p90 µs\n"
+		"                         per command: ucmclient-cmdtime lines)\n"
 		"      --lax              check masks only, not QP attribute / event values\n"
 		"  -v, --verbose          more output (-vv: values, -vvv: hex of every command/event)\n"
 		"  -q, --quiet            no line for a connection that succeeded (failures, the\n"
@@ -2617,7 +2663,7 @@ static void parse_gid(const char *s, uint8_t *gid, const char *what)
 enum {
 	O_NOVERBS = 256, O_DBR, O_NONBLOCK_OPT, O_LAX, O_DUMP, O_MTU, O_HOP, O_RATE, O_PLT,
 	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID, O_HOLD, O_RDMACM, O_PDATA, O_SRCIP, O_DSTIP,
-	O_SPORT, O_CRED, O_CREDEXEC, O_LIBIBCM,
+	O_SPORT, O_CRED, O_CREDEXEC, O_LIBIBCM, O_CMDTIMES,
 };
 
 /* an IPv4 or IPv6 address, kept IPv4-mapped for IPv4 */
@@ -2665,6 +2711,7 @@ static void parse_args(int argc, char **argv)
 		{ "cred-check", no_argument, 0, O_CRED },
 		{ "cred-check-exec", required_argument, 0, O_CREDEXEC },
 		{ "libibcm", no_argument, 0, O_LIBIBCM },
+		{ "cmd-times", no_argument, 0, O_CMDTIMES },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
@@ -2738,6 +2785,7 @@ static void parse_args(int argc, char **argv)
 		case O_CRED: opt.cred_check = 1; break;
 		case O_CREDEXEC: opt.cred_exec = optarg; break;
 		case O_LIBIBCM: opt.libibcm = 1; break;
+		case O_CMDTIMES: opt.cmd_times = 1; break;
 		default: usage(stderr); exit(2);
 		}
 	}
@@ -2921,5 +2969,7 @@ int main(int argc, char **argv)
 		       ucm_cmds, guest_cpu_us(busy0, busy1, (double)total));
 	if (opt.server)
 		printf("ucmclient-cmds n=%ld cmds=%ld\n", ok_count, ucm_cmds);
+	if (opt.cmd_times)
+		ct_report(opt.server ? "server" : "client");
 	return any_failure || (opt.client && ok_count != total) ? 1 : 0;
 }
