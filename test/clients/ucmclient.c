@@ -445,7 +445,8 @@ static long ucm_cmds; /* commands written: test/perf's commands per connection *
 /*
  * --cmd-times: each command's write() latency, by command, printed as
  * "ucmclient-cmdtime" lines at exit (docs/perf.md, "What a connection's
- * commands take"). Off, it costs nothing: the clock is read only when on.
+ * commands take"); the percentiles are of the first CT_MAX of each command,
+ * and n says how many that is. Off, no clock is read.
  */
 #define CT_CMDS 32
 #define CT_MAX 8192
