@@ -220,7 +220,10 @@ func (cm *CM) recvLoop(ctx context.Context, p *port) {
 		r, err := p.ep.Recv(ctx)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, hw.ErrClosed) {
-				p.recvErr.Store(&err)
+				// A copy declared here: &err itself would move the
+				// loop's err to the heap, one allocation per MAD.
+				stopped := err
+				p.recvErr.Store(&stopped)
 				cm.log.Warn("cmcore: receive failed, port stops", "port", p.num, "err", err)
 				if cm.onRecvErr != nil {
 					cm.onRecvErr(p.num, err)
