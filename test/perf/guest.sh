@@ -87,6 +87,8 @@ conn_ucmd() { # LABEL SERVICE_ID CLIENT_ARGS...
 	r=$("$B/ucmd" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s "$sid" --libibcm -w 0 -T 600 "$@") ||
 		{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "ucmd $label: the client failed"; }
 	d1=$(proc_ticks $upid)
+	# with --cmd-times: each command's latency, as label=LABEL-COMMAND
+	echo "$r" | sed -n "s/^ucmclient-cmdtime \(.* cmd=\([A-Z_]*\) .*\)/rep=$rep ucmclient-cmdtime label=$label-\2 \1/p"
 	r=$(echo "$r" | grep '^ucmclient-perf')
 	n=$(echo "$r" | sed 's/.* n=\([0-9]*\).*/\1/')
 	# the daemon's CPU per connection over the client's whole run (its
@@ -135,7 +137,9 @@ while [ $rep -le "$REPS" ]; do
 	waitlog /tmp/srv.log "listening on" $spid
 	waitlog /tmp/srvqp.log "listening on" $qpid
 	conn_ucmd warm $SID --no-verbs -G $LL0 -n 3
-	conn_ucmd u-seq $SID --no-verbs -G $LL0 -n "$SEQ"
+	# --cmd-times: where the connection's time goes, command by command,
+	# for two clock reads a command (some 20 µs of a 10 ms connection)
+	conn_ucmd u-seq $SID --no-verbs -G $LL0 -n "$SEQ" --cmd-times
 	conn_ucmd u-win50 $SID --no-verbs -G $LL0 -n $((WIN / 50)) -P 50
 	conn_ucmd u-seq-qp $SIDQP -M 0 -n "$SEQ"
 	stop $spid $qpid

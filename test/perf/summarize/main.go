@@ -162,6 +162,21 @@ func sum(fs ...func(rep) (float64, bool)) func(rep) (float64, bool) {
 	}
 }
 
+// medianOf is the median of values of one repetition.
+func medianOf(fs ...func(rep) (float64, bool)) func(rep) (float64, bool) {
+	return func(r rep) (float64, bool) {
+		v := make([]float64, 0, len(fs))
+		for _, f := range fs {
+			x, ok := f(r)
+			if !ok {
+				return 0, false
+			}
+			v = append(v, x)
+		}
+		return median(v), true
+	}
+}
+
 func product(a, b func(rep) (float64, bool)) func(rep) (float64, bool) {
 	return func(r rep) (float64, bool) {
 		x, ok1 := a(r)
@@ -189,6 +204,10 @@ func figures() []*figure {
 	// passive server's, each from its own count
 	cmdsPerConn := sum(ratio(field("u-win50", "cmds"), field("u-win50", "n")), ratio(field("u-srv", "cmds"), field("u-srv", "n")))
 	guestCPU := func(l string) func(rep) (float64, bool) { return field(l, "guest_cpu_us") }
+	// the median latency of one of the active client's commands inside
+	// the CM-only connections one at a time (ucmclient --cmd-times)
+	seqCmd := func(cmd string) func(rep) (float64, bool) { return field("u-seq-"+cmd, "p50_us") }
+	activeSends := []func(rep) (float64, bool){seqCmd("SEND_REQ"), seqCmd("SEND_RTU"), seqCmd("SEND_DREQ")}
 	return []*figure{
 		{Name: "cmd_pair_ratio_t1", What: "CREATE_ID+DESTROY_ID ÷ two no-op libfuse3 CUSE writes, 1 client thread", Goal: "≤ 1.4",
 			value: ratio(pair("ucmd", "1"), pair("floor", "1"))},
@@ -224,6 +243,12 @@ func figures() []*figure {
 			value: field("k-burst50", "burst_conn_per_s")},
 		{Name: "ucmd_conn_per_s_seq_qp", What: "ucmd: connections/s with QPs, one at a time", value: conns("u-seq-qp")},
 		{Name: "kernel_conn_per_s_seq_qp", What: "kernel rdma_cm: connections/s with QPs, one at a time", value: conns("k-seq-qp")},
+		{Name: "ucmd_seq_create_id_us", What: "inside a CM-only connection, one at a time: the active client's CREATE_ID, µs (median)",
+			value: seqCmd("CREATE_ID")},
+		{Name: "ucmd_seq_send_over_create", What: "same: a SEND (median of SEND_REQ's, SEND_RTU's, SEND_DREQ's medians) ÷ a CREATE_ID",
+			value: ratio(medianOf(activeSends...), seqCmd("CREATE_ID"))},
+		{Name: "ucmd_seq_active_sends_share", What: "same: the active client's three SENDs (medians) ÷ a connection's time",
+			value: ratio(sum(activeSends...), per(conns("u-seq")))},
 		{Name: "umad_us_per_trip", What: "umad floor: one CM MAD, write(2) on rxe0's umad file → read(2) on rxe1's, µs",
 			value: field("umad", "us_per_trip")},
 		{Name: "kernel_us_per_conn_seq", What: "kernel rdma_cm: µs per connection, CM only, one at a time",

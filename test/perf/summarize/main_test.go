@@ -124,3 +124,34 @@ rep=2 ucmclient label=u-srv n=50 cmds=300
 		}
 	}
 }
+
+// The one-at-a-time command figures come from the active client's
+// ucmclient-cmdtime lines of the same repetition.
+func TestSeqCommandTimes(t *testing.T) {
+	in := `rep=1 ucmclient label=u-seq n=100 conn_per_s=100
+rep=1 ucmclient-cmdtime label=u-seq-CREATE_ID role=client cmd=CREATE_ID n=100 p10_us=200 p50_us=300 p90_us=900
+rep=1 ucmclient-cmdtime label=u-seq-SEND_REQ role=client cmd=SEND_REQ n=100 p10_us=500 p50_us=1200 p90_us=2000
+rep=1 ucmclient-cmdtime label=u-seq-SEND_RTU role=client cmd=SEND_RTU n=100 p10_us=500 p50_us=900 p90_us=2000
+rep=1 ucmclient-cmdtime label=u-seq-SEND_DREQ role=client cmd=SEND_DREQ n=100 p10_us=500 p50_us=1500 p90_us=2000
+`
+	samples, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float64{}
+	for _, f := range summarize(samples).Figures {
+		got[f.Name] = f.Values
+	}
+	// a SEND is the median of 1,200, 900 and 1,500 µs; the three take
+	// 3,600 µs of the 10,000 a connection lasts at 100 a second
+	want := map[string]float64{
+		"ucmd_seq_create_id_us":       300,
+		"ucmd_seq_send_over_create":   4,
+		"ucmd_seq_active_sends_share": 0.36,
+	}
+	for name, w := range want {
+		if g := got[name]; len(g) != 1 || math.Abs(g[0]-w) > 1e-9 {
+			t.Errorf("%s = %v, want [%v]", name, g, w)
+		}
+	}
+}
