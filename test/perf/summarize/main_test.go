@@ -93,14 +93,7 @@ rep=2 cmdbench label=floor-conn threads=4 guest_cpu_us=100
 rep=2 ucmclient label=u-win50 n=100 cmds=700 conn_per_s=150 guest_cpu_us=9000 daemon_cpu_us=6000
 rep=2 ucmclient label=u-srv n=50 cmds=300
 `
-	samples, err := parse(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]float64{}
-	for _, f := range summarize(samples).Figures {
-		got[f.Name] = f.Values
-	}
+	got := figureValues(t, in)
 	// 7 + 6 commands a connection; 5 × 200 + 13 × 100 = 2,300 µs at the
 	// floors: two CPUs carry 869.6 such connections a second
 	want := map[string][]float64{
@@ -134,14 +127,7 @@ rep=1 ucmclient-cmdtime label=u-seq-SEND_REQ role=client cmd=SEND_REQ n=100 p10_
 rep=1 ucmclient-cmdtime label=u-seq-SEND_RTU role=client cmd=SEND_RTU n=100 p10_us=500 p50_us=900 p90_us=2000
 rep=1 ucmclient-cmdtime label=u-seq-SEND_DREQ role=client cmd=SEND_DREQ n=100 p10_us=500 p50_us=1500 p90_us=2000
 `
-	samples, err := parse(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]float64{}
-	for _, f := range summarize(samples).Figures {
-		got[f.Name] = f.Values
-	}
+	got := figureValues(t, in)
 	// a SEND is the median of 1,200, 900 and 1,500 µs; the three take
 	// 3,600 µs of the 10,000 a connection lasts at 100 a second
 	want := map[string]float64{
@@ -154,4 +140,18 @@ rep=1 ucmclient-cmdtime label=u-seq-SEND_DREQ role=client cmd=SEND_DREQ n=100 p1
 			t.Errorf("%s = %v, want [%v]", name, g, w)
 		}
 	}
+}
+
+// figureValues summarizes guest.sh lines: each figure's values by name.
+func figureValues(t *testing.T, in string) map[string][]float64 {
+	t.Helper()
+	samples, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float64{}
+	for _, f := range summarize(samples).Figures {
+		got[f.Name] = f.Values
+	}
+	return got
 }
