@@ -56,6 +56,17 @@ type Device struct {
 	goneErr error
 }
 
+// removed reports whether RemoveDevice took d off the fabric; unlike
+// goneErr, it can be asked without the fabric's lock.
+func (d *Device) removed() bool {
+	select {
+	case <-d.gone:
+		return true
+	default:
+		return false
+	}
+}
+
 var _ hw.Device = (*Device)(nil)
 
 func (d *Device) Name() string           { return d.name }

@@ -147,15 +147,11 @@ func (e *endpoint) Recv(ctx context.Context) (hw.Received, error) {
 	}
 	// A MAD already queued, with no failure pending, is taken without the
 	// select over five channels below, which locks all five.
-	select {
-	case <-e.port.dev.gone:
-	default:
-		if len(e.fail) == 0 {
-			select {
-			case r := <-e.q:
-				return r, nil
-			default:
-			}
+	if !e.port.dev.removed() && len(e.fail) == 0 {
+		select {
+		case r := <-e.q:
+			return r, nil
+		default:
 		}
 	}
 	select {

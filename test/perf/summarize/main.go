@@ -147,23 +147,8 @@ func times(k float64, f func(rep) (float64, bool)) func(rep) (float64, bool) {
 	}
 }
 
-// sum adds values of one repetition.
-func sum(fs ...func(rep) (float64, bool)) func(rep) (float64, bool) {
-	return func(r rep) (float64, bool) {
-		t := 0.0
-		for _, f := range fs {
-			v, ok := f(r)
-			if !ok {
-				return 0, false
-			}
-			t += v
-		}
-		return t, true
-	}
-}
-
-// medianOf is the median of values of one repetition.
-func medianOf(fs ...func(rep) (float64, bool)) func(rep) (float64, bool) {
+// over applies agg to values of one repetition, which must all be there.
+func over(agg func([]float64) float64, fs ...func(rep) (float64, bool)) func(rep) (float64, bool) {
 	return func(r rep) (float64, bool) {
 		v := make([]float64, 0, len(fs))
 		for _, f := range fs {
@@ -173,8 +158,21 @@ func medianOf(fs ...func(rep) (float64, bool)) func(rep) (float64, bool) {
 			}
 			v = append(v, x)
 		}
-		return median(v), true
+		return agg(v), true
 	}
+}
+
+// sum adds values of one repetition; medianOf is their median.
+func sum(fs ...func(rep) (float64, bool)) func(rep) (float64, bool) { return over(total, fs...) }
+
+func medianOf(fs ...func(rep) (float64, bool)) func(rep) (float64, bool) { return over(median, fs...) }
+
+func total(v []float64) float64 {
+	t := 0.0
+	for _, x := range v {
+		t += x
+	}
+	return t
 }
 
 func product(a, b func(rep) (float64, bool)) func(rep) (float64, bool) {
