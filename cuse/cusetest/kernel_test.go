@@ -134,3 +134,26 @@ func TestKernelResendsInterruptOnEAGAIN(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Once the server has closed its end, the kernel has aborted the
+// connection (fuse_abort_conn, within the server's close): a request it
+// had sent fails ECONNABORTED, one sent afterwards ENOTCONN, even before
+// the kernel's reader has seen the close.
+func TestKernelAbortAtServerClose(t *testing.T) {
+	k, server := bareKernel(t)
+	f := &File{k: k, Fh: 1, Kh: 7}
+	inFlight := f.WriteAsync(cuse.Caller{Pid: 1}, []byte("x"))
+	if err := server.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after := f.WriteAsync(cuse.Caller{Pid: 1}, []byte("y"))
+	if r, ok := after.WaitFor(time.Second); !ok || r.Errno != unix.ENOTCONN {
+		t.Errorf("request sent after the server closed: %+v, %v; want ENOTCONN", r, ok)
+	}
+	if r, ok := inFlight.WaitFor(time.Second); !ok || r.Errno != unix.ECONNABORTED {
+		t.Errorf("request in flight when the server closed: %+v, %v; want ECONNABORTED", r, ok)
+	}
+	if again := f.WriteAsync(cuse.Caller{Pid: 1}, []byte("z")); again.Wait().Errno != unix.ENOTCONN {
+		t.Errorf("a later request: %v, want ENOTCONN", again.Wait().Errno)
+	}
+}

@@ -50,6 +50,7 @@ type Pending struct {
 	want   replyShape
 	done   chan struct{}
 	reply  Reply
+	sent   bool // written to the server; guarded by the Kernel's mu
 }
 
 // Done is closed when the reply has arrived.
@@ -166,13 +167,29 @@ func (k *Kernel) send(h Header, want replyShape, body ...[]byte) *Pending {
 	k.pending[h.Unique] = p
 	delete(k.answered, h.Unique)
 	k.mu.Unlock()
-	if err := k.write(encode(h.Opcode, h.Unique, h.NodeID, h.Caller, body...)); err != nil {
-		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
-			// The server closed its end before readLoop saw it: the
-			// connection is being aborted, this request with it.
-			k.abortPending()
-			return p
-		}
+	err := k.write(encode(h.Opcode, h.Unique, h.NodeID, h.Caller, body...))
+	k.mu.Lock()
+	mine := k.pending[h.Unique] == p // not answered, nor taken by an abort
+	p.sent = err == nil
+	if mine && (err != nil || k.aborted) {
+		delete(k.pending, h.Unique)
+	}
+	aborted := k.aborted
+	k.mu.Unlock()
+	switch {
+	case err == nil && mine && aborted:
+		// Written before the server closed its end, and left alone by
+		// the abort that ran while it was being written: in flight.
+		k.answerAborted(p, unix.ECONNABORTED)
+	case err == nil:
+	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
+		// The server closed its end before this request reached it and
+		// before readLoop saw the close. The kernel aborts the connection
+		// within the server's close (fuse_abort_conn), so a request sent
+		// after it fails ENOTCONN, and those in flight ECONNABORTED.
+		k.abortPending()
+		k.answerAborted(p, unix.ENOTCONN)
+	default:
 		k.t.Fatalf("cusetest: sending %v: %v", wire.Opcode(h.Opcode), err)
 	}
 	return p
@@ -180,20 +197,33 @@ func (k *Kernel) send(h Header, want replyShape, body ...[]byte) *Pending {
 
 // abortPending is what the kernel does once the server has closed the
 // channel (fuse_abort_conn): every request still unanswered fails with
-// ECONNABORTED, and every one sent later with ENOTCONN.
+// ECONNABORTED, and every one sent later with ENOTCONN. A request still
+// being written is left to its sender, which learns from the write
+// whether it went out before the close.
 func (k *Kernel) abortPending() {
 	k.mu.Lock()
 	k.aborted = true
-	ps := k.pending
-	k.pending = make(map[uint64]*Pending)
+	var ps []*Pending
+	for u, p := range k.pending {
+		if p.sent {
+			ps = append(ps, p)
+			delete(k.pending, u)
+		}
+	}
 	k.mu.Unlock()
 	for _, p := range ps {
-		if p.Opcode == OpInterrupt {
-			continue // the kernel drops its INTERRUPTs with the requests
-		}
-		p.reply = Reply{Errno: unix.ECONNABORTED}
-		close(p.done)
+		k.answerAborted(p, unix.ECONNABORTED)
 	}
+}
+
+// answerAborted answers p, taken out of the pending table, with errno;
+// the kernel drops its INTERRUPTs with the requests.
+func (k *Kernel) answerAborted(p *Pending, errno unix.Errno) {
+	if p.Opcode == OpInterrupt {
+		return
+	}
+	p.reply = Reply{Errno: errno}
+	close(p.done)
 }
 
 // SendRaw writes msg to the server as is: malformed requests for
