@@ -193,6 +193,18 @@ func ceiling(cpuPerConn func(rep) (float64, bool)) func(rep) (float64, bool) {
 // DREP.
 const madsPerConn = 5
 
+// The critical path of a CM-only connection one at a time, with clients
+// that wait in GET_EVENT as libibcm's do (docs/perf.md, "A connection at
+// the floors"): the REQ, REP, DREQ and DREP trips (the RTU's overlaps the
+// DREQ's), and 7 CUSE exchanges' worth of turnarounds: CREATE_ID,
+// SEND_RTU and DESTROY_ID whole, and the request half of each of the four
+// SENDs that start a trip and the reply half of each of the four
+// GET_EVENTs that a trip ends.
+const (
+	seqPathTrips     = 4
+	seqPathExchanges = 7
+)
+
 func figures() []*figure {
 	pair := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "us_per_pair") }
 	rate := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "pairs_per_s") }
@@ -253,6 +265,8 @@ func figures() []*figure {
 			value: per(conns("k-seq"))},
 		{Name: "conn_ratio_seq_umad_bound", What: "bound on the CM-only ratio for any CM whose 5 MADs per connection go through umad: kernel µs per connection ÷ 5 umad trips",
 			value: ratio(per(conns("k-seq")), times(5, field("umad", "us_per_trip")))},
+		{Name: "conn_ratio_seq_floor_model", What: "the CM-only ratio, one at a time, of a CM at the floors: kernel µs per connection ÷ its critical path of 4 umad trips and 7 CUSE exchanges at the libfuse3 floor with process_vm_writev",
+			value: ratio(per(conns("k-seq")), sum(times(seqPathTrips, field("umad", "us_per_trip")), times(seqPathExchanges/2.0, pair("floorpvw", "1"))))},
 		{Name: "kernel_cpu_us_per_conn_win50", What: "kernel rdma_cm: the guest's busy CPU per connection, CM only, 50 in flight, µs",
 			value: guestCPU("k-win50")},
 		{Name: "ucmd_cpu_us_per_conn_win50", What: "ucmd: the guest's busy CPU per connection, CM only, 50 in flight, µs",

@@ -118,6 +118,20 @@ rep=2 ucmclient label=u-srv n=50 cmds=300
 	}
 }
 
+// The one-at-a-time floor model puts 4 umad trips and 7 CUSE exchanges
+// (half a pvw floor pair each) on a connection's critical path.
+func TestSeqFloorModel(t *testing.T) {
+	in := `rep=1 rdmaconn label=k-seq conn_per_s=250
+rep=1 umadping label=umad us_per_trip=700
+rep=1 cmdbench label=floorpvw threads=1 us_per_pair=400
+`
+	got := figureValues(t, in)
+	// 4 × 700 + 7 × 200 = 4,200 µs against the kernel's 4,000
+	if g, w := got["conn_ratio_seq_floor_model"], 4000.0/4200; len(g) != 1 || math.Abs(g[0]-w) > 1e-9 {
+		t.Errorf("conn_ratio_seq_floor_model = %v, want [%v]", g, w)
+	}
+}
+
 // The one-at-a-time command figures come from the active client's
 // ucmclient-cmdtime lines of the same repetition.
 func TestSeqCommandTimes(t *testing.T) {
