@@ -5,14 +5,16 @@
 # the ratios. Prints one key=value line per measurement, prefixed "rep=R",
 # for test/perf/summarize.
 #
-# Usage: guest.sh BINDIR REPS PAIRS SEQ WIN PREFILL SLICES
+# Usage: guest.sh BINDIR REPS PAIRS SEQ WIN PREFILL SLICES HELD
 #   PAIRS   write pairs per CUSE measurement
 #   SEQ     connections per one-at-a-time measurement
 #   WIN     connections per 50-in-flight measurement (a multiple of 50)
 #   PREFILL the "many ids" case of the per-command cost (1,000 is the other)
 #   SLICES  rounds per repetition of the CUSE measurements (each a sample)
+#   HELD    established connections held at once for the RSS per
+#           connection (a multiple of 100)
 set -eu
-B=$1 REPS=$2 PAIRS=$3 SEQ=$4 WIN=$5 PREFILL=$6 SLICES=$7
+B=$1 REPS=$2 PAIRS=$3 SEQ=$4 WIN=$5 PREFILL=$6 SLICES=$7 HELD=$8
 SID=0x1000 SIDQP=0x2000
 TAG=perf
 # shellcheck source=test/perf/guest-lib.sh
@@ -24,9 +26,9 @@ out() {
 }
 
 UCMD_FLAGS="--log-level warn --user-ids $((PREFILL + 10000)) --max-ids $((PREFILL + 20000))"
-start_ucmd() {
+start_ucmd() { # [WRAPPER]: a program that runs the daemon
 	# shellcheck disable=SC2086 # a list of flags
-	"$B/ucmd" serve $UCMD_FLAGS > /tmp/ucmd.log 2>&1 &
+	${1:+"$1"} "$B/ucmd" serve $UCMD_FLAGS > /tmp/ucmd.log 2>&1 &
 	upid=$!
 	waitnode /dev/infiniband/ucm1 $upid
 	sleep 0.2
@@ -101,6 +103,44 @@ conn_ucmd() { # LABEL SERVICE_ID CLIENT_ARGS...
 	# open and close too: two requests in a run of WIN connections)
 	echo "rep=$rep ucmclient label=$label ${r#ucmclient-perf } daemon_cpu_us=$(us_per $((d1 - d0)) "$n")"
 }
+# held_rss: the daemon's RSS growth per established connection, both ends
+# in it, in a daemon started for it without transparent huge pages (its
+# RSS would move in 2 MiB steps): clients of 50 connections each, one
+# after the other, hold theirs until killed; VmRSS once half of HELD are
+# held and once all are, and the growth between (docs/perf.md, "Memory").
+held_rss() {
+	start_ucmd "$B/nothp"
+	# -t: the server's side of a connection would give up waiting for the
+	# DREQ after the default 10 s and tear it down
+	"$B/ucmd" exec -- "$B/ucmclient" -q -l $SID -d rxe1 -n 0 --no-verbs -w 0 -t 3600000 > /tmp/srv.log 2>&1 &
+	spid=$!
+	waitlog /tmp/srv.log "listening on" $spid
+	conn_ucmd warm-held $SID --no-verbs -G $LL0 -n 3 > /dev/null
+	held=0 hpids='' rss_half=''
+	while [ $held -lt "$HELD" ]; do
+		f=/tmp/held.$held.log
+		"$B/ucmd" exec -- "$B/ucmclient" -v -c -d rxe0 -g $LL1 -s $SID -w 0 -T 600 --no-verbs -G $LL0 \
+			-n 50 -P 50 --hold 3600000 > $f 2>&1 &
+		hpids="$hpids $!"
+		t=0
+		until [ "$(grep -c 'holding' $f)" -ge 50 ]; do
+			t=$((t + 1))
+			[ $t -le 600 ] || { tail -n 5 $f >&2; fail "held connections: 50 not established in 60 s"; }
+			sleep 0.1
+		done
+		held=$((held + 50))
+		if [ $held -eq $((HELD / 2)) ] || [ $held -eq "$HELD" ]; then
+			sleep 1 # the last answers' garbage, if any, is the GC's
+			rss=$(awk '/^VmRSS/{print $2}' /proc/$upid/status)
+			[ -n "$rss_half" ] || rss_half=$rss
+		fi
+	done
+	echo "rep=$rep memconn label=mem-conn held=$HELD rss_half_kib=$rss_half rss_kib=$rss rss_bytes_per_conn=$(((rss - rss_half) * 1024 * 2 / HELD))"
+	# shellcheck disable=SC2086 # a list of pids
+	stop $hpids $spid
+	stop_ucmd
+}
+
 log "connections: $REPS reps x (kernel rdma_cm, ucmd): $SEQ one at a time, $WIN with 50 in flight"
 rep=1
 while [ $rep -le "$REPS" ]; do
@@ -156,4 +196,7 @@ while [ $rep -le "$REPS" ]; do
 	rep=$((rep + 1))
 done
 stop $fpid
+rep=$REPS
+log "RSS per held connection: $HELD held, 50 a client"
+held_rss
 log "done"

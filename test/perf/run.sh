@@ -9,7 +9,7 @@
 # --short (make perf-check, part of make check): one repetition of every
 # measurement at small counts, and the summary only checks that every
 # figure and the JSON were produced. Numbers from a short run mean little.
-# Environment: REPS, PAIRS, SEQ, WIN, PREFILL, SLICES override the counts.
+# Environment: REPS, PAIRS, SEQ, WIN, PREFILL, SLICES, HELD override the counts.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -18,9 +18,9 @@ OUT=${PERF_OUT:-bin/perf}
 short=
 [ "${1:-}" = --short ] && short=1
 if [ -n "$short" ]; then
-  REPS=${REPS:-1} PAIRS=${PAIRS:-400} SEQ=${SEQ:-10} WIN=${WIN:-50} PREFILL=${PREFILL:-5000} SLICES=${SLICES:-2}
+  REPS=${REPS:-1} PAIRS=${PAIRS:-400} SEQ=${SEQ:-10} WIN=${WIN:-50} PREFILL=${PREFILL:-5000} SLICES=${SLICES:-2} HELD=${HELD:-100}
 else
-  REPS=${REPS:-4} PAIRS=${PAIRS:-4800} SEQ=${SEQ:-100} WIN=${WIN:-200} PREFILL=${PREFILL:-100000} SLICES=${SLICES:-8}
+  REPS=${REPS:-4} PAIRS=${PAIRS:-4800} SEQ=${SEQ:-100} WIN=${WIN:-200} PREFILL=${PREFILL:-100000} SLICES=${SLICES:-8} HELD=${HELD:-1000}
 fi
 
 mkdir -p "$OUT"
@@ -36,10 +36,12 @@ $CC $CFLAGS -pthread -o "$OUT/cmdbench" test/perf/cmdbench.c
 $CC $CFLAGS -o "$OUT/rdmaconn" test/perf/rdmaconn.c -lrdmacm -libverbs
 # shellcheck disable=SC2086
 $CC $CFLAGS -o "$OUT/umadping" test/perf/umadping.c
+# shellcheck disable=SC2086
+$CC $CFLAGS -o "$OUT/nothp" test/perf/nothp.c
 
-echo "perf: one boot: REPS=$REPS PAIRS=$PAIRS SLICES=$SLICES SEQ=$SEQ WIN=$WIN PREFILL=$PREFILL (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+echo "perf: one boot: REPS=$REPS PAIRS=$PAIRS SLICES=$SLICES SEQ=$SEQ WIN=$WIN PREFILL=$PREFILL HELD=$HELD (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 rc=0
-test/vm/run.sh -r -t "${PERF_TIMEOUT:-3000}" -- sh test/perf/guest.sh "$OUT" "$REPS" "$PAIRS" "$SEQ" "$WIN" "$PREFILL" "$SLICES" \
+test/vm/run.sh -r -t "${PERF_TIMEOUT:-3000}" -- sh test/perf/guest.sh "$OUT" "$REPS" "$PAIRS" "$SEQ" "$WIN" "$PREFILL" "$SLICES" "$HELD" \
   > "$OUT/raw.txt" || rc=$?
 if [ $rc != 0 ]; then
   echo "perf: the guest run failed (exit $rc); its output:" >&2

@@ -98,6 +98,7 @@ type figure struct {
 	Name   string `json:"name"`
 	What   string `json:"what"`
 	Goal   string `json:"goal,omitempty"`
+	Once   bool   `json:"once,omitempty"` // measured once a boot, in its last repetition
 	value  func(rep) (float64, bool)
 	N      int       `json:"n"`
 	Values []float64 `json:"values"`
@@ -289,8 +290,10 @@ func figures() []*figure {
 			value: ratio(ceiling(guestCPU("u-win50")), conns("k-win50"))},
 		{Name: "ids_cost_ratio", What: "per-command cost with many live ids ÷ with 1,000", Goal: "≤ 1.2",
 			value: ratio(field(key("ids-many", "1"), "us_per_pair"), field(key("ids-1k", "1"), "us_per_pair"))},
-		{Name: "rss_bytes_per_id", What: "ucmd RSS growth per idle id (many-ids prefill)",
+		{Name: "rss_bytes_per_id", What: "ucmd RSS growth per idle id (many-ids prefill, in a fresh daemon)",
 			value: field(key("ids-many", "1"), "rss_bytes_per_id")},
+		{Name: "rss_bytes_per_conn", What: "ucmd RSS growth per established connection, both ends, from half to all of the held ones (fresh daemon, no THP)",
+			Once: true, value: field("mem-conn", "rss_bytes_per_conn")},
 	}
 }
 
