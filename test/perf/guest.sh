@@ -19,6 +19,7 @@ SID=0x1000 SIDQP=0x2000
 TAG=perf
 # shellcheck source=test/perf/guest-lib.sh
 . "$(dirname "$0")/guest-lib.sh"
+if [ "$HELD" -le 0 ] || [ $((HELD % 100)) -ne 0 ]; then fail "HELD=$HELD: want a positive multiple of 100"; fi
 # out CMD...: runs one measurement and prints its line, or fails the run
 out() {
 	line=$("$@") || fail "$*"
@@ -130,7 +131,7 @@ held_rss() {
 		done
 		held=$((held + 50))
 		if [ $held -eq $((HELD / 2)) ] || [ $held -eq "$HELD" ]; then
-			sleep 1 # the last answers' garbage, if any, is the GC's
+			sleep 1 # the last connections' events are delivered
 			rss=$(awk '/^VmRSS/{print $2}' /proc/$upid/status)
 			[ -n "$rss_half" ] || rss_half=$rss
 		fi

@@ -23,6 +23,11 @@ else
   REPS=${REPS:-4} PAIRS=${PAIRS:-4800} SEQ=${SEQ:-100} WIN=${WIN:-200} PREFILL=${PREFILL:-100000} SLICES=${SLICES:-8} HELD=${HELD:-1000}
 fi
 
+case $HELD in
+*[!0-9]* | '' | 0) echo "perf: HELD=$HELD: want a positive multiple of 100" >&2; exit 2 ;;
+esac
+[ $((HELD % 100)) -eq 0 ] || { echo "perf: HELD=$HELD: want a positive multiple of 100" >&2; exit 2; }
+
 mkdir -p "$OUT"
 CC=${CC:-gcc}
 CFLAGS="-O2 -Wall -Wextra -Werror"
