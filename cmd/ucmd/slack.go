@@ -60,8 +60,8 @@ func slackPath(tid int) string { return fmt.Sprintf("/proc/%d/timerslack_ns", ti
 // the lowest thread id after the main thread's, unless the kernel's ids
 // wrapped around in between; and it waits in nanosleep, or in a futex wait
 // with a timeout when every P is idle, where the runtime's idle threads
-// wait in futex waits without one. The lowest id must show that, in a
-// few looks at its system call, or it is not taken for the monitor.
+// wait in futex waits without one. The lowest id must show that in one of
+// a few looks at its system call, or it is not taken for the monitor.
 func monitorThread() (int, error) {
 	pid := os.Getpid()
 	tids, err := threads()
@@ -73,20 +73,43 @@ func monitorThread() (int, error) {
 		return 0, errors.New("runtime monitor thread: the process has one thread")
 	}
 	tid := slices.Min(tids)
-	for range 50 {
+	look := func() (string, error) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/syscall", tid))
-		if err != nil {
-			return 0, fmt.Errorf("runtime monitor thread: %w", err)
-		}
-		switch monitorWait(string(b)) {
-		case waitTimed:
-			return tid, nil
-		case waitOther:
-			return 0, fmt.Errorf("runtime monitor thread: thread %d, the first after the main thread, waits in %q", tid, strings.TrimSpace(string(b)))
-		}
-		time.Sleep(time.Millisecond) // running: look again
+		return string(b), err
 	}
-	return 0, fmt.Errorf("runtime monitor thread: thread %d never waited", tid)
+	if err := awaitTimedWait(look, monitorLooks, time.Millisecond); err != nil {
+		return 0, fmt.Errorf("runtime monitor thread: thread %d, the first after the main thread: %w", tid, err)
+	}
+	return tid, nil
+}
+
+// monitorLooks is how many times monitorThread looks at the thread.
+const monitorLooks = 50
+
+// awaitTimedWait looks up to n times, pause apart, until look shows a
+// timed wait. One look at anything else proves nothing: the monitor also
+// runs, and blocks briefly without a timeout on the scheduler's lock
+// (lock2's futex wait) when another thread holds it, which a loaded
+// machine's `go test -race` caught.
+func awaitTimedWait(look func() (string, error), n int, pause time.Duration) error {
+	last := ""
+	for i := range n {
+		line, err := look()
+		if err != nil {
+			return err
+		}
+		if monitorWait(line) == waitTimed {
+			return nil
+		}
+		last = strings.TrimSpace(line)
+		if i < n-1 {
+			time.Sleep(pause)
+		}
+	}
+	if monitorWait(last) == waitRunning {
+		return fmt.Errorf("never in a timed wait in %d looks (last: running)", n)
+	}
+	return fmt.Errorf("never in a timed wait in %d looks (last: %q)", n, last)
 }
 
 // threadWait is what a thread was doing when monitorThread looked.

@@ -118,6 +118,38 @@ func TestMonitorWait(t *testing.T) {
 	}
 }
 
+// The monitor caught blocked on the scheduler's lock (an untimed futex
+// wait) is looked at again, and taken once it sleeps with a timeout; a
+// thread never seen in a timed wait is refused, with what it did last.
+func TestAwaitTimedWait(t *testing.T) {
+	untimed := fmt.Sprintf("%d 0xc000 0x80 0x0 0x0 0x0 0x0 0x7f 0x46", unix.SYS_FUTEX)
+	sleeping := fmt.Sprintf("%d 0xc000012345 0x0 0x0 0x0 0x0 0x0 0x7f 0x46", unix.SYS_NANOSLEEP)
+	seq := func(lines ...string) (func() (string, error), *int) {
+		n := 0
+		return func() (string, error) {
+			l := lines[min(n, len(lines)-1)]
+			n++
+			return l, nil
+		}, &n
+	}
+	look, n := seq(untimed, "running", sleeping)
+	if err := awaitTimedWait(look, 5, 0); err != nil || *n != 3 {
+		t.Errorf("untimed, running, sleeping: %v after %d looks; want the thread after 3", err, *n)
+	}
+	look, n = seq(untimed)
+	if err := awaitTimedWait(look, 5, 0); err == nil || *n != 5 || !strings.Contains(err.Error(), "0x80 0x0 0x0") {
+		t.Errorf("always untimed: %v after %d looks; want refused after 5, naming the wait", err, *n)
+	}
+	look, _ = seq("running")
+	if err := awaitTimedWait(look, 3, 0); err == nil || !strings.Contains(err.Error(), "running") {
+		t.Errorf("always running: %v; want refused", err)
+	}
+	failing := func() (string, error) { return "", os.ErrNotExist }
+	if err := awaitTimedWait(failing, 3, 0); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("unreadable: %v; want the read's error", err)
+	}
+}
+
 // --monitor-slack defaults to defaultMonitorSlack; a negative slack, or one
 // past a second, is refused.
 func TestServeMonitorSlackFlag(t *testing.T) {
