@@ -106,9 +106,6 @@ func awaitTimedWait(look func() (string, error), n int, pause time.Duration) err
 			time.Sleep(pause)
 		}
 	}
-	if monitorWait(last) == waitRunning {
-		return fmt.Errorf("never in a timed wait in %d looks (last: running)", n)
-	}
 	return fmt.Errorf("never in a timed wait in %d looks (last: %q)", n, last)
 }
 

@@ -265,7 +265,7 @@ func figures() []*figure {
 		{Name: "kernel_us_per_conn_seq", What: "kernel rdma_cm: µs per connection, CM only, one at a time",
 			value: per(conns("k-seq"))},
 		{Name: "conn_ratio_seq_umad_bound", What: "bound on the CM-only ratio for any CM whose 5 MADs per connection go through umad: kernel µs per connection ÷ 5 umad trips",
-			value: ratio(per(conns("k-seq")), times(5, field("umad", "us_per_trip")))},
+			value: ratio(per(conns("k-seq")), times(madsPerConn, field("umad", "us_per_trip")))},
 		{Name: "conn_ratio_seq_floor_model", What: "the CM-only ratio, one at a time, of a CM at the floors: kernel µs per connection ÷ its critical path of 4 umad trips and 7 CUSE exchanges at the libfuse3 floor with process_vm_writev",
 			value: ratio(per(conns("k-seq")), sum(times(seqPathTrips, field("umad", "us_per_trip")), times(seqPathExchanges/2.0, pair("floorpvw", "1"))))},
 		{Name: "kernel_cpu_us_per_conn_win50", What: "kernel rdma_cm: the guest's busy CPU per connection, CM only, 50 in flight, µs",
