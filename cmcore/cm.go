@@ -67,8 +67,8 @@ type CM struct {
 	closed     bool
 	ids        commIDs
 	listen     listenTable
-	remoteIDs  map[remoteKey]*ID // (remote comm ID, remote CA GUID)
-	remoteQPNs map[remoteKey]*ID // (remote QPN, remote CA GUID)
+	remoteIDs  index // keyRemoteID
+	remoteQPNs index // keyRemoteQPN
 	sidr       map[sidrKey]*ID
 	events     []queuedEvent // undelivered from evHead on
 	evHead     int
@@ -84,11 +84,6 @@ type port struct {
 	// recvErr is why the port stopped receiving (nil while it receives):
 	// a removed device fails its reads, and operators need to see it.
 	recvErr atomic.Pointer[error]
-}
-
-type remoteKey struct {
-	id   uint32
-	guid uint64
 }
 
 type sidrKey struct {
@@ -108,8 +103,8 @@ func New(dev hw.Device, opts Options) *CM {
 		onRecvErr:  opts.OnReceiveError,
 		nodeGUID:   dev.NodeGUID(),
 		ackDelay:   dev.LocalCAAckDelay(),
-		remoteIDs:  make(map[remoteKey]*ID),
-		remoteQPNs: make(map[remoteKey]*ID),
+		remoteIDs:  newIndex(keyRemoteID),
+		remoteQPNs: newIndex(keyRemoteQPN),
 		sidr:       make(map[sidrKey]*ID),
 	}
 	if cm.clk == nil {
@@ -173,7 +168,7 @@ func (cm *CM) Close() error {
 		return nil
 	}
 	cm.closed = true
-	for _, id := range cm.ids.byID {
+	for id := range cm.ids.byID.all() {
 		id.cancelMsg()
 		if id.twTimer != nil {
 			id.twTimer.Stop()
@@ -206,7 +201,7 @@ func (cm *CM) Device() hw.Device { return cm.dev }
 func (cm *CM) Count() (ids, events int) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
-	return len(cm.ids.byID), len(cm.events) - cm.evHead
+	return cm.ids.byID.len(), len(cm.events) - cm.evHead
 }
 
 func (cm *CM) recvLoop(ctx context.Context, p *port) {

@@ -9,31 +9,30 @@ package cmcore
 type commIDs struct {
 	next    uint32
 	operand uint32
-	byID    map[uint32]*ID // wire value → id
+	byID    index // keyLocalID: by wire value
 }
 
 func newCommIDs(operand uint32) commIDs {
-	return commIDs{operand: operand, byID: make(map[uint32]*ID)}
+	return commIDs{operand: operand, byID: newIndex(keyLocalID)}
 }
 
-// alloc assigns a fresh wire ID to id. Zero is never used: a zero comm ID
-// means "not yet known" in REJ and MRA lookups.
-func (c *commIDs) alloc(id *ID) uint32 {
+// alloc gives id a fresh wire ID (id.localID). Zero is never used: a zero
+// comm ID means "not yet known" in REJ and MRA lookups.
+func (c *commIDs) alloc(id *ID) {
 	for {
 		v := c.next ^ c.operand
 		c.next++
-		if v == 0 {
+		if v == 0 || c.byID.get(idKey{v, 0}) != nil {
 			continue
 		}
-		if _, used := c.byID[v]; used {
-			continue
-		}
-		c.byID[v] = id
-		return v
+		id.localID = v
+		c.byID.insert(id)
+		return
 	}
 }
 
 // lookup returns the id owning wire ID v, or nil.
-func (c *commIDs) lookup(v uint32) *ID { return c.byID[v] }
+func (c *commIDs) lookup(v uint32) *ID { return c.byID.get(idKey{v, 0}) }
 
-func (c *commIDs) release(v uint32) { delete(c.byID, v) }
+// release frees id's wire ID.
+func (c *commIDs) release(id *ID) { c.byID.remove(id) }

@@ -29,7 +29,9 @@ type ID struct {
 	serviceMask uint64
 	tid         uint64
 
-	// Connection parameters (cm_id_priv fields).
+	// Connection parameters (cm_id_priv fields). localID, and remoteID,
+	// remoteQPN and remoteCAGUID while inRemote, are the keys of the CM's
+	// indexes: they must not change while the id is in them.
 	remoteCAGUID uint64
 	timeout      time.Duration
 	port         *port
@@ -133,7 +135,7 @@ func (id *ID) setAltAV(av AddressVector) {
 func (cm *CM) CreateID(h Handler) *ID {
 	id := &ID{cm: cm, handler: h}
 	cm.mu.Lock()
-	id.localID = cm.ids.alloc(id)
+	cm.ids.alloc(id)
 	cm.mu.Unlock()
 	return id
 }
@@ -279,7 +281,7 @@ func (cm *CM) destroyLocked(t *txn, id *ID, silent bool) {
 	// Keep the comm ID until timewait ends so it is not reused while the
 	// peer may still send to it; the timer releases it.
 	if id.twTimer == nil {
-		cm.ids.release(id.localID)
+		cm.ids.release(id)
 	}
 	// Its undelivered events are skipped by deliver.
 }
@@ -316,7 +318,7 @@ func (cm *CM) enterTimewait(id *ID) {
 		}
 		id.twTimer = nil
 		if id.destroyed {
-			cm.ids.release(id.localID)
+			cm.ids.release(id)
 		} else if id.state == StateTimewait {
 			id.state = StateIdle
 			cm.post(Event{Type: EventTimewaitExit, ID: id}, id)
@@ -329,16 +331,14 @@ func (cm *CM) enterTimewait(id *ID) {
 // insertRemote records (remote comm ID, CA GUID) and (remote QPN, CA GUID).
 // It returns the id holding a colliding comm ID (duplicate) or QPN (stale).
 func (cm *CM) insertRemote(id *ID) (dup, stale *ID) {
-	rk := remoteKey{id.remoteID, id.remoteCAGUID}
-	if cur := cm.remoteIDs[rk]; cur != nil {
+	if cur := cm.remoteIDs.get(keyRemoteID.of(id)); cur != nil {
 		return cur, nil
 	}
-	qk := remoteKey{id.remoteQPN, id.remoteCAGUID}
-	if cur := cm.remoteQPNs[qk]; cur != nil {
+	if cur := cm.remoteQPNs.get(keyRemoteQPN.of(id)); cur != nil {
 		return nil, cur
 	}
-	cm.remoteIDs[rk] = id
-	cm.remoteQPNs[qk] = id
+	cm.remoteIDs.insert(id)
+	cm.remoteQPNs.insert(id)
 	id.inRemote = true
 	return nil, nil
 }
@@ -348,12 +348,8 @@ func (cm *CM) removeRemote(id *ID) {
 		return
 	}
 	id.inRemote = false
-	if rk := (remoteKey{id.remoteID, id.remoteCAGUID}); cm.remoteIDs[rk] == id {
-		delete(cm.remoteIDs, rk)
-	}
-	if qk := (remoteKey{id.remoteQPN, id.remoteCAGUID}); cm.remoteQPNs[qk] == id {
-		delete(cm.remoteQPNs, qk)
-	}
+	cm.remoteIDs.remove(id)
+	cm.remoteQPNs.remove(id)
 }
 
 // acquire is cm_acquire_id: the live id with local comm ID local whose

@@ -224,7 +224,7 @@ func (cm *CM) recvREJ(t *txn, in *rx, m *wire.REJ) {
 	switch {
 	case m.Reason == rejTimeout:
 		if len(m.ARI) >= 8 {
-			if cur := cm.remoteIDs[remoteKey{m.LocalCommID, be64(m.ARI)}]; cur != nil && !cur.destroyed {
+			if cur := cm.remoteIDs.get(idKey{m.LocalCommID, be64(m.ARI)}); cur != nil && !cur.destroyed {
 				id = cur
 			}
 		}

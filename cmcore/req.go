@@ -9,7 +9,7 @@ import (
 // duplicate, stale connection, listener, path, then the new id.
 func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	// 4. Duplicate: this REQ's connection already has an id.
-	if cur := cm.remoteIDs[remoteKey{m.LocalCommID, m.LocalCAGUID}]; cur != nil {
+	if cur := cm.remoteIDs.get(idKey{m.LocalCommID, m.LocalCAGUID}); cur != nil {
 		switch cur.state {
 		case StateREQRcvd:
 			if cm.autoMRA != 0 { // Options.AutoMRA; the state stays
@@ -29,7 +29,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 		return
 	}
 	// 5. Stale: the peer reuses a QPN we still consider connected.
-	if cur := cm.remoteQPNs[remoteKey{m.LocalQPN, m.LocalCAGUID}]; cur != nil {
+	if cur := cm.remoteQPNs.get(idKey{m.LocalQPN, m.LocalCAGUID}); cur != nil {
 		cm.issueREJ(t, in, 0, m.LocalCommID, msgREQ, rejStaleConn, nil)
 		if cur.state == StateEstablished {
 			cm.sendDREQLocked(t, cur, nil)
@@ -44,7 +44,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	}
 	// 1-3. The new id, answering to the REQ's source until the user's REP.
 	id := &ID{cm: cm, handler: l.handler, context: l.context}
-	id.localID = cm.ids.alloc(id)
+	cm.ids.alloc(id)
 	id.remoteID = m.LocalCommID
 	id.remoteCAGUID = m.LocalCAGUID
 	id.remoteQPN = m.LocalQPN
@@ -76,7 +76,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 			ari = g[:]
 		}
 		cm.sendREJLocked(t, id, rejInvalidGID, ari, nil)
-		cm.ids.release(id.localID)
+		cm.ids.release(id)
 		id.destroyed = true
 		return
 	}
@@ -90,7 +90,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 		altAV, _, err := cm.avFromPath(&p)
 		if err != nil {
 			cm.sendREJLocked(t, id, rejInvalidAltGID, primary.SGID[:], nil)
-			cm.ids.release(id.localID)
+			cm.ids.release(id)
 			id.destroyed = true
 			return
 		}

@@ -94,7 +94,7 @@ func (cm *CM) recvSIDRREQ(t *txn, in *rx, m *wire.SIDRREQ) {
 		return
 	}
 	id := &ID{cm: cm, handler: l.handler, context: l.context}
-	id.localID = cm.ids.alloc(id)
+	cm.ids.alloc(id)
 	id.state = StateSIDRREQRcvd
 	id.remoteID = m.RequestID
 	id.serviceID, id.serviceMask = m.ServiceID, ^uint64(0)
