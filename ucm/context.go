@@ -14,14 +14,15 @@ type ucmCtx struct {
 	// Guarded by the IDTable's mutex (and slot, below).
 	id uint32
 	// queued counts the events queued on this id (e.ctx == this), under
-	// file.mu; an int32 beside id, as slot beside the file's flags, keeps
+	// file.mu; int32s beside id, as slot beside the file's flags, keep
 	// the struct in the 64-byte size class (one per connection end).
 	queued int32
 	// refs counts commands using the id (ib_ucm_ctx_get/put); DESTROY_ID
 	// waits for them after taking the id out of the table, on idle, which
 	// IDTable.unused makes and the last put closes. A channel, not a
 	// WaitGroup: the wait must end on INTERRUPT and on release.
-	refs int
+	refs int32
+	fidx int32 // where in file.ctxs, under file.mu
 	idle chan struct{}
 
 	// Guarded by file.mu.

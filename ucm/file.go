@@ -3,6 +3,7 @@ package ucm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,7 @@ type file struct {
 	done chan struct{} // closed by Release
 
 	mu         sync.Mutex
-	ctxs       map[*ucmCtx]struct{}
+	ctxs       []*ucmCtx     // the file's ids, each at its fidx (linkCtx)
 	events     []*event      // FIFO across all ids of the file
 	ready      chan struct{} // closed (and replaced) when an event is queued
 	delivering *event        // the head event a GET_EVENT is copying out
@@ -51,7 +52,6 @@ func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 		d: d, waker: w, uid: req.Caller.Uid, gid: req.Caller.Gid,
 		w:      d.openWriters(req.Caller.Pid),
 		opened: time.Now(),
-		ctxs:   make(map[*ucmCtx]struct{}),
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -145,10 +145,7 @@ func (f *file) Release(ctx context.Context) {
 	f.mu.Lock()
 	f.closed = true
 	close(f.done)
-	ctxs := make([]*ucmCtx, 0, len(f.ctxs))
-	for c := range f.ctxs {
-		ctxs = append(ctxs, c)
-	}
+	ctxs := slices.Clone(f.ctxs) // teardown unlinks each from f.ctxs
 	// The queue goes at once, not by each id's purge scanning it (O(ids x
 	// events)); the undelivered new connections are in ctxs anyway.
 	var refund charge

@@ -171,3 +171,56 @@ func TestIDSize(t *testing.T) {
 		t.Errorf("ucmCtx is %d bytes, past the 64-byte size class", n)
 	}
 }
+
+// A file's set of ids is a slice with each context's place in it: every
+// context stays findable at its fidx through links and unlinks in any
+// order, an unlink of a context not in the set changes nothing, and a
+// file that held many ids gives the array back when they go.
+func TestFileCtxSet(t *testing.T) {
+	var f file
+	check := func(want map[*ucmCtx]bool) {
+		t.Helper()
+		if len(f.ctxs) != len(want) {
+			t.Fatalf("%d ids in the set, want %d", len(f.ctxs), len(want))
+		}
+		for i, c := range f.ctxs {
+			if !want[c] || int(c.fidx) != i {
+				t.Fatalf("set[%d]: fidx %d, in the model %v", i, c.fidx, want[c])
+			}
+		}
+	}
+	in := map[*ucmCtx]bool{}
+	var all []*ucmCtx
+	for range 10000 {
+		c := &ucmCtx{}
+		f.linkCtx(c)
+		in[c] = true
+		all = append(all, c)
+	}
+	check(in)
+	peak := cap(f.ctxs)
+	f.unlinkCtx(&ucmCtx{}) // never linked: fidx 0 names another
+	check(in)
+	for i, c := range all {
+		if i%3 == 0 {
+			continue
+		}
+		f.unlinkCtx(c)
+		f.unlinkCtx(c) // twice: no effect
+		delete(in, c)
+		if i%997 == 0 {
+			check(in)
+		}
+	}
+	check(in)
+	for i := 0; i < len(all); i += 3 {
+		if i%2 == 0 {
+			f.unlinkCtx(all[i])
+			delete(in, all[i])
+		}
+	}
+	check(in)
+	if got := cap(f.ctxs); got > 4*len(f.ctxs)+64 || got >= peak {
+		t.Errorf("%d ids left of 10,000 keep an array of %d (peak %d)", len(f.ctxs), got, peak)
+	}
+}

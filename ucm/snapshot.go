@@ -1,6 +1,7 @@
 package ucm
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -47,9 +48,8 @@ func (d *Device) Files() []FileInfo {
 		fi := FileInfo{PID: f.pid, Comm: f.comm, Opened: f.opened}
 		queued := make(map[*ucmCtx]int)
 		f.mu.Lock()
-		ctxs := make([]*ucmCtx, 0, len(f.ctxs))
-		for c := range f.ctxs {
-			ctxs = append(ctxs, c)
+		ctxs := slices.Clone(f.ctxs)
+		for _, c := range ctxs {
 			queued[c] = int(c.queued)
 		}
 		fi.QueuedEvents = len(f.events)
