@@ -209,16 +209,33 @@ func (x *index) remove(id *ID) bool {
 // change while it runs.
 func (x *index) all() iter.Seq[*ID] {
 	return func(yield func(*ID) bool) {
-		for i := 0; i < len(x.dir); {
-			b := x.dir[i]
+		for _, b := range x.buckets() {
 			for _, s := range b.slots {
 				if s != nil && !yield(s) {
 					return
 				}
 			}
-			i += 1 << (x.depth - b.depth)
 		}
 	}
+}
+
+// buckets yields each bucket once, with the first directory entry of its
+// span.
+func (x *index) buckets() iter.Seq2[int, *bucket] {
+	return func(yield func(int, *bucket) bool) {
+		for i := 0; i < len(x.dir); i += 1 << (x.depth - x.dir[i].depth) {
+			if !yield(i, x.dir[i]) {
+				return
+			}
+		}
+	}
+}
+
+// span returns the directory entries of b, the bucket hash h falls in:
+// span of them from start.
+func (x *index) span(b *bucket, h uint64) (start, span uint64) {
+	span = 1 << (x.depth - b.depth)
+	return (h >> (64 - x.depth)) &^ (span - 1), span
 }
 
 // place puts id, whose hash is h, into the first free slot of its probe
@@ -233,12 +250,19 @@ func (b *bucket) place(id *ID, h uint64) {
 }
 
 func newBucket(size int, depth uint) *bucket {
-	return &bucket{slots: make([]*ID, size), tags: make([]uint8, size), depth: depth}
+	b := &bucket{depth: depth}
+	b.alloc(size)
+	return b
+}
+
+// alloc gives b empty slots and tags of size entries.
+func (b *bucket) alloc(size int) {
+	b.slots, b.tags = make([]*ID, size), make([]uint8, size)
 }
 
 func (x *index) resize(b *bucket, size int) {
 	old := b.slots
-	b.slots, b.tags = make([]*ID, size), make([]uint8, size)
+	b.alloc(size)
 	for _, s := range old {
 		if s != nil {
 			b.place(s, x.hash(x.kind.of(s)))
@@ -288,8 +312,7 @@ func (x *index) split(b *bucket, h uint64) bool {
 		t.place(s, sh)
 		t.n++
 	}
-	span := uint64(1) << (x.depth - b.depth)
-	start := (h >> (64 - x.depth)) &^ (span - 1)
+	start, span := x.span(b, h)
 	for i := range span {
 		t := lo
 		if i >= span/2 {
@@ -311,8 +334,7 @@ func (x *index) merge(b *bucket, h uint64) bool {
 	if b.depth == 0 {
 		return false
 	}
-	span := uint64(1) << (x.depth - b.depth)
-	start := (h >> (64 - x.depth)) &^ (span - 1)
+	start, span := x.span(b, h)
 	buddy := x.dir[start^span]
 	if buddy.depth != b.depth || b.n+buddy.n >= maxBucket/4 {
 		return false
@@ -336,8 +358,8 @@ func (x *index) merge(b *bucket, h uint64) bool {
 		x.dir[first+i] = m
 	}
 	if b.depth == x.depth {
-		for i := 0; i < len(x.dir); i += 1 << (x.depth - x.dir[i].depth) {
-			if x.dir[i].depth == x.depth {
+		for _, d := range x.buckets() {
+			if d.depth == x.depth {
 				return true
 			}
 		}

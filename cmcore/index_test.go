@@ -33,8 +33,7 @@ func checkIndex(t *testing.T, x *index, model map[uint32]*ID) {
 		t.Fatalf("all yields %d ids, model has %d", len(seen), len(model))
 	}
 	n := 0
-	for i := 0; i < len(x.dir); {
-		b := x.dir[i]
+	for i, b := range x.buckets() {
 		span := 1 << (x.depth - b.depth)
 		if i%span != 0 {
 			t.Fatalf("bucket at directory entry %d has a span of %d", i, span)
@@ -71,7 +70,6 @@ func checkIndex(t *testing.T, x *index, model map[uint32]*ID) {
 			t.Fatalf("bucket at %d counts %d, holds %d", i, b.n, used)
 		}
 		n += used
-		i += span
 	}
 	if n != x.n {
 		t.Fatalf("buckets hold %d, index counts %d", n, x.n)
@@ -81,8 +79,8 @@ func checkIndex(t *testing.T, x *index, model map[uint32]*ID) {
 // slotsHeld is how many slots the index's buckets hold.
 func slotsHeld(x *index) int {
 	n := 0
-	for i := 0; i < len(x.dir); i += 1 << (x.depth - x.dir[i].depth) {
-		n += len(x.dir[i].slots)
+	for _, b := range x.buckets() {
+		n += len(b.slots)
 	}
 	return n
 }

@@ -208,12 +208,19 @@ func (t *IDTable) release(c *ucmCtx) bool {
 	for top > 0 && t.slots[top-1] == nil {
 		top--
 	}
-	t.slots = t.slots[:top]
-	if cap(t.slots) > 1024 && top < cap(t.slots)/4 {
-		// Most ids are gone (a big client exited): give the memory back.
-		t.slots = append(make([]*ucmCtx, 0, 2*top), t.slots...)
-	}
+	// Most ids gone (a big client exited): give the memory back.
+	t.slots = giveBack(t.slots[:top], 1024)
 	return true
+}
+
+// giveBack reallocates s at twice its length once three quarters of its
+// array, and more than keep entries, are unused, so that the array
+// follows the contexts down as it followed them up.
+func giveBack(s []*ucmCtx, keep int) []*ucmCtx {
+	if cap(s) > keep && len(s) < cap(s)/4 {
+		return append(make([]*ucmCtx, 0, 2*len(s)), s...)
+	}
+	return s
 }
 
 // idHeap is a min-heap of free ids. Entries below len(IDTable.slots) are

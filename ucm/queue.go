@@ -50,10 +50,7 @@ func (f *file) unlinkCtx(c *ucmCtx) {
 	f.ctxs[i] = f.ctxs[last]
 	f.ctxs[i].fidx = int32(i)
 	f.ctxs[last] = nil
-	f.ctxs = f.ctxs[:last]
-	if cap(f.ctxs) > 64 && len(f.ctxs) < cap(f.ctxs)/4 {
-		f.ctxs = append(make([]*ucmCtx, 0, 2*len(f.ctxs)), f.ctxs...)
-	}
+	f.ctxs = giveBack(f.ctxs[:last], 64)
 }
 
 // releaseID frees c's number and refunds it, once.
