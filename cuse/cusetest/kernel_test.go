@@ -1,7 +1,9 @@
 package cusetest
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +157,88 @@ func TestKernelAbortAtServerClose(t *testing.T) {
 	}
 	if again := f.WriteAsync(cuse.Caller{Pid: 1}, []byte("z")); again.Wait().Errno != unix.ENOTCONN {
 		t.Errorf("a later request: %v, want ENOTCONN", again.Wait().Errno)
+	}
+}
+
+// fatalRecorder stands in for the test in Kernel.t: Fatalf records the
+// message and ends the calling goroutine, as the real one does, and onLog
+// runs at each Logf.
+type fatalRecorder struct {
+	testing.TB
+	onLog func(string)
+	msg   string
+}
+
+func (r *fatalRecorder) Helper() {}
+
+func (r *fatalRecorder) Logf(format string, args ...any) {
+	if r.onLog != nil {
+		r.onLog(fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// A Wait that times out says where the request is stuck: unread by the
+// server, read and unanswered, or answered late; and whether replies wait
+// unread by the fake kernel itself. It logs the goroutines at the timeout.
+func TestWaitSaysWhereARequestIsStuck(t *testing.T) {
+	k, server := bareKernel(t)
+	k.timeout = 20 * time.Millisecond
+	rec := &fatalRecorder{TB: t}
+	k.t = rec
+	f := &File{k: k, Fh: 1, Kh: 7}
+	c := cuse.Caller{Pid: 1}
+	buf := make([]byte, 256)
+	take := func() { // the "server" reads one request
+		t.Helper()
+		if _, err := server.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(p *Pending) string {
+		rec.msg = ""
+		done := make(chan struct{})
+		go func() { defer close(done); p.Wait() }()
+		<-done
+		return rec.msg
+	}
+	var dump string
+	rec.onLog = func(s string) { dump = s }
+
+	msg := wait(f.WriteAsync(c, []byte("x")))
+	for _, want := range []string{"no reply to WRITE", "not yet read by the server", "no reply in a further"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("unread request: %q lacks %q", msg, want)
+		}
+	}
+	if !strings.Contains(dump, "goroutines at the timeout") || !strings.Contains(dump, "TestWaitSaysWhereARequestIsStuck") {
+		t.Errorf("no goroutine dump logged: %.200q", dump)
+	}
+	take()
+
+	// Read and unanswered, with a reply the fake kernel has not read yet
+	// (nothing reads it here: a bare kernel has no readLoop).
+	p := f.WriteAsync(c, []byte("x"))
+	take()
+	if _, err := server.Write(reply(1<<40, 0)); err != nil {
+		t.Fatal(err)
+	}
+	msg = wait(p)
+	for _, want := range []string{"the server has read every request", "reply bytes wait unread by the fake kernel", "no reply in a further"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("unanswered request: %q lacks %q", msg, want)
+		}
+	}
+
+	// Answered after the timeout.
+	p = f.WriteAsync(c, []byte("x"))
+	take()
+	rec.onLog = func(string) { k.receive(reply(p.Unique, 0, 1, 0, 0, 0, 0, 0, 0, 0)) }
+	if msg = wait(p); !strings.Contains(msg, "after the timeout (late, not lost)") {
+		t.Errorf("late reply: %q", msg)
 	}
 }

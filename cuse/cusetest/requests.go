@@ -2,8 +2,10 @@ package cusetest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -83,15 +85,58 @@ func (p *Pending) WaitFor(d time.Duration) (Reply, bool) {
 }
 
 // Wait waits for the reply, failing the test after the kernel's timeout.
+// The failure says where the request was stuck (see stuck), so that a
+// rare one seen on a loaded machine can still be told apart: a daemon
+// that lost it, one that is slow, or this fake kernel.
 func (p *Pending) Wait() Reply {
 	p.k.t.Helper()
-	select {
-	case <-p.done:
-		return p.reply
-	case <-time.After(p.k.timeout):
-		p.k.t.Fatalf("cusetest: no reply to %v unique %d after %v", wire.Opcode(p.Opcode), p.Unique, p.k.timeout)
-		return Reply{}
+	if r, ok := p.WaitFor(p.k.timeout); ok {
+		return r
 	}
+	p.k.t.Fatalf("cusetest: no reply to %v unique %d after %v: %s", wire.Opcode(p.Opcode), p.Unique, p.k.timeout, p.stuck())
+	return Reply{}
+}
+
+// stuck describes a request Wait gave up on: whether the server has read
+// it, whether replies wait unread by readLoop, and whether the reply comes
+// within another timeout after all. It logs every goroutine's stack first,
+// taken at the timeout, before anything moves on.
+func (p *Pending) stuck() string {
+	k := p.k
+	stacks := make([]byte, 1<<20)
+	stacks = stacks[:runtime.Stack(stacks, true)]
+	k.t.Logf("cusetest: goroutines at the timeout of unique %d:\n%s", p.Unique, stacks)
+	var unread, replies int
+	var qerr error
+	if rc, err := k.conn.SyscallConn(); err != nil {
+		qerr = err
+	} else if err := rc.Control(func(fd uintptr) {
+		// AF_UNIX: SIOCOUTQ counts what this end sent that the server
+		// has not consumed (skb truesize), SIOCINQ the reply bytes this
+		// end has not read.
+		if unread, qerr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); qerr == nil {
+			replies, qerr = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+		}
+	}); err != nil {
+		qerr = err
+	}
+	var where string
+	switch {
+	case qerr != nil:
+		where = fmt.Sprintf("socket queues unknown (%v)", qerr)
+	case unread > 0:
+		where = fmt.Sprintf("requests not yet read by the server (%d bytes of socket buffer)", unread)
+	default:
+		where = "the server has read every request"
+	}
+	if replies > 0 {
+		where += fmt.Sprintf("; %d reply bytes wait unread by the fake kernel", replies)
+	}
+	start := time.Now()
+	if _, ok := p.WaitFor(k.timeout); ok {
+		return fmt.Sprintf("%s; the reply came %v after the timeout (late, not lost)", where, time.Since(start).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s; no reply in a further %v either", where, k.timeout)
 }
 
 // Header describes a request to Send.
