@@ -3,7 +3,9 @@ package cuse_test
 import (
 	"context"
 	"encoding/binary"
+	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -67,8 +69,35 @@ func TestServerWriteAllocs(t *testing.T) {
 // reply, failing tb on any other answer.
 func rawWriter(tb testing.TB) func() {
 	tb.Helper()
+	kernel, fh := rawServer(tb, nil)
+	req := writeReq(fh, 6)
+	buf := make([]byte, 8192)
+	unique := uint64(6)
+	return func() {
+		// The kernel never reuses an id; the server may still be retiring
+		// the previous one when the next request arrives.
+		unique += 2
+		binary.NativeEndian.PutUint64(req[8:], unique)
+		if _, err := kernel.Write(req); err != nil {
+			tb.Fatal(err)
+		}
+		n, err := kernel.Read(buf)
+		if err != nil || n != 24 || binary.NativeEndian.Uint32(buf[16:]) != 24 {
+			tb.Fatalf("reply %x, %v", buf[:n], err)
+		}
+	}
+}
+
+// rawServer starts a Server of nopDev on a raw socketpair, whose server
+// end tune (if not nil) may adjust first, answers its CUSE_INIT, opens a
+// file, and returns the kernel's end and the file handle.
+func rawServer(tb testing.TB, tune func(server *os.File)) (*os.File, uint64) {
+	tb.Helper()
 	kernel, server := seqpacketTB(tb)
 	tb.Cleanup(func() { kernel.Close() })
+	if tune != nil {
+		tune(server)
+	}
 	initReq := append(inHeader(56, cusetest.OpCuseInit, 2), make([]byte, 16)...)
 	binary.NativeEndian.PutUint32(initReq[40:], 7)
 	binary.NativeEndian.PutUint32(initReq[44:], 38)
@@ -86,24 +115,55 @@ func rawWriter(tb testing.TB) func() {
 	openReq := append(inHeader(48, cusetest.OpOpen, 4), make([]byte, 8)...)
 	kernel.Write(openReq)
 	kernel.Read(buf)
-	fh := binary.NativeEndian.Uint64(buf[16:])
+	return kernel, binary.NativeEndian.Uint64(buf[16:])
+}
 
-	req := append(inHeader(40+40+24, cusetest.OpWrite, 6), make([]byte, 40+24)...)
+// writeReq is a WRITE of 24 bytes to fh with id unique.
+func writeReq(fh, unique uint64) []byte {
+	req := append(inHeader(40+40+24, cusetest.OpWrite, unique), make([]byte, 40+24)...)
 	binary.NativeEndian.PutUint64(req[40:], fh)
 	binary.NativeEndian.PutUint32(req[56:], 24)
-	unique := uint64(6)
-	return func() {
-		// The kernel never reuses an id; the server may still be retiring
-		// the previous one when the next request arrives.
-		unique += 2
-		binary.NativeEndian.PutUint64(req[8:], unique)
-		if _, err := kernel.Write(req); err != nil {
-			tb.Fatal(err)
+	return req
+}
+
+// A reply that finds the channel full waits for room and loses nothing.
+// The server writes a socket (tests) without blocking, as /dev/cuse never
+// makes it wait, and waits for room through the runtime. Here the
+// server's send buffer is the smallest the kernel allows, and the replies
+// of 100 writes pile up before anything reads them.
+func TestRepliesWaitForRoom(t *testing.T) {
+	kernel, fh := rawServer(t, func(server *os.File) {
+		rc, err := server.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
 		}
-		n, err := kernel.Read(buf)
-		if err != nil || n != 24 || binary.NativeEndian.Uint32(buf[16:]) != 24 {
-			tb.Fatalf("reply %x, %v", buf[:n], err)
+		var serr error
+		rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 0) })
+		if serr != nil {
+			t.Fatal(serr)
 		}
+	})
+	const n = 100
+	for i := range n {
+		if _, err := kernel.Write(writeReq(fh, uint64(100+2*i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := make(map[uint64]bool)
+	buf := make([]byte, 8192)
+	if err := kernel.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		m, err := kernel.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d replies: %v", len(seen), err)
+		}
+		u := binary.NativeEndian.Uint64(buf[8:])
+		if m != 24 || binary.NativeEndian.Uint32(buf[4:]) != 0 || binary.NativeEndian.Uint32(buf[16:]) != 24 || seen[u] {
+			t.Fatalf("reply %x (unique %d seen before: %v)", buf[:m], u, seen[u])
+		}
+		seen[u] = true
 	}
 }
 

@@ -47,7 +47,6 @@ type channel struct {
 	fd     int  // -1 once closed
 	socket bool // a socketpair (tests): shutdown(2) wakes its readers
 
-	writers sync.Pool // of *writeOp
 }
 
 func newChannel(f *os.File) (*channel, error) {
@@ -70,7 +69,6 @@ func newChannel(f *os.File) (*channel, error) {
 			}
 		}
 	}
-	c.writers.New = func() any { return &writeOp{} }
 	return c, nil
 }
 
@@ -176,40 +174,41 @@ func (c *channel) shutdownRead() bool {
 	return c.fd >= 0 && unix.Shutdown(c.fd, unix.SHUT_RD) == nil
 }
 
-// writeOp holds one writev's header and iovecs; pooled, so that a reply
-// allocates nothing.
-type writeOp struct {
-	hdr   [wire.SizeofOutHeader]byte
-	fixed [wire.SizeofCuseInitOut]byte // the largest reply struct
-	iov   [3]unix.Iovec
-	niov  int
-}
-
 // writev writes one message with a single writev(2), as the kernel takes
 // one whole message per write: the out header h (its Length computed
-// here), a fixed-size reply struct (copied, so callers may keep it on their
-// stack) and a payload.
+// here), a fixed-size reply struct and a payload. The header and the
+// iovecs live on this goroutine's stack, which the system call may point
+// into: a stack does not move while its goroutine is in a system call, and
+// the iovecs' address goes to the call as its argument, which the
+// compiler keeps alive for the call. So a reply allocates nothing and
+// takes nothing from a pool.
 func (c *channel) writev(h fuse.OutHeader, fixed, payload []byte) error {
-	w := c.writers.Get().(*writeOp)
-	defer func() {
-		w.iov = [3]unix.Iovec{} // drop the reference to the payload
-		c.writers.Put(w)
-	}()
-	if len(fixed) > len(w.fixed) {
-		return fmt.Errorf("writev: %d-byte reply struct", len(fixed))
+	var hdr [wire.SizeofOutHeader]byte
+	h.Length = uint32(len(hdr) + len(fixed) + len(payload))
+	wire.EncodeOutHeader(hdr[:], h)
+	var iov [3]unix.Iovec
+	iov[0].Base = &hdr[0]
+	iov[0].SetLen(len(hdr))
+	niov := 1
+	if len(fixed) > 0 {
+		iov[niov].Base = &fixed[0]
+		iov[niov].SetLen(len(fixed))
+		niov++
 	}
-	nfixed := copy(w.fixed[:], fixed)
-	h.Length = uint32(len(w.hdr) + nfixed + len(payload))
-	wire.EncodeOutHeader(w.hdr[:], h)
-	w.niov = 0
-	for _, p := range [3][]byte{w.hdr[:], w.fixed[:nfixed], payload} {
-		if len(p) > 0 {
-			w.iov[w.niov].Base = &p[0]
-			w.iov[w.niov].SetLen(len(p))
-			w.niov++
-		}
+	if len(payload) > 0 {
+		iov[niov].Base = &payload[0]
+		iov[niov].SetLen(len(payload))
+		niov++
 	}
-	n, err := c.writeMsg(w)
+	var n int
+	var err error
+	c.fdMu.RLock()
+	if c.f != nil {
+		n, err = c.writeFile(iov[:niov])
+	} else {
+		n, err = c.writeFd(&iov, niov)
+	}
+	c.fdMu.RUnlock()
 	if err != nil {
 		return err
 	}
@@ -219,39 +218,45 @@ func (c *channel) writev(h fuse.OutHeader, fixed, payload []byte) error {
 	return nil
 }
 
-func (c *channel) writeMsg(w *writeOp) (int, error) {
-	c.fdMu.RLock()
-	defer c.fdMu.RUnlock()
-	if c.f != nil {
-		// Before detach (CUSE_INIT): through the file, which also
-		// waits for room should a socket be full.
-		var n int
-		var errno unix.Errno
-		if err := c.rc.Write(func(fd uintptr) bool {
-			n, errno = w.write(int(fd))
-			return errno != unix.EAGAIN
-		}); err != nil {
-			return 0, err
-		}
-		if errno != 0 {
-			return 0, os.NewSyscallError("writev", errno)
-		}
-		return n, nil
-	}
+// writeFd writes the first niov of iov to the detached descriptor; the
+// caller holds fdMu for reading.
+//
+// The write is a raw system call, without the runtime's bookkeeping for
+// one that may block (entering and leaving it were a quarter of what a
+// reply cost the daemon's own code, counted in instructions: docs/perf.md),
+// because it cannot block. /dev/cuse takes a reply at once: it copies the
+// message in, completes the request it answers and wakes its caller
+// (fuse_dev_do_write), and a poll notification only wakes the file's
+// pollers. A socket (tests) is written with MSG_DONTWAIT, so that a full
+// one says EAGAIN instead of waiting; the wait for room below then goes
+// through the runtime. A raw call keeps its P and cannot be stopped for
+// the collector, which is why a call that can wait, such as
+// process_vm_writev into a caller's memory, never goes this way.
+func (c *channel) writeFd(iov *[3]unix.Iovec, niov int) (int, error) {
 	for {
 		if c.fd < 0 {
 			return 0, os.ErrClosed
 		}
-		n, errno := w.write(c.fd)
-		if errno == 0 {
-			return n, nil
+		var r uintptr
+		var errno unix.Errno
+		if c.socket {
+			msg := unix.Msghdr{Iov: &iov[0]}
+			msg.SetIovlen(niov)
+			r, _, errno = unix.RawSyscall(unix.SYS_SENDMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_DONTWAIT)
+		} else {
+			r, _, errno = unix.RawSyscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(niov))
 		}
-		if errno != unix.EAGAIN {
+		switch errno {
+		case 0:
+			return int(r), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+		default:
 			return 0, os.NewSyscallError("writev", errno)
 		}
-		// /dev/cuse never says EAGAIN to a write; a socket whose buffer
-		// is full does. Wait for room, briefly releasing the lock so
-		// that close is not held up.
+		// A socket whose buffer is full. Wait for room, briefly
+		// releasing the lock so that close is not held up.
 		pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
 		c.fdMu.RUnlock()
 		unix.Poll(pfd, 100)
@@ -259,13 +264,31 @@ func (c *channel) writeMsg(w *writeOp) (int, error) {
 	}
 }
 
-func (w *writeOp) write(fd int) (int, unix.Errno) {
-	for {
-		r, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&w.iov[0])), uintptr(w.niov))
-		if e != unix.EINTR {
-			return int(r), e
-		}
+// writeFile writes iov through the file before detach (CUSE_INIT), which
+// also waits for room should a socket be full. The message is joined into
+// one heap buffer first: the file's callback would take the iovecs, and
+// so the stack they point into, to the heap. It happens once.
+func (c *channel) writeFile(iov []unix.Iovec) (int, error) {
+	var msg []byte
+	for _, v := range iov {
+		msg = append(msg, unsafe.Slice(v.Base, v.Len)...)
 	}
+	var n int
+	var errno error
+	if err := c.rc.Write(func(fd uintptr) bool {
+		for {
+			n, errno = unix.Write(int(fd), msg)
+			if errno != unix.EINTR {
+				return errno != unix.EAGAIN
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if errno != nil {
+		return 0, os.NewSyscallError("write", errno)
+	}
+	return n, nil
 }
 
 // errAborted reports a channel the kernel has disconnected.

@@ -157,14 +157,18 @@ func (f *file) release(ctx context.Context) {
 // means a later INTERRUPT always finds a request that is still unanswered.
 // The request keeps pointing into the reader's buffer, which the reader
 // does not reuse before it has served the request.
+//
+// It decodes into r even what it drops: r is not registered then, and the
+// next message overwrites it.
 func (s *Server) dispatch(r *request, msg []byte) bool {
-	h, body, err := parseHeader(msg)
+	body, err := parseHeader(&r.hdr, msg)
 	if err != nil {
 		s.log.Warn("cuse: dropping malformed request", "err", err)
 		return false
 	}
+	h := &r.hdr
 	if wire.Opcode(h.Opcode) == wire.FUSE_INTERRUPT {
-		s.interrupt(h, body)
+		s.interrupt(*h, body)
 		return false
 	}
 	s.mu.Lock()
@@ -173,7 +177,7 @@ func (s *Server) dispatch(r *request, msg []byte) bool {
 		s.log.Warn("cuse: dropping request reusing an unanswered unique", "op", wire.Opcode(h.Opcode), "unique", h.Unique)
 		return false
 	}
-	r.hdr, r.body = h, body
+	r.body = body
 	if s.cancelled {
 		// Read during shutdown: served, but already cancelled.
 		r.cause = errShutdown

@@ -166,7 +166,8 @@ func (s *Server) init(ctx context.Context) error {
 		}
 		return fmt.Errorf("reading CUSE_INIT: %w", err)
 	}
-	h, body, err := parseHeader(buf[:n])
+	var h fuse.InHeader
+	body, err := parseHeader(&h, buf[:n])
 	if err != nil {
 		return err
 	}
@@ -204,19 +205,19 @@ func (s *Server) init(ctx context.Context) error {
 // parseHeader checks the framing of one message as read from the channel.
 // A message failing it cannot be answered safely (its unique may be
 // garbage), so it is dropped.
-func parseHeader(msg []byte) (fuse.InHeader, []byte, error) {
-	h, err := wire.DecodeInHeader(msg)
-	if err != nil {
-		return h, nil, err
+// It decodes into h and returns the body.
+func parseHeader(h *fuse.InHeader, msg []byte) ([]byte, error) {
+	if err := wire.DecodeInHeaderTo(h, msg); err != nil {
+		return nil, err
 	}
 	if int(h.Length) != len(msg) {
-		return h, nil, fmt.Errorf("%v request: header length %d, read %d bytes", wire.Opcode(h.Opcode), h.Length, len(msg))
+		return nil, fmt.Errorf("%v request: header length %d, read %d bytes", wire.Opcode(h.Opcode), h.Length, len(msg))
 	}
 	if h.Unique == 0 {
 		// A reply with unique 0 would be taken for a notification.
-		return h, nil, fmt.Errorf("%v request with unique 0", wire.Opcode(h.Opcode))
+		return nil, fmt.Errorf("%v request with unique 0", wire.Opcode(h.Opcode))
 	}
-	return h, msg[wire.SizeofInHeader:], nil
+	return msg[wire.SizeofInHeader:], nil
 }
 
 // Serve reads and serves requests until Close is called (it then returns

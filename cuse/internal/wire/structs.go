@@ -16,30 +16,43 @@ var ne = binary.NativeEndian
 
 func need(what string, b []byte, n int) error {
 	if len(b) < n {
-		return fmt.Errorf("%s: have %d bytes, need %d: %w", what, len(b), n, ErrTruncated)
+		return truncated(what, b, n)
 	}
 	return nil
+}
+
+// truncated is need's error, apart so that need inlines.
+func truncated(what string, b []byte, n int) error {
+	return fmt.Errorf("%s: have %d bytes, need %d: %w", what, len(b), n, ErrTruncated)
 }
 
 // --- fuse_in_header / fuse_out_header ---
 
 // DecodeInHeader decodes struct fuse_in_header.
 func DecodeInHeader(b []byte) (fuse.InHeader, error) {
+	var h fuse.InHeader
+	err := DecodeInHeaderTo(&h, b)
+	return h, err
+}
+
+// DecodeInHeaderTo decodes struct fuse_in_header into h, which the server
+// keeps in each reader's request: once per request, so without the
+// copies of a returned struct.
+func DecodeInHeaderTo(h *fuse.InHeader, b []byte) error {
 	if err := need("fuse_in_header", b, SizeofInHeader); err != nil {
-		return fuse.InHeader{}, err
+		return err
 	}
-	return fuse.InHeader{
-		Length: ne.Uint32(b[0:]),
-		Opcode: ne.Uint32(b[4:]),
-		Unique: ne.Uint64(b[8:]),
-		NodeId: ne.Uint64(b[16:]),
-		Caller: fuse.Caller{
-			Owner: fuse.Owner{Uid: ne.Uint32(b[24:]), Gid: ne.Uint32(b[28:])},
-			Pid:   ne.Uint32(b[32:]),
-		},
-		TotalExtlen: ne.Uint16(b[36:]),
-		Padding:     ne.Uint16(b[38:]),
-	}, nil
+	b = b[:SizeofInHeader] // one bounds check for all the fields
+	h.Length = ne.Uint32(b[0:])
+	h.Opcode = ne.Uint32(b[4:])
+	h.Unique = ne.Uint64(b[8:])
+	h.NodeId = ne.Uint64(b[16:])
+	h.Uid = ne.Uint32(b[24:])
+	h.Gid = ne.Uint32(b[28:])
+	h.Pid = ne.Uint32(b[32:])
+	h.TotalExtlen = ne.Uint16(b[36:])
+	h.Padding = ne.Uint16(b[38:])
+	return nil
 }
 
 // AppendInHeader appends struct fuse_in_header.
@@ -134,6 +147,7 @@ func DecodeWriteIn(h fuse.InHeader, body []byte) (fuse.WriteIn, error) {
 	if err := need("fuse_write_in", body, SizeofWriteIn); err != nil {
 		return fuse.WriteIn{}, err
 	}
+	body = body[:SizeofWriteIn]
 	return fuse.WriteIn{
 		InHeader:   h,
 		Fh:         ne.Uint64(body[0:]),
