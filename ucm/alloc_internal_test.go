@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/callermem"
 )
@@ -21,38 +22,12 @@ import (
 // the segments of its one process_vm_writev are the call's), and
 // CREATE_ID+DESTROY_ID only the id itself, ucm's context and the CM's ID.
 func TestCommandAllocs(t *testing.T) {
-	cm := newSimCM(t, "sim0")
-	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{},
-		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
-		ProcessName: func(int) (string, error) { return "t", nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
-	h, err := d.Open(context.Background(), req, nopWaker{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Release(context.Background()) })
-
-	resp := make([]byte, abi.EventRespSize)
-	addr := uint64(uintptr(unsafe.Pointer(&resp[0])))
-	encode := func(cmd abi.Cmd, s abi.Struct) []byte {
-		b := make([]byte, abi.HeaderSize+s.Size())
-		(&abi.Header{Cmd: cmd, In: uint16(s.Size()), Out: uint16(cmd.OutLen())}).Encode(b)
-		s.Encode(b[abi.HeaderSize:])
-		return b
-	}
-	write := func(b []byte) {
-		if n, err := h.Write(context.Background(), req, b); err != nil || n != len(b) {
-			t.Fatalf("%v: %d, %v", abi.Cmd(binary.NativeEndian.Uint32(b)), n, err)
-		}
-	}
-	create := encode(abi.CmdCreateID, &abi.CreateID{UID: 1, Response: addr})
+	d, cm, h, write, addr, resp := directFile(t)
+	create := encodeCmd(abi.CmdCreateID, &abi.CreateID{UID: 1, Response: addr})
 	write(create)
 	id := binary.NativeEndian.Uint32(resp)
-	attr := encode(abi.CmdAttrID, &abi.AttrID{ID: id, Response: addr})
-	destroy := encode(abi.CmdDestroyID, &abi.DestroyID{Response: addr})
+	attr := encodeCmd(abi.CmdAttrID, &abi.AttrID{ID: id, Response: addr})
+	destroy := encodeCmd(abi.CmdDestroyID, &abi.DestroyID{Response: addr})
 	write(attr)
 	if n := testing.AllocsPerRun(100, func() { write(attr) }); n != 0 {
 		t.Errorf("ATTR_ID: %v allocations, want 0", n)
@@ -75,7 +50,7 @@ func TestCommandAllocs(t *testing.T) {
 	d.ids.publish(x)
 	data := make([]byte, 16)
 	e := &event{resp: abi.EventResp{Event: abi.CMREPReceived}, data: []byte("private data 16B")}
-	get := encode(abi.CmdEvent, &abi.EventGet{
+	get := encodeCmd(abi.CmdEvent, &abi.EventGet{
 		Response: addr, Data: uint64(uintptr(unsafe.Pointer(&data[0]))), DataLen: uint8(len(data)),
 	})
 	deliver := func() {
@@ -91,4 +66,58 @@ func TestCommandAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, deliver); n != 0 {
 		t.Errorf("GET_EVENT of a queued event: %v allocations, want 0", n)
 	}
+}
+
+// BenchmarkHandleCreateDestroy is CREATE_ID then DESTROY_ID handed to a
+// file's Write as the CUSE server hands them, with the responses written
+// by process_vm_writev into this process: ucm's and cmcore's share of a
+// command without any CUSE round trip or fake kernel (docs/perf.md, "The
+// request path", counts its instructions).
+func BenchmarkHandleCreateDestroy(b *testing.B) {
+	_, _, _, write, addr, resp := directFile(b)
+	create := encodeCmd(abi.CmdCreateID, &abi.CreateID{UID: 1, Response: addr})
+	destroy := encodeCmd(abi.CmdDestroyID, &abi.DestroyID{Response: addr})
+	b.ReportAllocs()
+	for b.Loop() {
+		write(create)
+		binary.NativeEndian.PutUint32(destroy[abi.HeaderSize+8:], binary.NativeEndian.Uint32(resp))
+		write(destroy)
+	}
+}
+
+// directFile is a device on the simulated fabric whose caller memory is
+// this process (process_vm_writev), and a file of it opened by this
+// process: write hands the file one command, failing tb on an error;
+// responses go to resp, at addr.
+func directFile(tb testing.TB) (d *Device, cm *cmcore.CM, h cuse.Handle, write func([]byte), addr uint64, resp []byte) {
+	tb.Helper()
+	cm = newSimCM(tb, "sim0")
+	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{},
+		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
+		ProcessName: func(int) (string, error) { return "t", nil }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
+	h, err = d.Open(context.Background(), req, nopWaker{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Release(context.Background()) })
+	resp = make([]byte, abi.EventRespSize)
+	addr = uint64(uintptr(unsafe.Pointer(&resp[0])))
+	write = func(b []byte) {
+		if n, err := h.Write(context.Background(), req, b); err != nil || n != len(b) {
+			tb.Fatalf("%v: %d, %v", abi.Cmd(binary.NativeEndian.Uint32(b)), n, err)
+		}
+	}
+	return d, cm, h, write, addr, resp
+}
+
+// encodeCmd is a command as a client writes it: header, then s.
+func encodeCmd(cmd abi.Cmd, s abi.Struct) []byte {
+	b := make([]byte, abi.HeaderSize+s.Size())
+	(&abi.Header{Cmd: cmd, In: uint16(s.Size()), Out: uint16(cmd.OutLen())}).Encode(b)
+	s.Encode(b[abi.HeaderSize:])
+	return b
 }
