@@ -46,7 +46,6 @@ type channel struct {
 	fdMu   sync.RWMutex
 	fd     int  // -1 once closed
 	socket bool // a socketpair (tests): shutdown(2) wakes its readers
-
 }
 
 func newChannel(f *os.File) (*channel, error) {
@@ -223,16 +222,16 @@ func (c *channel) writev(h fuse.OutHeader, fixed, payload []byte) error {
 //
 // The write is a raw system call, without the runtime's bookkeeping for
 // one that may block (about 200 instructions a reply, counted by
-// callgrind: docs/perf.md), because it cannot block. /dev/cuse takes a reply at once: it copies the
-// message in, completes the request it answers and wakes its caller
-// (fuse_dev_do_write), and a poll notification only wakes the file's
-// pollers. A socket (tests) is written with MSG_DONTWAIT, so that a full
-// one says EAGAIN instead of waiting; the wait for room below then goes
-// through the runtime. A raw call keeps its P and cannot be stopped for
-// the collector, which is why a call that can wait, such as
-// process_vm_writev into a caller's memory (a client can back it with a
-// file of its own FUSE mount and never answer the fault), never goes this
-// way.
+// callgrind: docs/perf.md), because it cannot block. /dev/cuse takes a
+// reply at once: it copies the message in, completes the request it
+// answers and wakes its caller (fuse_dev_do_write), and a poll
+// notification only wakes the file's pollers. A socket (tests) is written
+// with MSG_DONTWAIT, so that a full one says EAGAIN instead of waiting;
+// the wait for room below then goes through the runtime. A raw call keeps
+// its P and cannot be stopped for the collector, which is why a call that
+// can wait, such as process_vm_writev into a caller's memory (a client can
+// back it with a file of its own FUSE mount and never answer the fault),
+// never goes this way.
 func (c *channel) writeFd(iov *[3]unix.Iovec, niov int) (int, error) {
 	for {
 		if c.fd < 0 {
