@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -124,47 +123,6 @@ func writeReq(fh, unique uint64) []byte {
 	binary.NativeEndian.PutUint64(req[40:], fh)
 	binary.NativeEndian.PutUint32(req[56:], 24)
 	return req
-}
-
-// A reply that finds the channel full waits for room and loses nothing.
-// The server writes a socket (tests) without blocking, as /dev/cuse never
-// makes it wait, and waits for room through the runtime. Here the
-// server's send buffer is the smallest the kernel allows, and the replies
-// of 100 writes pile up before anything reads them.
-func TestRepliesWaitForRoom(t *testing.T) {
-	kernel, fh := rawServer(t, func(server *os.File) {
-		rc, err := server.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var serr error
-		rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 0) })
-		if serr != nil {
-			t.Fatal(serr)
-		}
-	})
-	const n = 100
-	for i := range n {
-		if _, err := kernel.Write(writeReq(fh, uint64(100+2*i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seen := make(map[uint64]bool)
-	buf := make([]byte, 8192)
-	if err := kernel.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	for range n {
-		m, err := kernel.Read(buf)
-		if err != nil {
-			t.Fatalf("after %d replies: %v", len(seen), err)
-		}
-		u := binary.NativeEndian.Uint64(buf[8:])
-		if m != 24 || binary.NativeEndian.Uint32(buf[4:]) != 0 || binary.NativeEndian.Uint32(buf[16:]) != 24 || seen[u] {
-			t.Fatalf("reply %x (unique %d seen before: %v)", buf[:m], u, seen[u])
-		}
-		seen[u] = true
-	}
 }
 
 // BenchmarkWriteRoundTripParallel has many client threads writing at once
