@@ -3,7 +3,6 @@ package ucm
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,7 +144,11 @@ func (f *file) Release(ctx context.Context) {
 	f.mu.Lock()
 	f.closed = true
 	close(f.done)
-	ctxs := slices.Clone(f.ctxs) // teardown unlinks each from f.ctxs
+	// The file's ids are taken whole: each teardown's unlink then finds
+	// nothing to move, where unlinking them one by one shuffled and
+	// shrank the array 100,000 times for a large file.
+	ctxs := f.ctxs
+	f.ctxs = nil
 	// The queue goes at once, not by each id's purge scanning it (O(ids x
 	// events)); the undelivered new connections are in ctxs anyway.
 	var refund charge
