@@ -2,9 +2,13 @@ package ucm_test
 
 import (
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,13 +26,19 @@ const closeBenchIDs = 100_000
 // (ns/op is one close), while another file of the same daemon runs
 // ATTR_ID in a loop: attr-p50-ns and attr-p99-ns are that command's
 // round trip during the close, the delay a close imposes on every other
-// client. Setup (100,000 CREATE_IDs) is not timed.
+// client. runq-wait-ns/op is how long the process's threads waited,
+// runnable, for a CPU during the close (where the kernel keeps schedstat):
+// on a 2-CPU host it matches the ATTR_ID stalls, which are the operating
+// system's scheduling, not the daemon's locks (docs/perf.md, "Memory").
+// Setup (100,000 CREATE_IDs) is not timed.
 //
 //	go test -run '^$' -bench CloseManyIDs -benchtime 3x ./ucm/
 func BenchmarkCloseManyIDs(b *testing.B) {
 	d, attrID := attrIDProbe(b)
 
 	var lat []time.Duration
+	var runqWait time.Duration
+	schedstat := true
 	b.StopTimer()
 	for range b.N {
 		c, err := conformance.NewClient(d, false)
@@ -49,10 +59,14 @@ func BenchmarkCloseManyIDs(b *testing.B) {
 				s = append(s, attrID())
 			}
 		}()
+		w0, ok0 := threadsRunqWait()
 		b.StartTimer()
 		p := fake(c).F.ReleaseAsync()
 		<-p.Done()
 		b.StopTimer()
+		w1, ok1 := threadsRunqWait()
+		schedstat = schedstat && ok0 && ok1
+		runqWait += w1 - w0
 		close(stop)
 		lat = append(lat, <-samples...)
 		if n := d.IDs.Len(); n != 1 {
@@ -63,6 +77,37 @@ func BenchmarkCloseManyIDs(b *testing.B) {
 		reportLatency(b, lat)
 		b.ReportMetric(float64(len(lat))/float64(b.N), "attrs/op")
 	}
+	if schedstat {
+		b.ReportMetric(float64(runqWait.Nanoseconds())/float64(b.N), "runq-wait-ns/op")
+	}
+}
+
+// threadsRunqWait is the time the process's threads have spent runnable
+// and waiting for a CPU: the second field of each thread's
+// /proc/self/task/TID/schedstat (CONFIG_SCHED_INFO). A thread that exits
+// in between takes its share with it, which only makes a difference
+// smaller. ok is false where the kernel has no schedstat.
+func threadsRunqWait() (d time.Duration, ok bool) {
+	paths, err := filepath.Glob("/proc/self/task/*/schedstat")
+	if err != nil || len(paths) == 0 {
+		return 0, false
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return 0, false
+		}
+		ns, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		d += time.Duration(ns)
+	}
+	return d, true
 }
 
 // benchLimits lets one file (and its user) hold n ids, and the other file
