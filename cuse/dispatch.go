@@ -77,8 +77,8 @@ func (r *request) cancel(cause error) {
 
 // reset makes r ready for the reader's next request. Only the reader that
 // owns r calls it, after r was answered: nothing else refers to r then
-// (reply took it out of the inflight table under s.mu, and interrupt and
-// cancelAll cancel only under s.mu).
+// (reply took it out of the inflight table under its shard's lock, and
+// interrupt and cancelAll cancel only under that lock).
 func (r *request) reset() {
 	r.hdr, r.body, r.done = fuse.InHeader{}, nil, false
 	r.doneCh, r.cause = nil, nil
@@ -171,20 +171,21 @@ func (s *Server) dispatch(r *request, msg []byte) bool {
 		s.interrupt(*h, body)
 		return false
 	}
-	s.mu.Lock()
-	if _, dup := s.inflight[h.Unique]; dup {
-		s.mu.Unlock()
+	sh := s.inflight.shard(h.Unique)
+	sh.mu.Lock()
+	if _, dup := sh.m[h.Unique]; dup {
+		sh.mu.Unlock()
 		s.log.Warn("cuse: dropping request reusing an unanswered unique", "op", wire.Opcode(h.Opcode), "unique", h.Unique)
 		return false
 	}
 	r.body = body
-	if s.cancelled {
+	if s.cancelled.Load() {
 		// Read during shutdown: served, but already cancelled.
 		r.cause = errShutdown
 	}
-	s.inflight[h.Unique] = r
+	sh.m[h.Unique] = r
 	s.handlers.Add(1)
-	s.mu.Unlock()
+	sh.mu.Unlock()
 	return true
 }
 
@@ -198,14 +199,15 @@ func (s *Server) interrupt(h fuse.InHeader, body []byte) {
 		s.log.Warn("cuse: dropping malformed INTERRUPT", "unique", h.Unique, "err", err)
 		return
 	}
-	// Cancelled under s.mu: once out of the table the request may be
-	// reset for another one.
-	s.mu.Lock()
-	r := s.inflight[in.Unique]
+	// Cancelled under the shard's lock: once out of the table the
+	// request may be reset for another one.
+	sh := s.inflight.shard(in.Unique)
+	sh.mu.Lock()
+	r := sh.m[in.Unique]
 	if r != nil {
 		r.cancel(errInterrupted)
 	}
-	s.mu.Unlock()
+	sh.mu.Unlock()
 	if r != nil {
 		return
 	}
@@ -253,9 +255,9 @@ func (s *Server) bad(r *request, err error) {
 }
 
 func (s *Server) lookup(r *request, fh uint64) *file {
-	s.mu.Lock()
+	s.filesMu.RLock()
 	f := s.files[fh]
-	s.mu.Unlock()
+	s.filesMu.RUnlock()
 	if f == nil {
 		s.log.Warn("cuse: request for an unknown file handle", "op", r.op(), "unique", r.hdr.Unique, "fh", fh)
 		s.reply(r, -int32(unix.EBADF), nil, nil)
@@ -275,10 +277,10 @@ func (s *Server) open(r *request) {
 		s.reply(r, -int32(unix.ENODEV), nil, nil)
 		return
 	}
-	s.mu.Lock()
+	s.filesMu.Lock()
 	s.nextFh++
 	f := &file{s: s, fh: s.nextFh, openFlags: in.Flags}
-	s.mu.Unlock()
+	s.filesMu.Unlock()
 	h, err := s.dev.Open(r, r.public(in.Flags), f)
 	if err == nil && h == nil {
 		err = errors.New("Device.Open returned no Handle and no error")
@@ -288,9 +290,9 @@ func (s *Server) open(r *request) {
 		return
 	}
 	f.h = h
-	s.mu.Lock()
+	s.filesMu.Lock()
 	s.files[f.fh] = f
-	s.mu.Unlock()
+	s.filesMu.Unlock()
 	var out [wire.SizeofOpenOut]byte
 	// open_flags 0: CUSE ignores FOPEN_* (no fuse_finish_open); all I/O
 	// is direct.
@@ -298,9 +300,9 @@ func (s *Server) open(r *request) {
 	if err := s.reply(r, 0, out[:], nil); err != nil {
 		// The kernel dropped the open (the caller died, or the connection
 		// is gone), so it will never send RELEASE for this fh.
-		s.mu.Lock()
+		s.filesMu.Lock()
 		delete(s.files, f.fh)
-		s.mu.Unlock()
+		s.filesMu.Unlock()
 		f.release(context.Background())
 	}
 }
@@ -398,10 +400,10 @@ func (s *Server) release(r *request) {
 		s.bad(r, err)
 		return
 	}
-	s.mu.Lock()
+	s.filesMu.Lock()
 	f := s.files[in.Fh]
 	delete(s.files, in.Fh)
-	s.mu.Unlock()
+	s.filesMu.Unlock()
 	if f == nil {
 		s.log.Warn("cuse: RELEASE of an unknown file handle", "unique", r.hdr.Unique, "fh", in.Fh)
 	} else {
@@ -444,9 +446,7 @@ func (s *Server) reply(r *request, status int32, fixed, payload []byte) error {
 		fixed, payload = nil, nil
 	}
 	err := s.writeReply(r.hdr.Unique, status, fixed, payload)
-	s.mu.Lock()
-	delete(s.inflight, r.hdr.Unique)
-	s.mu.Unlock()
+	s.inflight.remove(r.hdr.Unique)
 	return err
 }
 

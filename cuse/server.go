@@ -51,15 +51,20 @@ type Server struct {
 	made    int // reader states allocated, and dropped (not kept): for the test
 	dropped int
 
-	mu        sync.Mutex
-	inflight  map[uint64]*request // by unique
-	files     map[uint64]*file    // by fh
-	nextFh    uint64
-	serving   bool
-	closed    bool
-	cancelled bool          // shutting down: every request is cancelled
-	done      chan struct{} // closed when Serve has shut down
-	readErr   chan error    // why the reader stopped
+	inflight  inflightTable
+	cancelled atomic.Bool // shutting down: every request is cancelled
+
+	// Every request but OPEN looks its file up: the lookups share the
+	// lock, so a reader preempted inside one holds up no other.
+	filesMu sync.RWMutex
+	files   map[uint64]*file // by fh
+	nextFh  uint64
+
+	mu      sync.Mutex
+	serving bool
+	closed  bool
+	done    chan struct{} // closed when Serve has shut down
+	readErr chan error    // why the reader stopped
 }
 
 // Causes of request context cancellation; they pick the client's errno.
@@ -108,17 +113,17 @@ func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server
 		return nil, err
 	}
 	s := &Server{
-		ch:       ch,
-		dev:      dev,
-		log:      cfg.Logger.With("dev", cfg.DevName),
-		cfg:      cfg,
-		bufLen:   max(wire.FUSE_MIN_READ_BUFFER, wire.SizeofMaxRequestHeader+int(cfg.MaxWrite)),
-		maxIdle:  int32(max(4, runtime.GOMAXPROCS(0))),
-		inflight: make(map[uint64]*request),
-		files:    make(map[uint64]*file),
-		done:     make(chan struct{}),
-		readErr:  make(chan error, 1),
+		ch:      ch,
+		dev:     dev,
+		log:     cfg.Logger.With("dev", cfg.DevName),
+		cfg:     cfg,
+		bufLen:  max(wire.FUSE_MIN_READ_BUFFER, wire.SizeofMaxRequestHeader+int(cfg.MaxWrite)),
+		maxIdle: int32(max(4, runtime.GOMAXPROCS(0))),
+		files:   make(map[uint64]*file),
+		done:    make(chan struct{}),
+		readErr: make(chan error, 1),
 	}
+	s.inflight.init()
 	if err := s.init(ctx); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("cuse init of %s on %s: %w", cfg.DevName, f.Name(), err)
@@ -542,24 +547,22 @@ func (s *Server) Close() error {
 }
 
 // cancelAll cancels every request in flight, and every one read from now
-// on, for shutdown.
+// on, for shutdown. The flag is set before any shard is visited, and
+// dispatch reads it under the shard's lock: a request registered in a
+// shard already visited sees the flag.
 func (s *Server) cancelAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cancelled = true
-	for _, r := range s.inflight {
-		r.cancel(errShutdown)
-	}
+	s.cancelled.Store(true)
+	s.inflight.each(func(r *request) { r.cancel(errShutdown) })
 }
 
 // shutdown answers every request in flight and releases the open files.
 func (s *Server) shutdown() {
 	s.cancelAll()
 	s.handlers.Wait()
-	s.mu.Lock()
+	s.filesMu.Lock()
 	files := s.files
 	s.files = make(map[uint64]*file)
-	s.mu.Unlock()
+	s.filesMu.Unlock()
 	for _, f := range files {
 		// Not a cancelled request: Release must still clean up.
 		f.release(context.Background())

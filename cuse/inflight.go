@@ -1,0 +1,65 @@
+package cuse
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// inflightTable holds the requests read and not yet answered, by unique,
+// for INTERRUPT (which names its request by unique) and for shutdown.
+// Every request is registered by the reader that read it and removed by
+// its reply, so the table is written twice a request by whichever readers
+// run. With one lock for the whole table, a reader that the operating
+// system preempted while it held the lock (for a map operation, but the
+// preemption lasts until the next scheduler tick) stalled every other
+// reader. So the table is split into shards by unique, each with its own
+// lock, and two requests in flight rarely share one (docs/perf.md, "The
+// request path").
+type inflightTable struct {
+	shards [inflightShards]inflightShard
+}
+
+// inflightShards is a power of two above the requests a server usually
+// serves at once; requests that wait (a blocked GET_EVENT) take their
+// shard's lock only to register and to leave.
+const inflightShards = 16
+
+type inflightShard struct {
+	mu sync.Mutex
+	m  map[uint64]*request
+	// One shard a cache line: readers on other CPUs write the others.
+	_ [64 - unsafe.Sizeof(sync.Mutex{}) - unsafe.Sizeof(map[uint64]*request(nil))]byte
+}
+
+func (t *inflightTable) init() {
+	for i := range t.shards {
+		t.shards[i].m = make(map[uint64]*request)
+	}
+}
+
+// shard is the shard of unique. The kernel numbers requests in steps of
+// two (FUSE_REQ_ID_STEP; the low bit marks an INTERRUPT's own unique),
+// so consecutive requests fall in consecutive shards.
+func (t *inflightTable) shard(unique uint64) *inflightShard {
+	return &t.shards[(unique>>1)%inflightShards]
+}
+
+// remove takes unique out of the table.
+func (t *inflightTable) remove(unique uint64) {
+	sh := t.shard(unique)
+	sh.mu.Lock()
+	delete(sh.m, unique)
+	sh.mu.Unlock()
+}
+
+// each calls f for every request in the table, under its shard's lock.
+func (t *inflightTable) each(f func(*request)) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.m {
+			f(r)
+		}
+		sh.mu.Unlock()
+	}
+}
