@@ -11,6 +11,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/callermem"
 )
@@ -23,11 +24,11 @@ import (
 // CREATE_ID+DESTROY_ID only the id itself, ucm's context and the CM's ID.
 func TestCommandAllocs(t *testing.T) {
 	d, cm, h, write, addr, resp := directFile(t)
-	create := encodeCmd(abi.CmdCreateID, &abi.CreateID{UID: 1, Response: addr})
+	create := conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: addr})
 	write(create)
 	id := binary.NativeEndian.Uint32(resp)
-	attr := encodeCmd(abi.CmdAttrID, &abi.AttrID{ID: id, Response: addr})
-	destroy := encodeCmd(abi.CmdDestroyID, &abi.DestroyID{Response: addr})
+	attr := conformance.Encode(abi.CmdAttrID, abi.AttrIDRespSize, &abi.AttrID{ID: id, Response: addr})
+	destroy := conformance.Encode(abi.CmdDestroyID, abi.DestroyIDRespSize, &abi.DestroyID{Response: addr})
 	write(attr)
 	if n := testing.AllocsPerRun(100, func() { write(attr) }); n != 0 {
 		t.Errorf("ATTR_ID: %v allocations, want 0", n)
@@ -50,7 +51,7 @@ func TestCommandAllocs(t *testing.T) {
 	d.ids.publish(x)
 	data := make([]byte, 16)
 	e := &event{resp: abi.EventResp{Event: abi.CMREPReceived}, data: []byte("private data 16B")}
-	get := encodeCmd(abi.CmdEvent, &abi.EventGet{
+	get := conformance.Encode(abi.CmdEvent, abi.EventRespSize, &abi.EventGet{
 		Response: addr, Data: uint64(uintptr(unsafe.Pointer(&data[0]))), DataLen: uint8(len(data)),
 	})
 	deliver := func() {
@@ -75,8 +76,8 @@ func TestCommandAllocs(t *testing.T) {
 // request path", counts its instructions).
 func BenchmarkHandleCreateDestroy(b *testing.B) {
 	_, _, _, write, addr, resp := directFile(b)
-	create := encodeCmd(abi.CmdCreateID, &abi.CreateID{UID: 1, Response: addr})
-	destroy := encodeCmd(abi.CmdDestroyID, &abi.DestroyID{Response: addr})
+	create := conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: addr})
+	destroy := conformance.Encode(abi.CmdDestroyID, abi.DestroyIDRespSize, &abi.DestroyID{Response: addr})
 	b.ReportAllocs()
 	for b.Loop() {
 		write(create)
@@ -112,12 +113,4 @@ func directFile(tb testing.TB) (d *Device, cm *cmcore.CM, h cuse.Handle, write f
 		}
 	}
 	return d, cm, h, write, addr, resp
-}
-
-// encodeCmd is a command as a client writes it: header, then s.
-func encodeCmd(cmd abi.Cmd, s abi.Struct) []byte {
-	b := make([]byte, abi.HeaderSize+s.Size())
-	(&abi.Header{Cmd: cmd, In: uint16(s.Size()), Out: uint16(cmd.OutLen())}).Encode(b)
-	s.Encode(b[abi.HeaderSize:])
-	return b
 }
