@@ -171,21 +171,15 @@ func (s *Server) dispatch(r *request, msg []byte) bool {
 		s.interrupt(*h, body)
 		return false
 	}
-	sh := s.inflight.shard(h.Unique)
-	sh.mu.Lock()
-	if _, dup := sh.m[h.Unique]; dup {
-		sh.mu.Unlock()
+	r.body = body
+	// Counted before it is registered, so that shutdown, which cancels
+	// what is registered and then waits for the count, waits for it.
+	s.handlers.Add(1)
+	if !s.inflight.add(r) {
+		s.handlers.Done()
 		s.log.Warn("cuse: dropping request reusing an unanswered unique", "op", wire.Opcode(h.Opcode), "unique", h.Unique)
 		return false
 	}
-	r.body = body
-	if s.cancelled.Load() {
-		// Read during shutdown: served, but already cancelled.
-		r.cause = errShutdown
-	}
-	sh.m[h.Unique] = r
-	s.handlers.Add(1)
-	sh.mu.Unlock()
 	return true
 }
 
@@ -199,16 +193,7 @@ func (s *Server) interrupt(h fuse.InHeader, body []byte) {
 		s.log.Warn("cuse: dropping malformed INTERRUPT", "unique", h.Unique, "err", err)
 		return
 	}
-	// Cancelled under the shard's lock: once out of the table the
-	// request may be reset for another one.
-	sh := s.inflight.shard(in.Unique)
-	sh.mu.Lock()
-	r := sh.m[in.Unique]
-	if r != nil {
-		r.cancel(errInterrupted)
-	}
-	sh.mu.Unlock()
-	if r != nil {
+	if s.inflight.cancel(in.Unique, errInterrupted) {
 		return
 	}
 	s.writeReply(h.Unique, -int32(unix.EAGAIN), nil, nil)

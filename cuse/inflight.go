@@ -2,6 +2,7 @@ package cuse
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -17,7 +18,8 @@ import (
 // two requests in flight rarely share one (docs/perf.md, "Locks at four
 // client threads").
 type inflightTable struct {
-	shards [inflightShards]inflightShard
+	shards    [inflightShards]inflightShard
+	cancelled atomic.Bool // cancelAll has begun: every request is cancelled
 }
 
 // inflightShards is a power of two above the requests a server usually
@@ -43,6 +45,47 @@ func (t *inflightTable) init() {
 // so consecutive requests fall in consecutive shards.
 func (t *inflightTable) shard(unique uint64) *inflightShard {
 	return &t.shards[(unique>>1)%inflightShards]
+}
+
+// add registers r under its unique, unless a request in flight already
+// has that unique. A request added once cancelAll has begun is cancelled
+// from the start: read during shutdown, it is served, but as cancelled.
+func (t *inflightTable) add(r *request) bool {
+	sh := t.shard(r.hdr.Unique)
+	sh.mu.Lock()
+	if _, dup := sh.m[r.hdr.Unique]; dup {
+		sh.mu.Unlock()
+		return false
+	}
+	if t.cancelled.Load() {
+		r.cause = errShutdown // r is not yet shared
+	}
+	sh.m[r.hdr.Unique] = r
+	sh.mu.Unlock()
+	return true
+}
+
+// cancel cancels the request in flight with unique, and reports whether
+// there was one. It cancels under the shard's lock: once out of the table
+// a request may be reset for another one.
+func (t *inflightTable) cancel(unique uint64, cause error) bool {
+	sh := t.shard(unique)
+	sh.mu.Lock()
+	r := sh.m[unique]
+	if r != nil {
+		r.cancel(cause)
+	}
+	sh.mu.Unlock()
+	return r != nil
+}
+
+// cancelAll cancels every request in flight, and every one added from now
+// on, for shutdown. The flag is set before any shard is visited, and add
+// reads it under the shard's lock: a request added to a shard already
+// visited sees the flag.
+func (t *inflightTable) cancelAll() {
+	t.cancelled.Store(true)
+	t.each(func(r *request) { r.cancel(errShutdown) })
 }
 
 // remove takes unique out of the table.

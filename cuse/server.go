@@ -51,8 +51,7 @@ type Server struct {
 	made    int // reader states allocated, and dropped (not kept): for the test
 	dropped int
 
-	inflight  inflightTable
-	cancelled atomic.Bool // shutting down: every request is cancelled
+	inflight inflightTable
 
 	// Every request but OPEN looks its file up: the lookups share the
 	// lock, so a reader preempted inside one holds up no other.
@@ -210,7 +209,7 @@ func (s *Server) init(ctx context.Context) error {
 // parseHeader checks the framing of one message as read from the channel.
 // A message failing it cannot be answered safely (its unique may be
 // garbage), so it is dropped.
-// It decodes into h and returns the body.
+// It decodes the header into h and returns the body.
 func parseHeader(h *fuse.InHeader, msg []byte) ([]byte, error) {
 	if err := wire.DecodeInHeaderTo(h, msg); err != nil {
 		return nil, err
@@ -250,7 +249,7 @@ func (s *Server) Serve() error {
 	s.stop()
 	// Readers serving a request finish it (cancelled) and exit; the
 	// others are woken by wakeReaders.
-	s.cancelAll()
+	s.inflight.cancelAll()
 	s.wakeReaders()
 	s.shutdown()
 	close(s.done)
@@ -546,18 +545,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// cancelAll cancels every request in flight, and every one read from now
-// on, for shutdown. The flag is set before any shard is visited, and
-// dispatch reads it under the shard's lock: a request registered in a
-// shard already visited sees the flag.
-func (s *Server) cancelAll() {
-	s.cancelled.Store(true)
-	s.inflight.each(func(r *request) { r.cancel(errShutdown) })
-}
-
 // shutdown answers every request in flight and releases the open files.
 func (s *Server) shutdown() {
-	s.cancelAll()
+	s.inflight.cancelAll()
 	s.handlers.Wait()
 	s.filesMu.Lock()
 	files := s.files
