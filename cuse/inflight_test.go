@@ -26,8 +26,11 @@ func TestInflightShards(t *testing.T) {
 	}
 
 	r := new(request)
+	r.hdr.Unique = 42
+	if !tab.add(r) {
+		t.Fatal("add of unique 42 to an empty table refused")
+	}
 	sh := tab.shard(42)
-	sh.m[42] = r
 	var got []*request
 	tab.each(func(x *request) { got = append(got, x) })
 	if len(got) != 1 || got[0] != r {
