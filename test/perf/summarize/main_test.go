@@ -132,6 +132,30 @@ rep=1 cmdbench label=floorpvw threads=1 us_per_pair=400
 	}
 }
 
+// Against the floor with the copy: ucmd's pair over that floor's, and
+// that floor's over the plain one's, at each thread count.
+func TestPVWFloorRatios(t *testing.T) {
+	in := `rep=1 cmdbench label=floor threads=1 us_per_pair=200
+rep=1 cmdbench label=floorpvw threads=1 us_per_pair=250
+rep=1 cmdbench label=ucmd threads=1 us_per_pair=300
+rep=1 cmdbench label=floor threads=4 us_per_pair=400
+rep=1 cmdbench label=floorpvw threads=4 us_per_pair=600
+rep=1 cmdbench label=ucmd threads=4 us_per_pair=540
+`
+	got := figureValues(t, in)
+	want := map[string]float64{
+		"pvw_floor_ratio_t1":    1.25,
+		"cmd_pair_pvw_ratio_t1": 1.2,
+		"pvw_floor_ratio_t4":    1.5,
+		"cmd_pair_pvw_ratio_t4": 0.9,
+	}
+	for name, w := range want {
+		if g := got[name]; len(g) != 1 || math.Abs(g[0]-w) > 1e-9 {
+			t.Errorf("%s = %v, want [%v]", name, g, w)
+		}
+	}
+}
+
 // The RSS per held connection comes from guest.sh's memconn line.
 func TestHeldConnectionRSS(t *testing.T) {
 	in := `rep=1 memconn label=mem-conn held=1000 rss_half_kib=30000 rss_kib=35000 rss_bytes_per_conn=10240
