@@ -149,11 +149,7 @@ rep=1 cmdbench label=ucmd threads=4 us_per_pair=540
 		"pvw_floor_ratio_t4":    1.5,
 		"cmd_pair_pvw_ratio_t4": 0.9,
 	}
-	for name, w := range want {
-		if g := got[name]; len(g) != 1 || math.Abs(g[0]-w) > 1e-9 {
-			t.Errorf("%s = %v, want [%v]", name, g, w)
-		}
-	}
+	wantOne(t, got, want)
 }
 
 // The RSS per held connection comes from guest.sh's memconn line.
@@ -182,6 +178,13 @@ rep=1 ucmclient-cmdtime label=u-seq-SEND_DREQ role=client cmd=SEND_DREQ n=100 p1
 		"ucmd_seq_send_over_create":   4,
 		"ucmd_seq_active_sends_share": 0.36,
 	}
+	wantOne(t, got, want)
+}
+
+// wantOne checks that each figure named in want has exactly one value,
+// the one wanted.
+func wantOne(t *testing.T, got map[string][]float64, want map[string]float64) {
+	t.Helper()
 	for name, w := range want {
 		if g := got[name]; len(g) != 1 || math.Abs(g[0]-w) > 1e-9 {
 			t.Errorf("%s = %v, want [%v]", name, g, w)
