@@ -127,9 +127,7 @@ rep=1 cmdbench label=floorpvw threads=1 us_per_pair=400
 `
 	got := figureValues(t, in)
 	// 4 × 700 + 7 × 200 = 4,200 µs against the kernel's 4,000
-	if g, w := got["conn_ratio_seq_floor_model"], 4000.0/4200; len(g) != 1 || math.Abs(g[0]-w) > 1e-9 {
-		t.Errorf("conn_ratio_seq_floor_model = %v, want [%v]", g, w)
-	}
+	wantOne(t, got, map[string]float64{"conn_ratio_seq_floor_model": 4000.0 / 4200})
 }
 
 // Against the floor with the copy: ucmd's pair over that floor's, and
