@@ -20,6 +20,7 @@ import (
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/metrics"
 	"github.com/ucmd/ucmd/internal/sdnotify"
+	"github.com/ucmd/ucmd/internal/sysmon"
 	"github.com/ucmd/ucmd/ucm"
 )
 
@@ -67,7 +68,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.userEvents, "user-events", 0, fmt.Sprintf("most undelivered events one user may have queued over all its files, past which new connections are rejected and other events dropped (0: default %d)", ucm.DefaultUserEvents))
 	fs.IntVar(&f.userFiles, "user-files", 0, fmt.Sprintf("most files one user may have open on the ucm nodes, past which open fails with EMFILE (0: default %d)", ucm.DefaultUserFiles))
 	fs.IntVar(&f.autoMRA, "auto-mra", 0, "`TIMEOUT`: answer a retransmitted REQ whose connection the application has not accepted yet with an MRA of this service timeout (5-bit IBTA time, 4.096 µs·2^TIMEOUT; 24, rdma_cm's, is about 69 s), so that a slow acceptor's peers do not time out; SEND_MRA, SEND_REP and SEND_REJ behave as without it (0: off, the kernel ib_cm's behaviour)")
-	fs.DurationVar(&f.monitorSlack, "monitor-slack", defaultMonitorSlack, "timer slack of the Go runtime's monitor thread (/proc/TID/timerslack_ns, which takes CAP_SYS_NICE): how late the kernel may end its sleeps, which spares it most of its wake-ups (docs/perf.md, \"The runtime monitor's sleeps\"); 0 leaves the kernel's 50µs")
+	fs.DurationVar(&f.monitorSlack, "monitor-slack", sysmon.DefaultSlack, "timer slack of the Go runtime's monitor thread (/proc/TID/timerslack_ns, which takes CAP_SYS_NICE): how late the kernel may end its sleeps, which spares it most of its wake-ups (docs/perf.md, \"The runtime monitor's sleeps\"); 0 leaves the kernel's 50µs")
 	// For performance work (docs/perf.md), not for operators.
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (pprof)")
 	fs.MarkHidden("cpuprofile")
@@ -188,7 +189,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	} else if held {
 		cfg.Logger.Debug("dropped CAP_SYS_MODULE")
 	}
-	if tid, err := setMonitorSlack(f.monitorSlack); err != nil {
+	if tid, err := sysmon.SetSlack(f.monitorSlack); err != nil {
 		cfg.Logger.Warn("runtime monitor keeps the kernel's timer slack", "err", err)
 	} else if tid != 0 {
 		cfg.Logger.Debug("set the timer slack of the runtime's monitor thread", "tid", tid, "slack", f.monitorSlack)
@@ -208,7 +209,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	base := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(base)
 	resize := func(d *daemon.Daemon) {
-		if procs, raised := spareProcs(base, d.MaxBlockedReaders()); raised {
+		if procs, raised := sysmon.SpareProcs(base, d.MaxBlockedReaders()); raised {
 			cfg.Logger.Debug("sized GOMAXPROCS for the CUSE readers", "gomaxprocs", procs)
 		}
 	}
@@ -243,23 +244,6 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		d.Close()
 		return err
 	}
-}
-
-// spareProcs raises GOMAXPROCS by blocked, the CUSE reader threads that
-// can wait in read(2) at once, each holding one of the runtime's Ps: with
-// no P left idle, the runtime's monitor thread retakes one from a blocked
-// reader every 20 µs and wakes a thread for it, about 1.4 extra context
-// switches per request in the test VM (docs/perf.md, "The request path").
-// The readers use no CPU while they wait, so the Ps they hold are not
-// counted against the machine's cores. An explicit GOMAXPROCS is left as
-// it is. base is the setting before serving, restored when serving ends;
-// devices added and removed while serving change blocked.
-func spareProcs(base, blocked int) (procs int, raised bool) {
-	if os.Getenv("GOMAXPROCS") != "" || blocked <= 0 {
-		return runtime.GOMAXPROCS(0), false
-	}
-	runtime.GOMAXPROCS(base + blocked)
-	return base + blocked, true
 }
 
 // Rescan bounds: a look costs a few dozen sysfs reads (docs/hotplug.md).

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"os"
-	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/internal/sysmon"
 	"github.com/ucmd/ucmd/ucm"
 )
 
@@ -90,22 +88,23 @@ func TestServeRescan(t *testing.T) {
 	}
 }
 
-func TestSpareProcs(t *testing.T) {
-	base := runtime.GOMAXPROCS(0)
-	defer runtime.GOMAXPROCS(base)
-	t.Setenv("GOMAXPROCS", "")
-	os.Unsetenv("GOMAXPROCS")
-	procs, raised := spareProcs(base, 6)
-	if !raised || procs != base+6 || runtime.GOMAXPROCS(0) != base+6 {
-		t.Fatalf("spareProcs(%d, 6) = %d, %v with GOMAXPROCS now %d; want %d, true", base, procs, raised, runtime.GOMAXPROCS(0), base+6)
+// --monitor-slack defaults to sysmon.DefaultSlack; a negative slack, or one
+// past a second, is refused.
+func TestServeMonitorSlackFlag(t *testing.T) {
+	var f serveFlags
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse(nil); err != nil || f.monitorSlack != sysmon.DefaultSlack {
+		t.Fatalf("default --monitor-slack %v, %v; want %v", f.monitorSlack, err, sysmon.DefaultSlack)
 	}
-	// A device gone: its readers' Ps are given back.
-	if procs, _ := spareProcs(base, 2); procs != base+2 || runtime.GOMAXPROCS(0) != base+2 {
-		t.Fatalf("spareProcs(%d, 2) after 6 = %d with GOMAXPROCS now %d; want %d", base, procs, runtime.GOMAXPROCS(0), base+2)
+	for _, ok := range []string{"0", "1ms", "1s"} {
+		if _, err := serveConfig(t, "--monitor-slack", ok); err != nil {
+			t.Errorf("--monitor-slack %s: %v", ok, err)
+		}
 	}
-	runtime.GOMAXPROCS(base)
-	t.Setenv("GOMAXPROCS", strconv.Itoa(base)) // the operator's choice stands
-	if _, raised := spareProcs(base, 6); raised || runtime.GOMAXPROCS(0) != base {
-		t.Fatalf("spareProcs with GOMAXPROCS set raised it to %d", runtime.GOMAXPROCS(0))
+	for _, bad := range []string{"-1ms", "2s"} {
+		if _, err := serveConfig(t, "--monitor-slack", bad); err == nil {
+			t.Errorf("--monitor-slack %s accepted", bad)
+		}
 	}
 }

@@ -1,9 +1,16 @@
-package main
+// Package sysmon tunes the Go runtime for a daemon whose threads wait in
+// read(2) holding their Ps, as the CUSE readers do (package cuse): the
+// Ps they need beside the machine's cores, and the timer slack of the
+// runtime's monitor thread (sysmon), which otherwise wakes every 20 µs
+// while they wait (docs/perf.md, "The request path" and "The runtime
+// monitor's sleeps"). ucmd serve sets both.
+package sysmon
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// defaultMonitorSlack is the timer slack ucmd gives the Go runtime's
+// DefaultSlack is the timer slack ucmd gives the Go runtime's
 // monitor thread (sysmon).
 //
 // The monitor sleeps 20 µs between looks at the Ps after any look that
@@ -33,12 +40,12 @@ import (
 // 3 µs pause before stealing a running P's next goroutine (runqgrab)
 // would last up to 1 ms too. go.dev/issue/18236 is the runtime's side: its
 // tick is fixed, and too short for slow machines.
-const defaultMonitorSlack = time.Millisecond
+const DefaultSlack = time.Millisecond
 
-// setMonitorSlack sets the timer slack of the runtime's monitor thread to
-// d (0: leaves it) and returns the thread's id. Writing another thread's
+// SetSlack sets the timer slack of the runtime's monitor thread to d (0:
+// leaves it) and returns the thread's id. Writing another thread's
 // /proc/TID/timerslack_ns takes CAP_SYS_NICE.
-func setMonitorSlack(d time.Duration) (int, error) {
+func SetSlack(d time.Duration) (int, error) {
 	if d <= 0 {
 		return 0, nil
 	}
@@ -50,6 +57,23 @@ func setMonitorSlack(d time.Duration) (int, error) {
 		return tid, fmt.Errorf("timer slack of the runtime's monitor thread %d: %w", tid, err)
 	}
 	return tid, nil
+}
+
+// SpareProcs raises GOMAXPROCS by blocked, the CUSE reader threads that
+// can wait in read(2) at once, each holding one of the runtime's Ps: with
+// no P left idle, the runtime's monitor thread retakes one from a blocked
+// reader every 20 µs and wakes a thread for it, about 1.4 extra context
+// switches per request in the test VM (docs/perf.md, "The request path").
+// The readers use no CPU while they wait, so the Ps they hold are not
+// counted against the machine's cores. An explicit GOMAXPROCS is left as
+// it is. base is the setting before serving, restored when serving ends;
+// devices added and removed while serving change blocked.
+func SpareProcs(base, blocked int) (procs int, raised bool) {
+	if os.Getenv("GOMAXPROCS") != "" || blocked <= 0 {
+		return runtime.GOMAXPROCS(0), false
+	}
+	runtime.GOMAXPROCS(base + blocked)
+	return base + blocked, true
 }
 
 // slackPath is where thread tid's timer slack is read and written, in ns.

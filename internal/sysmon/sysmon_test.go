@@ -1,4 +1,4 @@
-package main
+package sysmon
 
 import (
 	"errors"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +49,7 @@ func busy() (stop func()) {
 
 // The monitor is found (the first thread after the main one, waiting in a
 // timed sleep) and it alone gets the slack.
-func TestSetMonitorSlack(t *testing.T) {
+func TestSetSlack(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("another thread's timer slack takes CAP_SYS_NICE")
 	}
@@ -70,7 +69,7 @@ func TestSetMonitorSlack(t *testing.T) {
 	}
 	before := slacks()
 	const want = 1234567
-	tid, err := setMonitorSlack(want * time.Nanosecond)
+	tid, err := SetSlack(want * time.Nanosecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +92,9 @@ func TestSetMonitorSlack(t *testing.T) {
 	}
 }
 
-func TestSetMonitorSlackZeroLeavesIt(t *testing.T) {
-	if tid, err := setMonitorSlack(0); tid != 0 || err != nil {
-		t.Fatalf("setMonitorSlack(0) = %d, %v; want nothing done", tid, err)
+func TestSetSlackZeroLeavesIt(t *testing.T) {
+	if tid, err := SetSlack(0); tid != 0 || err != nil {
+		t.Fatalf("SetSlack(0) = %d, %v; want nothing done", tid, err)
 	}
 }
 
@@ -150,23 +149,22 @@ func TestAwaitTimedWait(t *testing.T) {
 	}
 }
 
-// --monitor-slack defaults to defaultMonitorSlack; a negative slack, or one
-// past a second, is refused.
-func TestServeMonitorSlackFlag(t *testing.T) {
-	var f serveFlags
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	f.register(fs)
-	if err := fs.Parse(nil); err != nil || f.monitorSlack != defaultMonitorSlack {
-		t.Fatalf("default --monitor-slack %v, %v; want %v", f.monitorSlack, err, defaultMonitorSlack)
+func TestSpareProcs(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	t.Setenv("GOMAXPROCS", "")
+	os.Unsetenv("GOMAXPROCS")
+	procs, raised := SpareProcs(base, 6)
+	if !raised || procs != base+6 || runtime.GOMAXPROCS(0) != base+6 {
+		t.Fatalf("SpareProcs(%d, 6) = %d, %v with GOMAXPROCS now %d; want %d, true", base, procs, raised, runtime.GOMAXPROCS(0), base+6)
 	}
-	for _, ok := range []string{"0", "1ms", "1s"} {
-		if _, err := serveConfig(t, "--monitor-slack", ok); err != nil {
-			t.Errorf("--monitor-slack %s: %v", ok, err)
-		}
+	// A device gone: its readers' Ps are given back.
+	if procs, _ := SpareProcs(base, 2); procs != base+2 || runtime.GOMAXPROCS(0) != base+2 {
+		t.Fatalf("SpareProcs(%d, 2) after 6 = %d with GOMAXPROCS now %d; want %d", base, procs, runtime.GOMAXPROCS(0), base+2)
 	}
-	for _, bad := range []string{"-1ms", "2s"} {
-		if _, err := serveConfig(t, "--monitor-slack", bad); err == nil {
-			t.Errorf("--monitor-slack %s accepted", bad)
-		}
+	runtime.GOMAXPROCS(base)
+	t.Setenv("GOMAXPROCS", strconv.Itoa(base)) // the operator's choice stands
+	if _, raised := SpareProcs(base, 6); raised || runtime.GOMAXPROCS(0) != base {
+		t.Fatalf("SpareProcs with GOMAXPROCS set raised it to %d", runtime.GOMAXPROCS(0))
 	}
 }
