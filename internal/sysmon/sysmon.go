@@ -3,7 +3,8 @@
 // Ps they need beside the machine's cores, and the timer slack of the
 // runtime's monitor thread (sysmon), which otherwise wakes every 20 µs
 // while they wait (docs/perf.md, "The request path" and "The runtime
-// monitor's sleeps"). ucmd serve sets both.
+// monitor's sleeps"). ucmd serve sets both, and so does make perf's Go
+// floor (test/perf/gofloor), to run as the daemon runs.
 package sysmon
 
 import (

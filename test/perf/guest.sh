@@ -50,14 +50,19 @@ no_kernel_cm() {
 fpid=$!
 "$B/cusefloor" infiniband/ucmfloorpvw --pvw > /tmp/floorpvw.log 2>&1 &
 ppid=$!
+# the Go floor: ucmd's CUSE server making the same copy, without ucm
+"$B/gofloor" infiniband/ucmgofloor > /tmp/gofloor.log 2>&1 &
+gpid=$!
 waitnode /dev/infiniband/ucmfloor $fpid
 waitnode /dev/infiniband/ucmfloorpvw $ppid
+waitnode /dev/infiniband/ucmgofloor $gpid
 start_ucmd
-# Each repetition is SLICES short rounds of (floor, ucmd, floor+pvw), and
+# Each repetition is SLICES short rounds of (floor, ucmd, floor+pvw,
+# Go floor), and
 # every round is a sample of its own (rep=...): on a busy host TCG slows
 # down in bursts, and the shorter the distance between the measurements a
 # ratio divides, the less a burst falls on one side of it.
-log "CUSE path: $REPS reps x $SLICES rounds x (floor, ucmd, floor+pvw) x 1 and 4 threads, $PAIRS pairs a rep"
+log "CUSE path: $REPS reps x $SLICES rounds x (floor, ucmd, floor+pvw, Go floor) x 1 and 4 threads, $PAIRS pairs a rep"
 r=1
 while [ $r -le "$REPS" ]; do
 	s=1
@@ -68,6 +73,7 @@ while [ $r -le "$REPS" ]; do
 			out "$B/cmdbench" -D /dev/infiniband/ucmfloor -m floor -n $n -t $t -p $fpid -l floor
 			out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $n -t $t -p $upid -l ucmd
 			out "$B/cmdbench" -D /dev/infiniband/ucmfloorpvw -m floorpvw -n $n -t $t -p $ppid -l floorpvw
+			out "$B/cmdbench" -D /dev/infiniband/ucmgofloor -m floorpvw -n $n -t $t -p $gpid -l gofloor
 		done
 		s=$((s + 1))
 	done
@@ -83,7 +89,7 @@ while [ $r -le "$REPS" ]; do
 	r=$((r + 1))
 	[ $r -gt "$REPS" ] || start_ucmd
 done
-stop $ppid # the plain floor serves on: the connection section measures it too
+stop $ppid $gpid # the plain floor serves on: the connection section measures it too
 
 # ---------------------------------------------------------- connection rate
 # The kernel's CM and ucmd cannot own the CM class at once: each rep loads

@@ -32,6 +32,7 @@ mkdir -p "$OUT"
 CC=${CC:-gcc}
 CFLAGS="-O2 -Wall -Wextra -Werror"
 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
+go build -trimpath -o "$OUT/gofloor" ./test/perf/gofloor
 make --no-print-directory BIN="$OUT" "$OUT/ucmclient" >/dev/null
 # shellcheck disable=SC2046,SC2086 # pkg-config prints a list of flags
 $CC $CFLAGS -o "$OUT/cusefloor" test/perf/cusefloor.c $(pkg-config --cflags --libs fuse3)

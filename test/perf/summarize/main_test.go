@@ -150,6 +150,27 @@ rep=1 cmdbench label=ucmd threads=4 us_per_pair=540
 	wantOne(t, got, want)
 }
 
+// The Go floor splits the pair against the floor with the copy: the
+// server's part (Go floor ÷ that floor) and ucm's (the pair ÷ Go floor).
+func TestGoFloorRatios(t *testing.T) {
+	in := `rep=1 cmdbench label=floorpvw threads=1 us_per_pair=250 daemon_cpu_us_per_cmd=80
+rep=1 cmdbench label=gofloor threads=1 us_per_pair=275 daemon_cpu_us_per_cmd=90
+rep=1 cmdbench label=ucmd threads=1 us_per_pair=330
+rep=1 cmdbench label=floorpvw threads=4 us_per_pair=600
+rep=1 cmdbench label=gofloor threads=4 us_per_pair=540
+rep=1 cmdbench label=ucmd threads=4 us_per_pair=648
+`
+	got := figureValues(t, in)
+	wantOne(t, got, map[string]float64{
+		"gofloor_pvw_ratio_t1":       1.1,
+		"cmd_pair_gofloor_ratio_t1":  1.2,
+		"gofloor_pvw_ratio_t4":       0.9,
+		"cmd_pair_gofloor_ratio_t4":  1.2,
+		"floorpvw_cpu_us_per_cmd_t1": 80,
+		"gofloor_cpu_us_per_cmd_t1":  90,
+	})
+}
+
 // The RSS per held connection comes from guest.sh's memconn line.
 func TestHeldConnectionRSS(t *testing.T) {
 	in := `rep=1 memconn label=mem-conn held=1000 rss_half_kib=30000 rss_kib=35000 rss_bytes_per_conn=10240
