@@ -238,6 +238,10 @@ func figures() []*figure {
 		// The Go floor is ucmd's CUSE server making that copy and
 		// nothing else: what the server costs against libfuse's loop,
 		// and what ucm's commands add to it.
+		{Name: "gofloor_ratio_t1", What: "Go floor ÷ two no-op libfuse3 writes, 1 client thread: what ucmd's CUSE server reaches with a device that does nothing but the copy",
+			value: ratio(pair("gofloor", "1"), pair("floor", "1"))},
+		{Name: "gofloor_ratio_t4", What: "same, 4 client threads",
+			value: ratio(pair("gofloor", "4"), pair("floor", "4"))},
 		{Name: "gofloor_pvw_ratio_t1", What: "Go floor (ucmd's CUSE server, a no-op device making the same copy) ÷ the libfuse3 floor with process_vm_writev, 1 thread",
 			value: ratio(pair("gofloor", "1"), pair("floorpvw", "1"))},
 		{Name: "gofloor_pvw_ratio_t4", What: "same, 4 client threads",

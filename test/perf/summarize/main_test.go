@@ -150,10 +150,13 @@ rep=1 cmdbench label=ucmd threads=4 us_per_pair=540
 	wantOne(t, got, want)
 }
 
-// The Go floor splits the pair against the floor with the copy: the
-// server's part (Go floor ÷ that floor) and ucm's (the pair ÷ Go floor).
+// The Go floor against the plain floor, and splitting the pair against
+// the floor with the copy: the server's part (Go floor ÷ that floor) and
+// ucm's (the pair ÷ Go floor).
 func TestGoFloorRatios(t *testing.T) {
-	in := `rep=1 cmdbench label=floorpvw threads=1 us_per_pair=250 daemon_cpu_us_per_cmd=80
+	in := `rep=1 cmdbench label=floor threads=1 us_per_pair=200
+rep=1 cmdbench label=floor threads=4 us_per_pair=450
+rep=1 cmdbench label=floorpvw threads=1 us_per_pair=250 daemon_cpu_us_per_cmd=80
 rep=1 cmdbench label=gofloor threads=1 us_per_pair=275 daemon_cpu_us_per_cmd=90
 rep=1 cmdbench label=ucmd threads=1 us_per_pair=330
 rep=1 cmdbench label=floorpvw threads=4 us_per_pair=600
@@ -162,6 +165,8 @@ rep=1 cmdbench label=ucmd threads=4 us_per_pair=648
 `
 	got := figureValues(t, in)
 	wantOne(t, got, map[string]float64{
+		"gofloor_ratio_t1":           1.375,
+		"gofloor_ratio_t4":           1.2,
 		"gofloor_pvw_ratio_t1":       1.1,
 		"cmd_pair_gofloor_ratio_t1":  1.2,
 		"gofloor_pvw_ratio_t4":       0.9,
