@@ -207,7 +207,7 @@ const (
 )
 
 func figures() []*figure {
-	pair := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "us_per_pair") }
+	pair := pairTime
 	rate := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "pairs_per_s") }
 	cpu := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "daemon_cpu_us_per_cmd") }
 	conns := func(l string) func(rep) (float64, bool) { return field(l, "conn_per_s") }
@@ -219,37 +219,23 @@ func figures() []*figure {
 	// the CM-only connections one at a time (ucmclient --cmd-times)
 	seqCmd := func(cmd string) func(rep) (float64, bool) { return field("u-seq-"+cmd, "p50_us") }
 	activeSends := []func(rep) (float64, bool){seqCmd("SEND_REQ"), seqCmd("SEND_RTU"), seqCmd("SEND_DREQ")}
-	return []*figure{
+	figs := []*figure{
 		{Name: "cmd_pair_ratio_t1", What: "CREATE_ID+DESTROY_ID ÷ two no-op libfuse3 CUSE writes, 1 client thread", Goal: "≤ 1.4",
 			value: ratio(pair("ucmd", "1"), pair("floor", "1"))},
 		{Name: "cmd_pair_ratio_t4", What: "same, 4 client threads on one fd", Goal: "≤ 1.25",
 			value: ratio(pair("ucmd", "4"), pair("floor", "4"))},
-		{Name: "pvw_floor_ratio_t1", What: "libfuse3 floor with one process_vm_writev ÷ without, 1 thread",
-			value: ratio(pair("floorpvw", "1"), pair("floor", "1"))},
-		// Every ucm command copies its answer into the caller at least
-		// once: against the floor that makes the same copy, what is
-		// left is ucmd's own.
-		{Name: "pvw_floor_ratio_t4", What: "same, 4 client threads",
-			value: ratio(pair("floorpvw", "4"), pair("floor", "4"))},
-		{Name: "cmd_pair_pvw_ratio_t1", What: "CREATE_ID+DESTROY_ID ÷ two libfuse3 writes with process_vm_writev, 1 client thread",
-			value: ratio(pair("ucmd", "1"), pair("floorpvw", "1"))},
-		{Name: "cmd_pair_pvw_ratio_t4", What: "same, 4 client threads",
-			value: ratio(pair("ucmd", "4"), pair("floorpvw", "4"))},
-		// The Go floor is ucmd's CUSE server making that copy and
-		// nothing else: what the server costs against libfuse's loop,
-		// and what ucm's commands add to it.
-		{Name: "gofloor_ratio_t1", What: "Go floor ÷ two no-op libfuse3 writes, 1 client thread: what ucmd's CUSE server reaches with a device that does nothing but the copy",
-			value: ratio(pair("gofloor", "1"), pair("floor", "1"))},
-		{Name: "gofloor_ratio_t4", What: "same, 4 client threads",
-			value: ratio(pair("gofloor", "4"), pair("floor", "4"))},
-		{Name: "gofloor_pvw_ratio_t1", What: "Go floor (ucmd's CUSE server, a no-op device making the same copy) ÷ the libfuse3 floor with process_vm_writev, 1 thread",
-			value: ratio(pair("gofloor", "1"), pair("floorpvw", "1"))},
-		{Name: "gofloor_pvw_ratio_t4", What: "same, 4 client threads",
-			value: ratio(pair("gofloor", "4"), pair("floorpvw", "4"))},
-		{Name: "cmd_pair_gofloor_ratio_t1", What: "CREATE_ID+DESTROY_ID ÷ two writes of the Go floor (what ucm's commands add), 1 client thread",
-			value: ratio(pair("ucmd", "1"), pair("gofloor", "1"))},
-		{Name: "cmd_pair_gofloor_ratio_t4", What: "same, 4 client threads",
-			value: ratio(pair("ucmd", "4"), pair("gofloor", "4"))},
+	}
+	// Every ucm command copies its answer into the caller at least once:
+	// against the libfuse3 floor that makes the same copy, what is left
+	// is ucmd's own. The Go floor is ucmd's CUSE server making that copy
+	// and nothing else: what the server costs against libfuse's loop,
+	// and what ucm's commands add to it.
+	figs = append(figs, pairRatios("pvw_floor_ratio", "libfuse3 floor with one process_vm_writev ÷ without", "floorpvw", "floor")...)
+	figs = append(figs, pairRatios("cmd_pair_pvw_ratio", "CREATE_ID+DESTROY_ID ÷ two libfuse3 writes with process_vm_writev", "ucmd", "floorpvw")...)
+	figs = append(figs, pairRatios("gofloor_ratio", "Go floor ÷ two no-op libfuse3 writes: what ucmd's CUSE server reaches with a device that does nothing but the copy", "gofloor", "floor")...)
+	figs = append(figs, pairRatios("gofloor_pvw_ratio", "Go floor (ucmd's CUSE server, a no-op device making the same copy) ÷ the libfuse3 floor with process_vm_writev", "gofloor", "floorpvw")...)
+	figs = append(figs, pairRatios("cmd_pair_gofloor_ratio", "CREATE_ID+DESTROY_ID ÷ two writes of the Go floor (what ucm's commands add)", "ucmd", "gofloor")...)
+	return append(figs, []*figure{
 		{Name: "ucmd_us_per_pair_t1", What: "ucmd: µs per CREATE_ID+DESTROY_ID pair, 1 thread", value: pair("ucmd", "1")},
 		{Name: "floor_us_per_pair_t1", What: "libfuse3 floor: µs per two writes, 1 thread", value: pair("floor", "1")},
 		{Name: "cpu_ratio_t1", What: "daemon CPU per command: ucmd ÷ libfuse3, 1 client thread", Goal: "≤ 2.5",
@@ -320,8 +306,21 @@ func figures() []*figure {
 			value: field(key("ids-many", "1"), "rss_bytes_per_id")},
 		{Name: "rss_bytes_per_conn", What: "ucmd RSS growth per established connection, both ends, from half to all of the held ones (fresh daemon, no THP)",
 			Once: true, value: field("mem-conn", "rss_bytes_per_conn")},
+	}...)
+}
+
+// pairRatios is two rows, at 1 and at 4 client threads: the time per
+// pair of num ÷ that of den, each in one repetition.
+func pairRatios(name, what, num, den string) []*figure {
+	return []*figure{
+		{Name: name + "_t1", What: what + ", 1 client thread", value: ratio(pairTime(num, "1"), pairTime(den, "1"))},
+		{Name: name + "_t4", What: "same, 4 client threads", value: ratio(pairTime(num, "4"), pairTime(den, "4"))},
 	}
 }
+
+// pairTime is cmdbench's µs per pair of the run labelled l with t client
+// threads.
+func pairTime(l, t string) func(rep) (float64, bool) { return field(key(l, t), "us_per_pair") }
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)
