@@ -57,11 +57,10 @@ waitnode /dev/infiniband/ucmfloor $fpid
 waitnode /dev/infiniband/ucmfloorpvw $ppid
 waitnode /dev/infiniband/ucmgofloor $gpid
 start_ucmd
-# Each repetition is SLICES short rounds of (floor, ucmd, floor+pvw,
-# Go floor), and
-# every round is a sample of its own (rep=...): on a busy host TCG slows
-# down in bursts, and the shorter the distance between the measurements a
-# ratio divides, the less a burst falls on one side of it.
+# Each repetition is SLICES short rounds of (floor, ucmd, floor+pvw, Go
+# floor), and every round is a sample of its own (rep=...): on a busy host
+# TCG slows down in bursts, and the shorter the distance between the
+# measurements a ratio divides, the less a burst falls on one side of it.
 log "CUSE path: $REPS reps x $SLICES rounds x (floor, ucmd, floor+pvw, Go floor) x 1 and 4 threads, $PAIRS pairs a rep"
 r=1
 while [ $r -le "$REPS" ]; do
