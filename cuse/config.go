@@ -3,6 +3,7 @@ package cuse
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 
 	"github.com/ucmd/ucmd/cuse/internal/wire"
@@ -33,6 +34,16 @@ type Config struct {
 	// Close opens it to wake the readers blocked in read(2): on
 	// /dev/cuse only a request wakes them.
 	Node string
+
+	// IdleReaders is how many reader threads may wait in read(2) for the
+	// next request at once; one more is started while they all serve, and
+	// those beyond it exit once they have answered. 0 means max(4,
+	// GOMAXPROCS). Each waiting reader holds one of the Go runtime's Ps,
+	// so a caller that adds Ps for them (see Server.MaxBlockedReaders)
+	// sets this from its CPUs, not from GOMAXPROCS: derived from the Ps
+	// added for them, the readers would grow with every Server started
+	// after the first and hold the new Ps too.
+	IdleReaders int
 }
 
 // node is Node or its default.
@@ -48,6 +59,10 @@ const DefaultMaxIO = 64 << 10
 
 const minMaxIO = 4096
 
+// maxIdleReaders bounds Config.IdleReaders: each is a thread and a 64 KiB
+// buffer, and the kernel wakes one reader per request anyway.
+const maxIdleReaders = 1024
+
 func (c Config) withDefaults() Config {
 	if c.MaxRead == 0 {
 		c.MaxRead = DefaultMaxIO
@@ -60,6 +75,9 @@ func (c Config) withDefaults() Config {
 	c.MaxWrite = max(c.MaxWrite, minMaxIO)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.IdleReaders == 0 {
+		c.IdleReaders = max(4, runtime.GOMAXPROCS(0))
 	}
 	return c
 }
@@ -75,6 +93,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("cuse: DevName %q must be relative to /dev, without a trailing slash", name)
 	case len(c.info()) > wire.CUSE_INIT_INFO_MAX:
 		return fmt.Errorf("cuse: DevName %q is too long", name)
+	case c.IdleReaders < 0 || c.IdleReaders > maxIdleReaders:
+		return fmt.Errorf("cuse: IdleReaders %d is not in [0, %d]", c.IdleReaders, maxIdleReaders)
 	}
 	for _, elem := range strings.Split(name, "/") {
 		if elem == "" || elem == "." || elem == ".." {

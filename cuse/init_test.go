@@ -52,6 +52,12 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("DevName %q accepted", name)
 		}
 	}
+	for _, n := range []int{-1, 1025} {
+		_, err := cuse.NewServer(context.Background(), pipeEnd(t), cuse.Config{DevName: "x", IdleReaders: n}, newTestDev())
+		if err == nil {
+			t.Errorf("IdleReaders %d accepted", n)
+		}
+	}
 }
 
 // pipeEnd returns the nonblocking read end of a pipe, for NewServer to

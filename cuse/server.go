@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,7 +116,7 @@ func NewServer(ctx context.Context, f *os.File, cfg Config, dev Device) (*Server
 		log:     cfg.Logger.With("dev", cfg.DevName),
 		cfg:     cfg,
 		bufLen:  max(wire.FUSE_MIN_READ_BUFFER, wire.SizeofMaxRequestHeader+int(cfg.MaxWrite)),
-		maxIdle: int32(max(4, runtime.GOMAXPROCS(0))),
+		maxIdle: int32(cfg.IdleReaders),
 		files:   make(map[uint64]*file),
 		done:    make(chan struct{}),
 		readErr: make(chan error, 1),
@@ -381,7 +380,7 @@ func (s *Server) putReaderState(rs *readerState) {
 // the clock read that spares it), so not after every request; and the
 // criterion is time, not a count of requests, because the readers take
 // turns: how long a reader's N requests last grows with the number of
-// readers (up to GOMAXPROCS+1) and with the request's cost (docs/perf.md).
+// readers (up to IdleReaders+1) and with the request's cost (docs/perf.md).
 const yieldAfter = 2 * time.Millisecond
 
 // readerClock is the clock of that decision, in ns: CLOCK_MONOTONIC_COARSE,

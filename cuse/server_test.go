@@ -409,6 +409,56 @@ func TestReaderStatesReused(t *testing.T) {
 	}
 }
 
+// Config.IdleReaders fixes how many readers wait in read(2), whatever
+// GOMAXPROCS is: cmd/ucmd adds Ps for the readers it is told of, and
+// readers that followed GOMAXPROCS would then grow into the added Ps.
+// Without the field, a Server takes max(4, GOMAXPROCS) when it starts.
+func TestIdleReaders(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	if got, want := start(t, newTestDev()).Server().MaxBlockedReaders(), max(4, base)+1; got != want {
+		t.Errorf("default: %d readers may block, want %d", got, want)
+	}
+	runtime.GOMAXPROCS(base + 20) // as ucmd serve raises it for the first devices
+	d := newTestDev()
+	k := cusetest.Start(t, d, &cusetest.Options{Config: cuse.Config{IdleReaders: 2}})
+	srv := k.Server()
+	if got := srv.MaxBlockedReaders(); got != 3 {
+		t.Fatalf("IdleReaders 2 with GOMAXPROCS %d: %d readers may block, want 3", runtime.GOMAXPROCS(0), got)
+	}
+	// A burst of blocked writes starts a reader for each; once it is over,
+	// no more than 2 stay waiting.
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	var ps []*cusetest.Pending
+	for range 8 {
+		p := f.WriteAsync(alice, []byte("block"))
+		d.awaitBlocked(t, p.Unique)
+		ps = append(ps, p)
+	}
+	if _, errno := f.Write(alice, []byte("unblock")); errno != 0 {
+		t.Fatalf("unblock: %v", errno)
+	}
+	for _, p := range ps {
+		if r := p.Wait(); r.Errno != 0 {
+			t.Fatalf("blocked write: %v", r.Errno)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		made, spare, dropped, idle := srv.ReaderStates()
+		if made == spare+dropped+idle { // settled: every state spare or with an idle reader
+			if made < 8 || idle > 2 {
+				t.Errorf("after a burst of 8: %d reader states made, %d readers idle; want at least 8 and at most 2", made, idle)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readers did not settle: %d states, %d spare, %d dropped, %d idle", made, spare, dropped, idle)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A reader still in its yield is not idle: the last reader that is starts
 // another, so requests keep being answered however many readers wait
 // there (behind other goroutines on their P, in the daemon).
