@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -179,6 +181,52 @@ func TestServeStatusConformanceInProcess(t *testing.T) {
 	}
 	if _, err := runIn(t, env, "status", "--runtime-dir", s.run); err == nil {
 		t.Error("ucmd status succeeds after serve stopped")
+	}
+}
+
+// serve gives every device's CUSE readers as many idle ones as the CPUs
+// allow, and adds a P for each that can wait in read(2), unless
+// GOMAXPROCS is set in the environment: then the readers still follow the
+// CPUs, not that setting. The Ps go back when serve ends.
+func TestServeSizesReaders(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	cpus := min(base, runtime.NumCPU())
+	for _, c := range []struct {
+		name    string
+		env     string // GOMAXPROCS
+		procs   int    // before serve
+		serving int    // GOMAXPROCS while serving
+	}{
+		{"default", "", base, base + 2*(max(4, cpus)+1)},
+		{"explicit", strconv.Itoa(base + 20), base + 20, base + 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", c.env)
+			if c.env == "" {
+				os.Unsetenv("GOMAXPROCS")
+			}
+			runtime.GOMAXPROCS(c.procs)
+			f, env := fakeMachine(t)
+			next := notifySocket(t)
+			s := serve(t, env, next, "--sim-devices", "2")
+			perDev := max(4, cpus) + 1
+			for _, name := range []string{"infiniband/ucm0", "infiniband/ucm1"} {
+				if got := f.Channel(name).Kernel.Server().MaxBlockedReaders(); got != perDev {
+					t.Errorf("%s: %d readers may block, want %d", name, got, perDev)
+				}
+			}
+			if got := runtime.GOMAXPROCS(0); got != c.serving {
+				t.Errorf("GOMAXPROCS %d while serving, want %d", got, c.serving)
+			}
+			s.cancel()
+			if err := s.wait(t); err != nil {
+				t.Fatal(err)
+			}
+			if got := runtime.GOMAXPROCS(0); got != c.procs {
+				t.Errorf("GOMAXPROCS %d after serve, want %d back", got, c.procs)
+			}
+		})
 	}
 }
 

@@ -208,9 +208,17 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	defer stop()
 	base := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(base)
+	// Every device's readers from the CPUs, fixed before any Ps are added
+	// for them.
+	cfg.IdleReaders = sysmon.IdleReaders(base)
 	resize := func(d *daemon.Daemon) {
-		if procs, raised := sysmon.SpareProcs(base, d.MaxBlockedReaders()); raised {
+		blocked := d.MaxBlockedReaders()
+		procs, raised := sysmon.SpareProcs(base, blocked)
+		if raised {
 			cfg.Logger.Debug("sized GOMAXPROCS for the CUSE readers", "gomaxprocs", procs)
+		} else if short := sysmon.ProcsShort(procs, blocked); short > 0 {
+			cfg.Logger.Warn("GOMAXPROCS from the environment leaves too few Ps for the CUSE readers waiting in read(2): the Go runtime will take Ps back from them, a thread wake-up per request when busy; unset it, or raise it",
+				"gomaxprocs", procs, "waiting_readers", blocked, "ps_short", short)
 		}
 	}
 	// A rescan that served or retired a device: the readers' Ps follow, and

@@ -64,6 +64,10 @@ type Config struct {
 	// Changed, if set, is called after a rescan changed the nodes served,
 	// on the rescan's goroutine (cmd/ucmd re-sizes GOMAXPROCS from it).
 	Changed func(*Daemon)
+	// IdleReaders is every device's cuse.Config.IdleReaders: the same for
+	// a device served at start and one that appears later, whatever
+	// GOMAXPROCS is by then. 0 is cuse's default.
+	IdleReaders int
 	// FixedNumbers registers ucmN as 231:224+N like the kernel did, so a
 	// static udev rule or mknod keeps working. Otherwise the kernel picks.
 	FixedNumbers bool
@@ -526,7 +530,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	}
 	name := fmt.Sprintf("infiniband/ucm%d", i)
 	// Node: where Close opens the node to wake the CUSE readers.
-	cc := cuse.Config{DevName: name, Logger: log, Node: filepath.Join(d.cfg.DevDir, name)}
+	cc := cuse.Config{DevName: name, Logger: log, Node: filepath.Join(d.cfg.DevDir, name), IdleReaders: d.cfg.IdleReaders}
 	if d.cfg.FixedNumbers {
 		cc.Major, cc.Minor = UCMMajor, uint32(UCMBaseMinor+i)
 	}

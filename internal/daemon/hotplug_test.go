@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -348,4 +349,36 @@ func TestHotplugRemovalRescansAtOnce(t *testing.T) {
 	must(t, d.SimFabric().RemoveDevice(simDevice(t, d.SimFabric(), "sim1"), syscall.EIO))
 	nextChange(t, changed, 1, "a device was removed")
 	wantNodes(t, f, d, run, "ucm0=sim0")
+}
+
+// Every device gets Config.IdleReaders waiting readers, also one that
+// appears after cmd/ucmd added Ps for the first ones: readers sized from
+// GOMAXPROCS then would take a P each of those added for others.
+func TestHotplugIdleReaders(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d, _, _ := hotplugDaemon(t, f, run, daemon.Config{SimDevices: 1, IdleReaders: 3})
+	blocked := func(devName string) int {
+		t.Helper()
+		c := f.Channel(devName)
+		if c == nil {
+			t.Fatalf("no channel %s", devName)
+		}
+		return c.Kernel.Server().MaxBlockedReaders()
+	}
+	if got := blocked("infiniband/ucm0"); got != 4 {
+		t.Fatalf("ucm0: %d readers may block, want 4", got)
+	}
+	runtime.GOMAXPROCS(base + 20) // as ucmd serve raises it for ucm0's readers
+	if _, err := d.SimFabric().AddRoCE("sim5", 1); err != nil {
+		t.Fatal(err)
+	}
+	d.Rescan()
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim5")
+	if got := blocked("infiniband/ucm1"); got != 4 {
+		t.Errorf("ucm1, served with GOMAXPROCS %d: %d readers may block, want 4", runtime.GOMAXPROCS(0), got)
+	}
 }

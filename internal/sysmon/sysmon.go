@@ -77,6 +77,26 @@ func SpareProcs(base, blocked int) (procs int, raised bool) {
 	return base + blocked, true
 }
 
+// IdleReaders is how many CUSE readers of each device may wait in read(2)
+// at once (cuse.Config.IdleReaders) in a process whose GOMAXPROCS before
+// SpareProcs is base: max(4, the CPUs among base). It counts CPUs, not
+// Ps. cuse's own default, max(4, GOMAXPROCS), read after SpareProcs has
+// added Ps for the first devices' readers, gave a device served later (a
+// rescan) a reader for every P added; and under an explicit GOMAXPROCS,
+// which SpareProcs leaves alone, it gave every device as many readers as
+// there are Ps, enough to hold all of them while they wait: in the test
+// VM, GOMAXPROCS=12 in the environment made a pair of commands from four
+// client threads take 1.3-1.5 times as long as with the same 12 Ps set
+// by SpareProcs (docs/perf.md, "The request path").
+func IdleReaders(base int) int { return max(4, min(base, runtime.NumCPU())) }
+
+// ProcsShort is how many Ps an explicit GOMAXPROCS of procs lacks for
+// blocked waiting readers beside the CPUs' work (0 when none): the Ps
+// SpareProcs would have added. ucmd serve warns when it is positive.
+func ProcsShort(procs, blocked int) int {
+	return max(0, min(procs, runtime.NumCPU())+blocked-procs)
+}
+
 // slackPath is where thread tid's timer slack is read and written, in ns.
 func slackPath(tid int) string { return fmt.Sprintf("/proc/%d/timerslack_ns", tid) }
 

@@ -168,3 +168,34 @@ func TestSpareProcs(t *testing.T) {
 		t.Fatalf("SpareProcs with GOMAXPROCS set raised it to %d", runtime.GOMAXPROCS(0))
 	}
 }
+
+func TestIdleReaders(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, c := range []struct{ base, want int }{
+		{1, 4},
+		{min(2, cpus), 4},
+		// Ps beyond the CPUs (an explicit GOMAXPROCS, or one SpareProcs
+		// raised) add no reader.
+		{cpus + 10, max(4, cpus)},
+		{cpus, max(4, cpus)},
+	} {
+		if got := IdleReaders(c.base); got != c.want {
+			t.Errorf("IdleReaders(%d) with %d CPUs = %d, want %d", c.base, cpus, got, c.want)
+		}
+	}
+}
+
+func TestProcsShort(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, c := range []struct{ procs, blocked, want int }{
+		{cpus + 10, 10, 0}, // what SpareProcs sets for 10 readers
+		{cpus + 10, 11, 1},
+		{cpus, 10, 10},
+		{1, 5, 5}, // one P: all of it is the CPU's
+		{cpus + 3, 0, 0},
+	} {
+		if got := ProcsShort(c.procs, c.blocked); got != c.want {
+			t.Errorf("ProcsShort(%d, %d) with %d CPUs = %d, want %d", c.procs, c.blocked, cpus, got, c.want)
+		}
+	}
+}

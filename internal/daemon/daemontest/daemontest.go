@@ -139,6 +139,10 @@ type Channel struct {
 	err    error
 }
 
+// MaxBlockedReaders is the served cuse.Server's, as on a real channel
+// (daemon.Daemon.MaxBlockedReaders sums them for cmd/ucmd's Ps).
+func (c *Channel) MaxBlockedReaders() int { return c.Kernel.Server().MaxBlockedReaders() }
+
 // Serve implements daemon.Channel: the fake kernel serves the device
 // already; Serve returns when the channel is closed or fails.
 func (c *Channel) Serve() error {

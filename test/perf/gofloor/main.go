@@ -78,11 +78,12 @@ func serve(name string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 	defer stop()
-	srv, err := cuse.Open(ctx, cuse.Config{DevName: name}, floor{mem: callermem.ProcessVM{}})
+	base := runtime.GOMAXPROCS(0)
+	srv, err := cuse.Open(ctx, cuse.Config{DevName: name, IdleReaders: sysmon.IdleReaders(base)}, floor{mem: callermem.ProcessVM{}})
 	if err != nil {
 		return err
 	}
-	sysmon.SpareProcs(runtime.GOMAXPROCS(0), srv.MaxBlockedReaders())
+	sysmon.SpareProcs(base, srv.MaxBlockedReaders())
 	go func() {
 		<-ctx.Done()
 		srv.Close()
