@@ -212,7 +212,7 @@ func TestServeSizesReaders(t *testing.T) {
 			s := serve(t, env, next, "--sim-devices", "2")
 			perDev := max(4, cpus) + 1
 			for _, name := range []string{"infiniband/ucm0", "infiniband/ucm1"} {
-				if got := f.Channel(name).Kernel.Server().MaxBlockedReaders(); got != perDev {
+				if got := f.Channel(name).MaxBlockedReaders(); got != perDev {
 					t.Errorf("%s: %d readers may block, want %d", name, got, perDev)
 				}
 			}

@@ -218,7 +218,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 			cfg.Logger.Debug("sized GOMAXPROCS for the CUSE readers", "gomaxprocs", procs)
 		} else if short := sysmon.ProcsShort(procs, blocked); short > 0 {
 			cfg.Logger.Warn("GOMAXPROCS from the environment leaves too few Ps for the CUSE readers waiting in read(2): the Go runtime will take Ps back from them, a thread wake-up per request when busy; unset it, or raise it",
-				"gomaxprocs", procs, "waiting_readers", blocked, "ps_short", short)
+				"gomaxprocs", procs, "waiting_readers", blocked, "gomaxprocs_needed", procs+short)
 		}
 	}
 	// A rescan that served or retired a device: the readers' Ps follow, and

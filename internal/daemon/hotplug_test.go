@@ -366,7 +366,7 @@ func TestHotplugIdleReaders(t *testing.T) {
 		if c == nil {
 			t.Fatalf("no channel %s", devName)
 		}
-		return c.Kernel.Server().MaxBlockedReaders()
+		return c.MaxBlockedReaders()
 	}
 	if got := blocked("infiniband/ucm0"); got != 4 {
 		t.Fatalf("ucm0: %d readers may block, want 4", got)

@@ -90,9 +90,10 @@ func SpareProcs(base, blocked int) (procs int, raised bool) {
 // by SpareProcs (docs/perf.md, "The request path").
 func IdleReaders(base int) int { return max(4, min(base, runtime.NumCPU())) }
 
-// ProcsShort is how many Ps an explicit GOMAXPROCS of procs lacks for
-// blocked waiting readers beside the CPUs' work (0 when none): the Ps
-// SpareProcs would have added. ucmd serve warns when it is positive.
+// ProcsShort is how many Ps procs lacks to keep one per CPU free for
+// work while blocked readers wait in read(2), each holding one (0 when
+// none lacks): the Ps SpareProcs adds unless GOMAXPROCS is set. ucmd serve
+// warns when an explicit GOMAXPROCS is short.
 func ProcsShort(procs, blocked int) int {
 	return max(0, min(procs, runtime.NumCPU())+blocked-procs)
 }
