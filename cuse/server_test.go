@@ -362,50 +362,55 @@ func TestReaderStatesReused(t *testing.T) {
 	k := start(t, d)
 	f := mustOpen(t, k, alice, unix.O_RDWR)
 	srv := k.Server()
-	settle := func() int {
-		t.Helper()
-		// Once the burst is over, every state is spare, dropped or
-		// held by an idle reader.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			made, spare, dropped, idle := srv.ReaderStates()
-			if made == spare+dropped+idle {
-				return made
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("readers did not settle: %d states, %d spare, %d dropped, %d idle readers", made, spare, dropped, idle)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	burst := func(n int) {
-		t.Helper()
-		var ps []*cusetest.Pending
-		for range n {
-			p := f.WriteAsync(alice, []byte("block"))
-			d.awaitBlocked(t, p.Unique)
-			ps = append(ps, p)
-		}
-		if _, errno := f.Write(alice, []byte("unblock")); errno != 0 {
-			t.Fatalf("unblock: %v", errno)
-		}
-		for _, p := range ps {
-			if r := p.Wait(); r.Errno != 0 {
-				t.Fatalf("blocked write: %v", r.Errno)
-			}
-		}
-	}
-	burst(srv.MaxBlockedReaders() + 1)
-	first := settle()
+	readerBurst(t, d, f, srv.MaxBlockedReaders()+1)
+	first, _ := settledReaders(t, srv)
 	if first <= srv.MaxBlockedReaders() {
 		t.Fatalf("the burst made only %d reader states: it tests nothing", first)
 	}
-	burst(srv.MaxBlockedReaders() - 2)
-	if again := settle(); again != first {
+	readerBurst(t, d, f, srv.MaxBlockedReaders()-2)
+	if again, _ := settledReaders(t, srv); again != first {
 		t.Errorf("the second burst made %d reader states more", again-first)
 	}
 	if err := k.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
 		t.Fatal(err)
+	}
+}
+
+// readerBurst makes n writes that block in d at once, each holding a
+// reader, then releases them all.
+func readerBurst(t *testing.T, d *testDev, f *cusetest.File, n int) {
+	t.Helper()
+	var ps []*cusetest.Pending
+	for range n {
+		p := f.WriteAsync(alice, []byte("block"))
+		d.awaitBlocked(t, p.Unique)
+		ps = append(ps, p)
+	}
+	if _, errno := f.Write(alice, []byte("unblock")); errno != 0 {
+		t.Fatalf("unblock: %v", errno)
+	}
+	for _, p := range ps {
+		if r := p.Wait(); r.Errno != 0 {
+			t.Fatalf("blocked write: %v", r.Errno)
+		}
+	}
+}
+
+// settledReaders waits until a burst is over, every reader state spare,
+// dropped or held by an idle reader, and returns the states made and the
+// idle readers.
+func settledReaders(t *testing.T, srv *cuse.Server) (made, idle int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		made, spare, dropped, idle := srv.ReaderStates()
+		if made == spare+dropped+idle {
+			return made, idle
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readers did not settle: %d states, %d spare, %d dropped, %d idle readers", made, spare, dropped, idle)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -426,36 +431,11 @@ func TestIdleReaders(t *testing.T) {
 	if got := srv.MaxBlockedReaders(); got != 3 {
 		t.Fatalf("IdleReaders 2 with GOMAXPROCS %d: %d readers may block, want 3", runtime.GOMAXPROCS(0), got)
 	}
-	// A burst of blocked writes starts a reader for each; once it is over,
-	// no more than 2 stay waiting.
-	f := mustOpen(t, k, alice, unix.O_RDWR)
-	var ps []*cusetest.Pending
-	for range 8 {
-		p := f.WriteAsync(alice, []byte("block"))
-		d.awaitBlocked(t, p.Unique)
-		ps = append(ps, p)
-	}
-	if _, errno := f.Write(alice, []byte("unblock")); errno != 0 {
-		t.Fatalf("unblock: %v", errno)
-	}
-	for _, p := range ps {
-		if r := p.Wait(); r.Errno != 0 {
-			t.Fatalf("blocked write: %v", r.Errno)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		made, spare, dropped, idle := srv.ReaderStates()
-		if made == spare+dropped+idle { // settled: every state spare or with an idle reader
-			if made < 8 || idle > 2 {
-				t.Errorf("after a burst of 8: %d reader states made, %d readers idle; want at least 8 and at most 2", made, idle)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readers did not settle: %d states, %d spare, %d dropped, %d idle", made, spare, dropped, idle)
-		}
-		time.Sleep(time.Millisecond)
+	// A reader for each of 8 blocked writes; once they are answered, no
+	// more than 2 stay waiting.
+	readerBurst(t, d, mustOpen(t, k, alice, unix.O_RDWR), 8)
+	if made, idle := settledReaders(t, srv); made < 8 || idle > 2 {
+		t.Errorf("after a burst of 8: %d reader states made, %d readers idle; want at least 8 and at most 2", made, idle)
 	}
 }
 
