@@ -38,7 +38,8 @@ type Config struct {
 	// IdleReaders is how many reader threads may wait in read(2) for the
 	// next request at once; one more is started while they all serve, and
 	// those beyond it exit once they have answered. 0 means max(4,
-	// GOMAXPROCS). Each waiting reader holds one of the Go runtime's Ps,
+	// GOMAXPROCS); more than 1,024 count as 1,024. Each waiting reader
+	// holds one of the Go runtime's Ps,
 	// so a caller that adds Ps for them (see Server.MaxBlockedReaders)
 	// sets this from its CPUs, not from GOMAXPROCS: derived from the Ps
 	// added for them, the readers would grow with every Server started
@@ -59,7 +60,7 @@ const DefaultMaxIO = 64 << 10
 
 const minMaxIO = 4096
 
-// maxIdleReaders bounds Config.IdleReaders: each is a thread and a 64 KiB
+// maxIdleReaders caps Config.IdleReaders: each is a thread and a 64 KiB
 // buffer, and the kernel wakes one reader per request anyway.
 const maxIdleReaders = 1024
 
@@ -79,6 +80,7 @@ func (c Config) withDefaults() Config {
 	if c.IdleReaders == 0 {
 		c.IdleReaders = max(4, runtime.GOMAXPROCS(0))
 	}
+	c.IdleReaders = min(c.IdleReaders, maxIdleReaders)
 	return c
 }
 
@@ -93,8 +95,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("cuse: DevName %q must be relative to /dev, without a trailing slash", name)
 	case len(c.info()) > wire.CUSE_INIT_INFO_MAX:
 		return fmt.Errorf("cuse: DevName %q is too long", name)
-	case c.IdleReaders < 0 || c.IdleReaders > maxIdleReaders:
-		return fmt.Errorf("cuse: IdleReaders %d is not in [0, %d]", c.IdleReaders, maxIdleReaders)
+	case c.IdleReaders < 0:
+		return fmt.Errorf("cuse: IdleReaders %d is negative", c.IdleReaders)
 	}
 	for _, elem := range strings.Split(name, "/") {
 		if elem == "" || elem == "." || elem == ".." {

@@ -52,11 +52,8 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("DevName %q accepted", name)
 		}
 	}
-	for _, n := range []int{-1, 1025} {
-		_, err := cuse.NewServer(context.Background(), pipeEnd(t), cuse.Config{DevName: "x", IdleReaders: n}, newTestDev())
-		if err == nil {
-			t.Errorf("IdleReaders %d accepted", n)
-		}
+	if _, err := cuse.NewServer(context.Background(), pipeEnd(t), cuse.Config{DevName: "x", IdleReaders: -1}, newTestDev()); err == nil {
+		t.Error("IdleReaders -1 accepted")
 	}
 }
 

@@ -431,6 +431,10 @@ func TestIdleReaders(t *testing.T) {
 	if got := srv.MaxBlockedReaders(); got != 3 {
 		t.Fatalf("IdleReaders 2 with GOMAXPROCS %d: %d readers may block, want 3", runtime.GOMAXPROCS(0), got)
 	}
+	// A host with more CPUs than readers are worth: capped, not refused.
+	if got := cusetest.Start(t, newTestDev(), &cusetest.Options{Config: cuse.Config{IdleReaders: 5000}}).Server().MaxBlockedReaders(); got != 1025 {
+		t.Errorf("IdleReaders 5000: %d readers may block, want 1,024 and one more", got)
+	}
 	// A reader for each of 8 blocked writes; once they are answered, no
 	// more than 2 stay waiting.
 	readerBurst(t, d, mustOpen(t, k, alice, unix.O_RDWR), 8)
