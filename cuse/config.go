@@ -39,11 +39,11 @@ type Config struct {
 	// next request at once; one more is started while they all serve, and
 	// those beyond it exit once they have answered. 0 means max(4,
 	// GOMAXPROCS); more than 1,024 count as 1,024. Each waiting reader
-	// holds one of the Go runtime's Ps,
-	// so a caller that adds Ps for them (see Server.MaxBlockedReaders)
-	// sets this from its CPUs, not from GOMAXPROCS: derived from the Ps
-	// added for them, the readers would grow with every Server started
-	// after the first and hold the new Ps too.
+	// holds one of the Go runtime's Ps, so a caller that adds Ps for them
+	// (see Server.MaxBlockedReaders) sets this from its CPUs, not from
+	// GOMAXPROCS: derived from the Ps added for them, the readers would
+	// grow with every Server started after the first and hold the new Ps
+	// too.
 	IdleReaders int
 }
 

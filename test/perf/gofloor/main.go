@@ -17,6 +17,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -88,7 +89,7 @@ func serve(name string) error {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	if err := srv.Serve(); err != cuse.ErrServerClosed {
+	if err := srv.Serve(); !errors.Is(err, cuse.ErrServerClosed) {
 		return err
 	}
 	return nil
