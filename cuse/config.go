@@ -43,7 +43,9 @@ type Config struct {
 	// (see Server.MaxBlockedReaders) sets this from its CPUs, not from
 	// GOMAXPROCS: derived from the Ps added for them, the readers would
 	// grow with every Server started after the first and hold the new Ps
-	// too.
+	// too. 1 makes every request start a reader and another exit (the
+	// waiting reader takes it and starts the next; once answered it is
+	// one too many): 2 or more reuse the readers.
 	IdleReaders int
 }
 
