@@ -23,6 +23,7 @@ import (
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
 	"github.com/ucmd/ucmd/internal/status"
+	"github.com/ucmd/ucmd/internal/sysmon"
 )
 
 // The tests here run the commands in-process on the fake machine of
@@ -88,18 +89,25 @@ func notifySocket(t *testing.T) func() string {
 type served struct {
 	cancel context.CancelFunc
 	done   chan error
-	run    string // runtime dir
+	run    string      // runtime dir
+	log    *syncBuffer // its stderr: the log
 }
 
 // serve starts `ucmd serve --fabric sim` with args on env and returns
 // once it has told systemd it is ready.
 func serve(t *testing.T, env environment, next func() string, args ...string) *served {
 	t.Helper()
-	s := &served{done: make(chan error, 1), run: t.TempDir()}
+	s := &served{done: make(chan error, 1), run: t.TempDir(), log: new(syncBuffer)}
 	ctx, cancel := context.WithCancel(t.Context())
 	s.cancel = cancel
 	root := newRootCmdIn(env)
 	root.SetOut(new(bytes.Buffer))
+	root.SetErr(s.log)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", s.log)
+		}
+	})
 	root.SetArgs(append([]string{"serve", "--fabric", "sim", "--runtime-dir", s.run, "--log-level", "error"}, args...))
 	go func() { s.done <- root.ExecuteContext(ctx) }()
 	t.Cleanup(func() {
@@ -192,14 +200,20 @@ func TestServeSizesReaders(t *testing.T) {
 	base := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(base)
 	cpus := min(base, runtime.NumCPU())
+	perDev := max(4, cpus) + 1
 	for _, c := range []struct {
 		name    string
 		env     string // GOMAXPROCS
 		procs   int    // before serve
 		serving int    // GOMAXPROCS while serving
+		perDev  int    // readers that may block, per device
+		warn    string // in the log, "" for no warning
 	}{
-		{"default", "", base, base + 2*(max(4, cpus)+1)},
-		{"explicit", strconv.Itoa(base + 20), base + 20, base + 20},
+		{"default", "", base, base + 2*perDev, perDev, ""},
+		{"explicit", strconv.Itoa(base + 20), base + 20, base + 20, perDev, ""},
+		// One P for ten waiting readers (two devices of 4 idle and 1
+		// more each): the runtime would retake Ps from them.
+		{"short", "1", 1, 1, 5, "level=WARN msg=\"GOMAXPROCS from the environment leaves too few Ps for the CUSE readers waiting in read(2)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("GOMAXPROCS", c.env)
@@ -209,8 +223,8 @@ func TestServeSizesReaders(t *testing.T) {
 			runtime.GOMAXPROCS(c.procs)
 			f, env := fakeMachine(t)
 			next := notifySocket(t)
-			s := serve(t, env, next, "--sim-devices", "2")
-			perDev := max(4, cpus) + 1
+			s := serve(t, env, next, "--sim-devices", "2", "--log-level", "warn")
+			perDev := c.perDev
 			for _, name := range []string{"infiniband/ucm0", "infiniband/ucm1"} {
 				if got := f.Channel(name).MaxBlockedReaders(); got != perDev {
 					t.Errorf("%s: %d readers may block, want %d", name, got, perDev)
@@ -225,6 +239,18 @@ func TestServeSizesReaders(t *testing.T) {
 			}
 			if got := runtime.GOMAXPROCS(0); got != c.procs {
 				t.Errorf("GOMAXPROCS %d after serve, want %d back", got, c.procs)
+			}
+			// An explicit GOMAXPROCS of base+20 is short where the CPUs
+			// are many: the warning is then right, and not checked.
+			short := sysmon.ProcsShort(c.serving, 2*perDev) > 0
+			log := s.log.String()
+			switch {
+			case c.warn != "" && !strings.Contains(log, c.warn):
+				t.Errorf("serve's log lacks %q:\n%s", c.warn, log)
+			case c.warn != "" && !strings.Contains(log, " waiting_readers=10 gomaxprocs_needed=11"):
+				t.Errorf("serve's warning names the wrong figures:\n%s", log)
+			case c.warn == "" && !short && strings.Contains(log, "level=WARN"):
+				t.Errorf("serve warned:\n%s", log)
 			}
 		})
 	}

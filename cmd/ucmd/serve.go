@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -77,16 +78,17 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, fmt.Sprintf("bytes all users' files, ids and events may cost the daemon together, past which commands fail with ENOMEM (0: default %d, 512 MiB)", ucm.DefaultMemoryBudget))
 }
 
-func (f *serveFlags) logger() (*slog.Logger, error) {
+// logger writes to w, the command's stderr.
+func (f *serveFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if f.logJSON {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
 // validate checks the flags by themselves, before anything looks at the
@@ -131,11 +133,11 @@ func (f *serveFlags) validate() error {
 	return nil
 }
 
-func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
+func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, error) {
 	if err := f.validate(); err != nil {
 		return daemon.Config{}, err
 	}
-	log, err := f.logger()
+	log, err := f.logger(logTo)
 	if err != nil {
 		return daemon.Config{}, err
 	}
@@ -173,7 +175,7 @@ func (f *serveFlags) config(g *globalFlags) (daemon.Config, error) {
 }
 
 func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
-	cfg, err := f.config(g)
+	cfg, err := f.config(g, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

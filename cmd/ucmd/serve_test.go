@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func serveConfig(t *testing.T, args ...string) (daemon.Config, error) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return f.config(&globalFlags{})
+	return f.config(&globalFlags{}, io.Discard)
 }
 
 // The limit flags reach the daemon's ucm.Limits; negative ones are refused.
