@@ -35,10 +35,13 @@ func (s *Server) ReaderStates() (made, spare, dropped, idle int) {
 
 // BlockYields makes every yield of a reader wait for release, as a reader
 // waits behind the goroutines its P runs first, with the clock of
-// FakeYields. Restore after the Server is closed.
-func BlockYields(release <-chan struct{}) (advance func(time.Duration), restore func()) {
-	var n atomic.Int64
-	advance, restore = FakeYields(&n)
-	yield = func() { <-release }
+// FakeYields; entered counts the yields begun. Restore after the Server is
+// closed.
+func BlockYields(release <-chan struct{}, entered *atomic.Int64) (advance func(time.Duration), restore func()) {
+	advance, restore = FakeYields(entered)
+	yield = func() {
+		entered.Add(1)
+		<-release
+	}
 	return advance, restore
 }

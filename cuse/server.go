@@ -324,7 +324,25 @@ func (s *Server) reader() {
 			last = now
 			yield()
 		}
-		s.idle.Add(1)
+		if !s.rejoin() {
+			return
+		}
+	}
+}
+
+// rejoin counts a reader that has answered among the idle ones, unless
+// maxIdle already are: readers that answer at once (a burst released
+// together) must not all pass the look above and all come back, or more
+// would wait in read(2), each holding a P, than MaxBlockedReaders says.
+func (s *Server) rejoin() bool {
+	for {
+		n := s.idle.Load()
+		if n >= s.maxIdle {
+			return false
+		}
+		if s.idle.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 

@@ -443,12 +443,65 @@ func TestIdleReaders(t *testing.T) {
 	}
 }
 
+// Readers that answer together come back one at a time: however many
+// finish at once, no more than IdleReaders wait in read(2), each holding
+// a P that a caller budgets by MaxBlockedReaders. Here the readers of a
+// burst answer together, pass the first look at the idle count (two are
+// idle, of four allowed), and wait in their yields until all are there.
+func TestIdleReadersAfterABurstTogether(t *testing.T) {
+	const burst = 12
+	release := make(chan struct{})
+	var yields atomic.Int64
+	advance, restore := cuse.BlockYields(release, &yields)
+	defer restore()
+	d := newTestDev()
+	k := cusetest.Start(t, d, &cusetest.Options{Config: cuse.Config{IdleReaders: 4}})
+	released := false
+	defer func() { // also after a failure: the readers must get out of their yield
+		if !released {
+			close(release)
+		}
+		if err := k.Close(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
+			t.Error(err)
+		}
+	}()
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	var ps []*cusetest.Pending
+	for range burst {
+		p := f.WriteAsync(alice, []byte("block"))
+		d.awaitBlocked(t, p.Unique)
+		ps = append(ps, p)
+	}
+	advance(cuse.YieldAfter) // each of them yields once it has answered
+	if _, errno := f.Write(alice, []byte("unblock")); errno != 0 {
+		t.Fatalf("unblock: %v", errno)
+	}
+	for _, p := range ps {
+		if r := p.Wait(); r.Errno != 0 {
+			t.Fatalf("blocked write: %v", r.Errno)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); yields.Load() < burst; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the burst's %d readers reached their yield", yields.Load(), burst)
+		}
+	}
+	close(release)
+	released = true
+	if _, idle := settledReaders(t, k.Server()); idle > 4 {
+		t.Errorf("%d readers idle after a burst of %d answered together, want at most 4", idle, burst)
+	}
+	if _, errno := f.Write(alice, []byte("x")); errno != 0 {
+		t.Errorf("a write after the burst: %v", errno)
+	}
+}
+
 // A reader still in its yield is not idle: the last reader that is starts
 // another, so requests keep being answered however many readers wait
 // there (behind other goroutines on their P, in the daemon).
 func TestYieldingReadersAreNotIdle(t *testing.T) {
 	release := make(chan struct{})
-	advance, restore := cuse.BlockYields(release)
+	advance, restore := cuse.BlockYields(release, new(atomic.Int64))
 	defer restore()
 	k := start(t, newTestDev())
 	defer func() { // also after a failure: the readers must get out of their yield
