@@ -87,6 +87,8 @@ run "bad service id" 2 "bad service id" "$bin" -l 12zz
 run "bad mtu" 2 "bad mtu" "$bin" -c -g fe80::1 --mtu 9
 run "stray argument" 2 "unexpected argument" "$bin" -l 0x1000 extra
 run "unknown option" 2 "usage:" "$bin" --frobnicate
+run "--burst on the server" 2 "--burst is for the client" "$bin" -l 0x1000 --burst
+run "--burst with --hold" 2 "--burst is for the client" "$bin" -c -g fe80::1 -G fe80::2 --no-verbs --burst --hold 10
 run "--rdma-cm: SID outside the TCP port space" 2 "not in rdma_cm's TCP port space" "$bin" -c -g fe80::1 --rdma-cm
 run "--rdma-cm: REQ user data too long" 2 "at most 56 fit" "$bin" -c -g fe80::1 --rdma-cm -s 0x1061234 \
 	--pdata 123456789012345678901234567890123456789012345678901234567
@@ -165,6 +167,8 @@ mock "3 rounds x 4 in parallel" 0 "client: 12 of 12 connections ok" -- -l 0x1000
 mock "O_NONBLOCK fd" 0 "client: 4 of 4 connections ok" -- -l 0x1000 --no-verbs -n 2 -P 2 --nonblock -- $C -n 2 -P 2 --nonblock
 mock "IB path (LIDs)" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -- $C -L 2 --slid 1
 mock "--hold before DREQ" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -t 2000 -- $C --hold 300
+mock "--burst: each round held until all are up" 0 "burst: 3 connections up in " -- -l 0x1000 --no-verbs -n 2 -P 3 -- $C -n 2 -P 3 --burst -v
+mock "--burst as libibcm" 0 "client: 6 of 6 connections ok" -- -l 0x1000 --no-verbs -n 2 -P 3 -- $C -n 2 -P 3 --burst --libibcm
 mock "no TIMEWAIT_EXIT" 0 "timewait no" -e UCM_MOCK_NO_TIMEWAIT=1 -- -l 0x1000 --no-verbs -w 100 -- $C -w 100
 mock "RTU lost (DREQ establishes)" 0 "established_by DREQ(no RTU seen)" -e UCM_MOCK_DROP_RTU=1 -- -l 0x1000 --no-verbs -- $C
 mock "events_reported mismatch detected" 1 "DESTROY_ID: events_reported 4, but GET_EVENT delivered 3" -e UCM_MOCK_BAD_REPORTED=1 -- -l 0x1000 --no-verbs -- $C

@@ -121,6 +121,7 @@ static struct {
 	int wait_ms;   /* -t */
 	int deadline_s; /* -T */
 	int hold_ms;    /* --hold: client pauses after the data, before DREQ */
+	int burst;      /* --burst: -P started at once, held until all are up */
 	int timewait_ms; /* -w */
 	int no_verbs;
 	int data_before_rtu;
@@ -876,7 +877,7 @@ enum cstate {
 	/* client */
 	C_REQ_SENT,   /* waiting REP (MRA tolerated) */
 	C_DATA,	      /* RTU sent (or data-before-rtu), data moving */
-	C_HOLD,	      /* --hold: connected and done, waiting before DREQ */
+	C_HOLD,	      /* --hold, --burst: connected and done, waiting before DREQ */
 	C_DREQ_SENT,  /* waiting DREP */
 	/* server */
 	S_REP_SENT,   /* waiting RTU / data (-> NOTIFY) */
@@ -1552,6 +1553,13 @@ static void client_maybe_dreq(struct conn *c)
 			return;
 		}
 		c->est_by = "RTU(after data)";
+	}
+	if (opt.burst) {
+		/* run_loop sends every DREQ once the round's last is here */
+		c->st = C_HOLD;
+		c->waiting = "the burst";
+		c->deadline = 0;
+		return;
 	}
 	if (opt.hold_ms > 0) {
 		c->st = C_HOLD;
@@ -2312,8 +2320,34 @@ static void *watchdog(void *arg)
 	return NULL;
 }
 
+/* --burst: each round's time from its first start until its last
+ * connection was up (the kernel anchor's -H, test/perf/rdmaconn.c) */
+static double burst_s;
+
+/* burst_release ends a round once every connection left in it is held:
+ * the time until then counts, and all send their DREQs together. */
+static void burst_release(double round_t0)
+{
+	long live = 0, held = 0;
+	for (struct conn *c = conns; c; c = c->next) {
+		if (c->role == ROLE_LISTENER)
+			continue;
+		live++;
+		held += c->st == C_HOLD;
+	}
+	if (held == 0 || held != live)
+		return;
+	double ms = now_msf() - round_t0;
+	burst_s += ms / 1000;
+	logv(1, "burst: %ld connections up in %.1f ms; DREQ to all", held, ms);
+	for (struct conn *c = conns; c; c = c->next)
+		if (c->st == C_HOLD)
+			client_send_dreq(c);
+}
+
 static int run_loop(long total)
 {
+	double round_t0 = 0;
 	for (;;) {
 		/* reap finished connections */
 		for (struct conn *c = conns, *n; c; c = n) {
@@ -2325,7 +2359,11 @@ static int run_loop(long total)
 			long live = 0;
 			for (struct conn *c = conns; c; c = c->next)
 				live++;
-			while (started < total && live < opt.parallel && !stop_requested) {
+			/* --burst: the next round once the last has finished */
+			if (opt.burst && live == 0 && started < total && !stop_requested)
+				round_t0 = now_msf();
+			while (started < total && live < opt.parallel && !stop_requested &&
+			       (!opt.burst || started % opt.parallel || live == 0)) {
 				client_start((int)started);
 				live++;
 			}
@@ -2337,6 +2375,8 @@ static int run_loop(long total)
 				need_reap |= c->failed || c->st == X_DONE;
 			if (need_reap)
 				continue;
+			if (opt.burst)
+				burst_release(round_t0);
 		} else {
 			long done = finished;
 			if ((total > 0 && done >= total && conns == listener && listener->next == NULL) ||
@@ -2609,6 +2649,8 @@ static void usage(FILE *f)
 		"      --no-verbs         no QP, no data; fake QPN (simulated fabric)\n"
 		"      --data-before-rtu  client sends data before RTU (server must NOTIFY COMM_EST)\n"
 		"      --hold MS          client: stay connected MS after the data, then DREQ\n"
+		"      --burst            client: rounds of -P started at once, each held until all\n"
+		"                         are established, then all DREQ (burst_conn_per_s)\n"
 		"rdma_cm peer (librdmacm, TCP port space):\n"
 		"      --rdma-cm          SID 0x1060000|port; client REQ data = cma_hdr + --pdata,\n"
 		"                         any REP data; server takes a REQ with a cma_hdr, REP data\n"
@@ -2664,7 +2706,7 @@ static void parse_gid(const char *s, uint8_t *gid, const char *what)
 enum {
 	O_NOVERBS = 256, O_DBR, O_NONBLOCK_OPT, O_LAX, O_DUMP, O_MTU, O_HOP, O_RATE, O_PLT,
 	O_RETRY, O_RNR, O_CMTMO, O_CMRETRY, O_SLID, O_HOLD, O_RDMACM, O_PDATA, O_SRCIP, O_DSTIP,
-	O_SPORT, O_CRED, O_CREDEXEC, O_LIBIBCM, O_CMDTIMES,
+	O_SPORT, O_CRED, O_CREDEXEC, O_LIBIBCM, O_CMDTIMES, O_BURST,
 };
 
 /* an IPv4 or IPv6 address, kept IPv4-mapped for IPv4 */
@@ -2713,6 +2755,7 @@ static void parse_args(int argc, char **argv)
 		{ "cred-check-exec", required_argument, 0, O_CREDEXEC },
 		{ "libibcm", no_argument, 0, O_LIBIBCM },
 		{ "cmd-times", no_argument, 0, O_CMDTIMES },
+		{ "burst", no_argument, 0, O_BURST },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
@@ -2787,6 +2830,7 @@ static void parse_args(int argc, char **argv)
 		case O_CREDEXEC: opt.cred_exec = optarg; break;
 		case O_LIBIBCM: opt.libibcm = 1; break;
 		case O_CMDTIMES: opt.cmd_times = 1; break;
+		case O_BURST: opt.burst = 1; break;
 		default: usage(stderr); exit(2);
 		}
 	}
@@ -2824,6 +2868,10 @@ static void parse_args(int argc, char **argv)
 	}
 	if (opt.client && opt.count == 0) {
 		errmsg("client needs -n >= 1");
+		exit(2);
+	}
+	if (opt.burst && (!opt.client || opt.hold_ms > 0)) {
+		errmsg("--burst is for the client, without --hold");
 		exit(2);
 	}
 	if (opt.libibcm && ((opt.client && !opt.no_verbs && opt.msgs > 0) || opt.hold_ms > 0 || opt.nonblock)) {
@@ -2963,11 +3011,15 @@ int main(int argc, char **argv)
 	printf("%s: %ld of %ld connections ok\n", opt.server ? "server" : "client", ok_count,
 	       opt.server ? finished - (listener ? 1 : 0) : total);
 	/* test/perf reads these lines */
-	if (opt.client && wall > 0)
+	if (opt.client && wall > 0) {
 		printf("ucmclient-perf n=%ld parallel=%d msgs=%d verbs=%d libibcm=%d wall_s=%.4f conn_per_s=%.2f cmds=%ld"
-		       " guest_cpu_us=%.1f\n",
+		       " guest_cpu_us=%.1f",
 		       total, opt.parallel, opt.msgs, !opt.no_verbs, opt.libibcm, wall, (double)ok_count / wall,
 		       ucm_cmds, guest_cpu_us(busy0, busy1, (double)total));
+		if (opt.burst && burst_s > 0)
+			printf(" burst_connect_s=%.4f burst_conn_per_s=%.2f", burst_s, (double)ok_count / burst_s);
+		printf("\n");
+	}
 	if (opt.server)
 		printf("ucmclient-cmds n=%ld cmds=%ld\n", ok_count, ucm_cmds);
 	if (opt.cmd_times)

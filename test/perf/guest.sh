@@ -193,6 +193,8 @@ while [ $rep -le "$REPS" ]; do
 	# for two clock reads a command (some 20 µs of a 10 ms connection)
 	conn_ucmd u-seq $SID --no-verbs -G $LL0 -n "$SEQ" --cmd-times
 	conn_ucmd u-win50 $SID --no-verbs -G $LL0 -n $((WIN / 50)) -P 50
+	# 50 started at once and held until all are up, as rdmaconn -H
+	conn_ucmd u-burst50 $SID --no-verbs -G $LL0 -n 1 -P 50 --burst
 	conn_ucmd u-seq-qp $SIDQP -M 0 -n "$SEQ"
 	stop $spid $qpid
 	# the passive side's commands per connection (its whole run)

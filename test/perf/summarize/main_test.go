@@ -130,6 +130,16 @@ rep=1 cmdbench label=floorpvw threads=1 us_per_pair=400
 	wantOne(t, got, map[string]float64{"conn_ratio_seq_floor_model": 4000.0 / 4200})
 }
 
+// 50 at once: each side's connect rate of its burst (start → all
+// ESTABLISHED), not its whole run's, which holds the disconnects too.
+func TestBurst50Ratio(t *testing.T) {
+	in := `rep=1 rdmaconn label=k-burst50 conn_per_s=900 burst_conn_per_s=2000
+rep=1 ucmclient label=u-burst50 n=50 conn_per_s=140 burst_conn_per_s=250
+`
+	got := figureValues(t, in)
+	wantOne(t, got, map[string]float64{"conn_ratio_burst50": 0.125, "ucmd_burst50_connect_per_s": 250})
+}
+
 // Against the floor with the copy: ucmd's pair over that floor's, and
 // that floor's over the plain one's, at each thread count.
 func TestPVWFloorRatios(t *testing.T) {
