@@ -2,7 +2,7 @@
 # `make run` where the host has no /dev/cuse: inside the test VM (Soft-RoCE
 # rxe0 and rxe1, see README.md), start ucmd, then let two legacy clients
 # find their devices the libibcm way (`ucmd exec`) and connect an RC queue
-# pair pair through it, moving data both ways. Run by run.sh -r.
+# pair through it, moving data both ways. Run by run.sh -r.
 set -eu
 bin=${UCMD_BIN:-bin/ucmd}
 client=${UCMCLIENT_BIN:-bin/ucmclient}
@@ -36,6 +36,9 @@ wait $srv
 
 say "ucmd status"
 "$bin" status --runtime-dir "$run"
+echo "(FAILED-COMMANDS counts the commands answered with an error, by errno. EISCONN"
+echo " there is the server's NOTIFY(COMM_EST) on data that came after the CM had the"
+echo " RTU: the kernel answered it so too, and the client then waits for the RTU event.)"
 
 say "stopping ucmd (SIGTERM)"
 kill -TERM $ucmd
