@@ -167,7 +167,11 @@ while [ $rep -le "$REPS" ]; do
 	kpid=$!
 	waitlog /tmp/rdmaconn.log listening $kpid
 	# shellcheck disable=SC2086 # a list of flags
-	out "$B/rdmaconn" $K -n "$SEQ" -w 1 -L k-seq-qp -q
+	{
+		out "$B/rdmaconn" $K -n "$SEQ" -w 1 -L k-seq-qp -q
+		out "$B/rdmaconn" $K -n "$WIN" -w 50 -L k-win50-qp -q
+		out "$B/rdmaconn" $K -n 50 -w 50 -H -L k-burst50-qp -q
+	}
 	stop $kpid
 	no_kernel_cm
 	# the umad floor under every MAD a userspace CM sends: one trip
@@ -196,6 +200,8 @@ while [ $rep -le "$REPS" ]; do
 	# 50 started at once and held until all are up, as rdmaconn -H
 	conn_ucmd u-burst50 $SID --no-verbs -G $LL0 -n 1 -P 50 --burst
 	conn_ucmd u-seq-qp $SIDQP -M 0 -n "$SEQ"
+	conn_ucmd u-win50-qp $SIDQP -M 0 -n $((WIN / 50)) -P 50
+	conn_ucmd u-burst50-qp $SIDQP -M 0 -n 1 -P 50 --burst
 	stop $spid $qpid
 	# the passive side's commands per connection (its whole run)
 	r=$(grep '^ucmclient-cmds' /tmp/srv.log) || fail "no ucmclient-cmds line from the CM-only server"

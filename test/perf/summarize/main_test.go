@@ -131,13 +131,21 @@ rep=1 cmdbench label=floorpvw threads=1 us_per_pair=400
 }
 
 // 50 at once: each side's connect rate of its burst (start → all
-// ESTABLISHED), not its whole run's, which holds the disconnects too.
+// ESTABLISHED), not its whole run's, which holds the disconnects too;
+// with QPs as without.
 func TestBurst50Ratio(t *testing.T) {
 	in := `rep=1 rdmaconn label=k-burst50 conn_per_s=900 burst_conn_per_s=2000
 rep=1 ucmclient label=u-burst50 n=50 conn_per_s=140 burst_conn_per_s=250
+rep=1 rdmaconn label=k-burst50-qp conn_per_s=400 burst_conn_per_s=600
+rep=1 ucmclient label=u-burst50-qp n=50 conn_per_s=80 burst_conn_per_s=120
+rep=1 rdmaconn label=k-win50-qp conn_per_s=400
+rep=1 ucmclient label=u-win50-qp n=50 conn_per_s=90
 `
 	got := figureValues(t, in)
-	wantOne(t, got, map[string]float64{"conn_ratio_burst50": 0.125, "ucmd_burst50_connect_per_s": 250})
+	wantOne(t, got, map[string]float64{
+		"conn_ratio_burst50": 0.125, "ucmd_burst50_connect_per_s": 250,
+		"conn_ratio_burst50_qp": 0.2, "conn_ratio_win50_qp": 0.225,
+	})
 }
 
 // Against the floor with the copy: ucmd's pair over that floor's, and
