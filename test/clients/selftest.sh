@@ -168,7 +168,8 @@ mock "O_NONBLOCK fd" 0 "client: 4 of 4 connections ok" -- -l 0x1000 --no-verbs -
 mock "IB path (LIDs)" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -- $C -L 2 --slid 1
 mock "--hold before DREQ" 0 "client: 1 of 1 connections ok" -- -l 0x1000 --no-verbs -t 2000 -- $C --hold 300
 mock "--burst: each round held until all are up" 0 "burst: 3 connections up in " -- -l 0x1000 --no-verbs -n 2 -P 3 -- $C -n 2 -P 3 --burst -v
-mock "--burst as libibcm" 0 "client: 6 of 6 connections ok" -- -l 0x1000 --no-verbs -n 2 -P 3 -- $C -n 2 -P 3 --burst --libibcm
+mock "--burst as libibcm, as make perf runs it" 0 "client: 6 of 6 connections ok" -- -l 0x1000 --no-verbs -n 2 -P 3 -- $C -n 2 -P 3 --burst --libibcm -w 0
+mock "-w 0: a destroyed id's TIMEWAIT_EXIT never reaches its number's next id" 0 "client: 6 of 6 connections ok" -- -l 0x1000 --no-verbs -n 2 -P 3 -- $C -n 2 -P 3 -w 0
 mock "no TIMEWAIT_EXIT" 0 "timewait no" -e UCM_MOCK_NO_TIMEWAIT=1 -- -l 0x1000 --no-verbs -w 100 -- $C -w 100
 mock "RTU lost (DREQ establishes)" 0 "established_by DREQ(no RTU seen)" -e UCM_MOCK_DROP_RTU=1 -- -l 0x1000 --no-verbs -- $C
 mock "events_reported mismatch detected" 1 "DESTROY_ID: events_reported 4, but GET_EVENT delivered 3" -e UCM_MOCK_BAD_REPORTED=1 -- -l 0x1000 --no-verbs -- $C

@@ -220,9 +220,13 @@ static int send_to(const char *to, const struct msg *m)
 	}
 }
 
+/* A local event names its id by number and by the id's random comm id, so
+ * that one queued for a destroyed id is dropped, not delivered to a new id
+ * given the same number: the kernel dropped a destroyed id's events. */
 static void local_event(uint32_t id, uint32_t ev, uint32_t arg)
 {
-	struct msg m = { .type = M_LOCAL, .local_event = ev, .local_id = id, .local_arg = arg };
+	struct msg m = { .type = M_LOCAL, .local_event = ev, .local_id = id, .local_arg = arg,
+			 .dst_comm = ids[id].comm };
 	snprintf(m.from, sizeof(m.from), "%s", me);
 	enqueue(&m);
 }
@@ -359,7 +363,7 @@ static int get_event(const struct ib_ucm_event_get *cmd, uint16_t out)
 		}
 		case M_LOCAL:
 			x = get(m.local_id);
-			if (!x)
+			if (!x || x->comm != m.dst_comm)
 				continue;
 			idx = (int)m.local_id;
 			r.event = m.local_event;
