@@ -211,6 +211,8 @@ func figures() []*figure {
 	rate := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "pairs_per_s") }
 	cpu := func(l, t string) func(rep) (float64, bool) { return field(key(l, t), "daemon_cpu_us_per_cmd") }
 	conns := func(l string) func(rep) (float64, bool) { return field(l, "conn_per_s") }
+	// a burst's connect rate: start → all ESTABLISHED
+	burst := func(l string) func(rep) (float64, bool) { return field(l, "burst_conn_per_s") }
 	// ucm commands of one CM-only connection: the active client's and the
 	// passive server's, each from its own count
 	cmdsPerConn := sum(ratio(field("u-win50", "cmds"), field("u-win50", "n")), ratio(field("u-srv", "cmds"), field("u-srv", "n")))
@@ -263,17 +265,17 @@ func figures() []*figure {
 		{Name: "ucmd_conn_per_s_win50", What: "ucmd: connections/s, CM only, 50 in flight", value: conns("u-win50")},
 		{Name: "kernel_conn_per_s_win50", What: "kernel rdma_cm: connections/s, CM only, 50 in flight", value: conns("k-win50")},
 		{Name: "conn_ratio_burst50", What: "same, 50 at once: start → all ESTABLISHED", Goal: "report",
-			value: ratio(field("u-burst50", "burst_conn_per_s"), field("k-burst50", "burst_conn_per_s"))},
+			value: ratio(burst("u-burst50"), burst("k-burst50"))},
 		{Name: "ucmd_burst50_connect_per_s", What: "ucmd: 50 at once, start → all ESTABLISHED, conn/s",
-			value: field("u-burst50", "burst_conn_per_s")},
+			value: burst("u-burst50")},
 		{Name: "kernel_burst50_connect_per_s", What: "kernel rdma_cm: 50 at once, start → all ESTABLISHED, conn/s",
-			value: field("k-burst50", "burst_conn_per_s")},
+			value: burst("k-burst50")},
 		{Name: "ucmd_conn_per_s_seq_qp", What: "ucmd: connections/s with QPs, one at a time", value: conns("u-seq-qp")},
 		{Name: "kernel_conn_per_s_seq_qp", What: "kernel rdma_cm: connections/s with QPs, one at a time", value: conns("k-seq-qp")},
 		{Name: "conn_ratio_win50_qp", What: "with QPs: ucmd ÷ kernel rdma_cm, 50 in flight", Goal: "report",
 			value: ratio(conns("u-win50-qp"), conns("k-win50-qp"))},
 		{Name: "conn_ratio_burst50_qp", What: "with QPs: same, 50 at once: start → all ESTABLISHED", Goal: "report",
-			value: ratio(field("u-burst50-qp", "burst_conn_per_s"), field("k-burst50-qp", "burst_conn_per_s"))},
+			value: ratio(burst("u-burst50-qp"), burst("k-burst50-qp"))},
 		{Name: "ucmd_conn_per_s_win50_qp", What: "ucmd: connections/s with QPs, 50 in flight", value: conns("u-win50-qp")},
 		{Name: "kernel_conn_per_s_win50_qp", What: "kernel rdma_cm: connections/s with QPs, 50 in flight", value: conns("k-win50-qp")},
 		{Name: "ucmd_seq_create_id_us", What: "inside a CM-only connection, one at a time: the active client's CREATE_ID, µs (median)",
