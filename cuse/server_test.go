@@ -380,12 +380,24 @@ func TestReaderStatesReused(t *testing.T) {
 // reader, then releases them all.
 func readerBurst(t *testing.T, d *testDev, f *cusetest.File, n int) {
 	t.Helper()
+	releaseWrites(t, f, blockWrites(t, d, f, n))
+}
+
+// blockWrites makes n writes that block in d, each holding a reader.
+func blockWrites(t *testing.T, d *testDev, f *cusetest.File, n int) []*cusetest.Pending {
+	t.Helper()
 	var ps []*cusetest.Pending
 	for range n {
 		p := f.WriteAsync(alice, []byte("block"))
 		d.awaitBlocked(t, p.Unique)
 		ps = append(ps, p)
 	}
+	return ps
+}
+
+// releaseWrites unblocks the writes ps and waits for their answers.
+func releaseWrites(t *testing.T, f *cusetest.File, ps []*cusetest.Pending) {
+	t.Helper()
 	if _, errno := f.Write(alice, []byte("unblock")); errno != 0 {
 		t.Fatalf("unblock: %v", errno)
 	}
@@ -466,21 +478,9 @@ func TestIdleReadersAfterABurstTogether(t *testing.T) {
 		}
 	}()
 	f := mustOpen(t, k, alice, unix.O_RDWR)
-	var ps []*cusetest.Pending
-	for range burst {
-		p := f.WriteAsync(alice, []byte("block"))
-		d.awaitBlocked(t, p.Unique)
-		ps = append(ps, p)
-	}
+	ps := blockWrites(t, d, f, burst)
 	advance(cuse.YieldAfter) // each of them yields once it has answered
-	if _, errno := f.Write(alice, []byte("unblock")); errno != 0 {
-		t.Fatalf("unblock: %v", errno)
-	}
-	for _, p := range ps {
-		if r := p.Wait(); r.Errno != 0 {
-			t.Fatalf("blocked write: %v", r.Errno)
-		}
-	}
+	releaseWrites(t, f, ps)
 	for deadline := time.Now().Add(10 * time.Second); yields.Load() < burst; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of the burst's %d readers reached their yield", yields.Load(), burst)

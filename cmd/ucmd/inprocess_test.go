@@ -199,8 +199,7 @@ func TestServeStatusConformanceInProcess(t *testing.T) {
 func TestServeSizesReaders(t *testing.T) {
 	base := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(base)
-	cpus := min(base, runtime.NumCPU())
-	perDev := max(4, cpus) + 1
+	perDev := max(4, min(base, runtime.NumCPU())) + 1 // readers at the default
 	for _, c := range []struct {
 		name    string
 		env     string // GOMAXPROCS
@@ -224,10 +223,9 @@ func TestServeSizesReaders(t *testing.T) {
 			f, env := fakeMachine(t)
 			next := notifySocket(t)
 			s := serve(t, env, next, "--sim-devices", "2", "--log-level", "warn")
-			perDev := c.perDev
 			for _, name := range []string{"infiniband/ucm0", "infiniband/ucm1"} {
-				if got := f.Channel(name).MaxBlockedReaders(); got != perDev {
-					t.Errorf("%s: %d readers may block, want %d", name, got, perDev)
+				if got := f.Channel(name).MaxBlockedReaders(); got != c.perDev {
+					t.Errorf("%s: %d readers may block, want %d", name, got, c.perDev)
 				}
 			}
 			if got := runtime.GOMAXPROCS(0); got != c.serving {
@@ -242,7 +240,7 @@ func TestServeSizesReaders(t *testing.T) {
 			}
 			// An explicit GOMAXPROCS of base+20 is short where the CPUs
 			// are many: the warning is then right, and not checked.
-			short := sysmon.ProcsShort(c.serving, 2*perDev) > 0
+			short := sysmon.ProcsShort(c.serving, 2*c.perDev) > 0
 			log := s.log.String()
 			switch {
 			case c.warn != "" && !strings.Contains(log, c.warn):
