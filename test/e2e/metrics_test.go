@@ -31,16 +31,11 @@ import (
 // address.
 func (d *daemon) metricsAddr(t *testing.T) string {
 	t.Helper()
-	re := regexp.MustCompile(`msg="serving metrics" addr=(127\.0\.0\.1:\d+) path=/metrics`)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(d.log.String()); m != nil {
-			return m[1]
-		}
-		time.Sleep(20 * time.Millisecond)
+	m := d.waitLog(regexp.MustCompile(`msg="serving metrics" addr=(127\.0\.0\.1:\d+) path=/metrics`))
+	if m == nil {
+		t.Fatalf("no \"serving metrics\" line in the log:\n%s", d.log.String())
 	}
-	t.Fatalf("no \"serving metrics\" line in the log:\n%s", d.log.String())
-	return ""
+	return m[1]
 }
 
 // scrapeMetrics GETs /metrics and returns its text and families.
@@ -280,12 +275,12 @@ func TestMetricsFailedCommandLog(t *testing.T) {
 		`level=DEBUG msg="ucm: command failed" dev=rxe0 node=ucm0 cmd=SEND_REQ errno=EINVAL ` + who + fmt.Sprintf(` id=%d`, id) +
 			` err="ucm: SEND_REQ: cmcore: path SGID fe80::dead is not on any port of rxe0: invalid argument"`,
 	} {
-		m := regexp.MustCompile(want).FindString(d.log.String())
-		if m == "" {
+		m := d.waitLog(regexp.MustCompile(want))
+		if m == nil {
 			t.Errorf("no log line matching\n  %s\nin:\n%s", want, d.log.String())
 			continue
 		}
-		t.Logf("log: %s", m)
+		t.Logf("log: %s", m[0])
 	}
 
 	_, before := scrapeMetrics(t, addr)
