@@ -86,7 +86,6 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 	}
 }
 
-// stop sends SIGTERM and insists on a clean, prompt exit.
 // waitLog waits up to 20 s for a match of re in the daemon's log and
 // returns it with its submatches, or nil. The log reaches d.log through a
 // pipe and a goroutine of os/exec's, which may not have copied a line yet
@@ -108,6 +107,7 @@ func (d *daemon) waitLog(re *regexp.Regexp) []string {
 	}
 }
 
+// stop sends SIGTERM and insists on a clean, prompt exit.
 func (d *daemon) stop() {
 	select {
 	case <-d.exited:
