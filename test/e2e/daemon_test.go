@@ -42,6 +42,27 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// wait waits up to 20 s for a match of re and returns it with its
+// submatches, or nil. Output reaches the buffer through a pipe and a
+// goroutine of os/exec's, which may not have copied a line yet when what
+// a test waited for has happened, even where the process wrote the line
+// first: on a guest with one vCPU the daemon's line about a failed
+// SEND_REQ (logged before its reply) was not here when the client's
+// write(2) returned. Some lines come after the fact (a device's
+// retirement is logged once its node is gone).
+func (s *syncBuffer) wait(re *regexp.Regexp) []string {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(s.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 type daemon struct {
 	t   *testing.T
 	cmd *exec.Cmd
@@ -83,27 +104,6 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 			t.Fatalf("ucmd serve not ready after 20s:\n%s", d.log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// waitLog waits up to 20 s for a match of re in the daemon's log and
-// returns it with its submatches, or nil. The log reaches d.log through a
-// pipe and a goroutine of os/exec's, which may not have copied a line yet
-// when what the test waited for has happened, even where the daemon wrote
-// the line first: on a guest with one vCPU the failed SEND_REQ's line
-// (logged before its reply) was not in d.log when the client's write(2)
-// returned. Some lines come after the fact (a device's retirement is
-// logged once its node is gone).
-func (d *daemon) waitLog(re *regexp.Regexp) []string {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(d.log.String()); m != nil {
-			return m
-		}
-		if time.Now().After(deadline) {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

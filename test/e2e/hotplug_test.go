@@ -122,7 +122,7 @@ func TestDaemonHotplug(t *testing.T) {
 	if out, err := d.ucmd("exec", "--", "ls", "/sys/class/infiniband_cm"); err != nil || strings.Contains(out, "ucm1") {
 		t.Errorf("class tree after rxe1 went: %q, %v", out, err)
 	}
-	if d.waitLog(regexp.MustCompile(`msg="stopped serving an RDMA device" dev=rxe1 `)) == nil {
+	if d.log.wait(regexp.MustCompile(`msg="stopped serving an RDMA device" dev=rxe1 `)) == nil {
 		t.Errorf("the log lacks \"stopped serving an RDMA device\" for rxe1")
 	}
 	// rxe0 still serves.

@@ -31,7 +31,7 @@ import (
 // address.
 func (d *daemon) metricsAddr(t *testing.T) string {
 	t.Helper()
-	m := d.waitLog(regexp.MustCompile(`msg="serving metrics" addr=(127\.0\.0\.1:\d+) path=/metrics`))
+	m := d.log.wait(regexp.MustCompile(`msg="serving metrics" addr=(127\.0\.0\.1:\d+) path=/metrics`))
 	if m == nil {
 		t.Fatalf("no \"serving metrics\" line in the log:\n%s", d.log.String())
 	}
@@ -275,7 +275,7 @@ func TestMetricsFailedCommandLog(t *testing.T) {
 		`level=DEBUG msg="ucm: command failed" dev=rxe0 node=ucm0 cmd=SEND_REQ errno=EINVAL ` + who + fmt.Sprintf(` id=%d`, id) +
 			` err="ucm: SEND_REQ: cmcore: path SGID fe80::dead is not on any port of rxe0: invalid argument"`,
 	} {
-		m := d.waitLog(regexp.MustCompile(want))
+		m := d.log.wait(regexp.MustCompile(want))
 		if m == nil {
 			t.Errorf("no log line matching\n  %s\nin:\n%s", want, d.log.String())
 			continue

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -299,12 +300,8 @@ func must(t *testing.T, err error) {
 // waitOutput waits until a command's output has s.
 func waitOutput(t *testing.T, b *syncBuffer, s string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(b.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q after 20 s: %s", s, b.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if b.wait(regexp.MustCompile(regexp.QuoteMeta(s))) == nil {
+		t.Fatalf("no %q after 20 s: %s", s, b.String())
 	}
 }
 
