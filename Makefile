@@ -71,6 +71,13 @@ vm-bench:
 e2e:
 	@./test/vm/e2e.sh
 
+# The same tests with ucmd built with the race detector (cgo), so the
+# daemon's concurrency meets the real kernel's CUSE and umad under -race
+# too; a daemon that saw a race exits 66 and the test that stops it fails.
+.PHONY: e2e-race
+e2e-race:
+	@E2E_RACE=1 ./test/vm/e2e.sh
+
 # tshark on the host on the capture of the last make e2e (TestTraceCapture;
 # e2e.sh runs this itself after the guest), and on golden frames.
 trace-check:
@@ -83,9 +90,11 @@ e2e-bench:
 
 # Wire interop with the kernel's own CM: two guests (run2.sh), kernel
 # ib_cm/rdma_cm + librdmacm in A, cmcore over umad in B (test/interop).
-.PHONY: interop
+.PHONY: interop interop-race
 interop:
 	@./test/interop/run.sh
+interop-race:
+	@INTEROP_RACE=1 ./test/interop/run.sh
 
 # ucmd against its anchors in ONE boot of the test VM (docs/perf.md): the
 # libfuse3 CUSE floor and the kernel's rdma_cm, alternating; a ratio table
@@ -106,7 +115,7 @@ perf-check:
 # (libibverbs-dev for the C client, shellcheck for vet, qemu and the guest
 # kernel for e2e/interop); once done it is a one-second no-op. Not as root
 # with packages missing, it stops at once and names them.
-check: vm-setup fmtcheck vet build test fuzz clients clients-selftest e2e interop deb-test boot-test perf-check
+check: vm-setup fmtcheck vet build test fuzz clients clients-selftest e2e e2e-race interop interop-race deb-test boot-test perf-check
 	@echo "make check: all stages passed"
 
 # The README's first command. With /dev/cuse (a real machine, as root): serve

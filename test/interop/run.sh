@@ -8,14 +8,17 @@
 #
 # Env: INTEROP_FLAGS   extra test flags, e.g. '-test.run=Loss'
 #      INTEROP_TIMEOUT per-guest timeout in seconds (default 600)
+#      INTEROP_RACE=1  build the test binary and ucmd with the race detector
 # Exit status: run2.sh's (0 if both guests exit 0).
-# Logs of the last run: bin/interop/run/{A,B}/ (console.log, output, dmesg),
+# Logs of the last run: bin/interop/run/{A,B}/ (console.log, output, dmesg;
+# bin/interop-race/run/ with INTEROP_RACE=1),
 # bin/interop/run/B/mads.txt (hex dumps of every MAD B sent and received).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 OUT=$REPO/bin/interop
+if [ "${INTEROP_RACE:-}" = 1 ]; then OUT=$REPO/bin/interop-race; fi
 
 t0=$(date +%s.%N)
 # hold the VM lock from the build on, like e2e.sh (run2.sh inherits it)
@@ -33,8 +36,15 @@ if [ ! -e /usr/include/rdma/rdma_cma.h ]; then
   exit 123
 fi
 gcc -O2 -Wall -Wextra -Werror -o "$OUT/cmpeer" test/interop/cmpeer/cmpeer.c -lrdmacm -libverbs
-CGO_ENABLED=0 go test -c -tags interop -o "$OUT/interop.test" ./test/interop
-CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd # the full-stack scenario
+if [ "${INTEROP_RACE:-}" = 1 ]; then
+  # the race detector needs cgo: these link the host's libc, which the
+  # guests share with the host's root
+  CGO_ENABLED=1 go test -race -c -tags interop -o "$OUT/interop.test" ./test/interop
+  CGO_ENABLED=1 go build -race -trimpath -o "$OUT/ucmd" ./cmd/ucmd
+else
+  CGO_ENABLED=0 go test -c -tags interop -o "$OUT/interop.test" ./test/interop
+  CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd # the full-stack scenario
+fi
 test/clients/build.sh "$OUT/ucmclient"                     # its C client (RC data; libibverbs-dev)
 
 vm_timeout=${INTEROP_TIMEOUT:-600}

@@ -5,13 +5,17 @@
 # Env: E2E=skip     skip, loudly (refused when CI=true: CI never skips)
 #      E2E_FLAGS    extra test flags, e.g. '-test.run=Smoke -test.count=3'
 #      E2E_TIMEOUT  guest timeout in seconds (default 900)
+#      E2E_RACE=1   build ucmd with the race detector: a daemon that saw a
+#                   race exits 66, which every test's stop reports
 # Exit status: the test binary's, or one of run.sh's (121-126, 130; see there).
-# Logs of the last run: bin/e2e/run/{output,console.log,dmesg.txt,scratch/}.
+# Logs of the last run: bin/e2e/run/{output,console.log,dmesg.txt,scratch/}
+# (bin/e2e-race/run/ with E2E_RACE=1).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 OUT=$REPO/bin/e2e
+if [ "${E2E_RACE:-}" = 1 ]; then OUT=$REPO/bin/e2e-race; fi
 
 if [ "${E2E:-}" = skip ]; then
   if [ "${CI:-}" = true ]; then
@@ -36,7 +40,13 @@ export UCMD_VM_LOCK_HELD=1
 mkdir -p "$OUT"
 cd "$REPO"
 # static binaries: the guest runs them from the host filesystem as they are
-CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
+if [ "${E2E_RACE:-}" = 1 ]; then
+  # the race detector needs cgo: this ucmd links the host's libc, which
+  # the guest shares with the host's root
+  CGO_ENABLED=1 go build -race -trimpath -o "$OUT/ucmd" ./cmd/ucmd
+else
+  CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
+fi
 CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./test/e2e
 # the legacy client (C, libibverbs) the daemon tests drive
 test/clients/build.sh "$OUT/ucmclient"
