@@ -164,9 +164,15 @@ func TestCMConnectDisconnectUMAD(t *testing.T) {
 	var reqParam cmcore.REQEventParam
 	var repParam cmcore.REPEventParam
 	var reqPD []byte
+	// The passive side answers the REQ only once the test has seen the
+	// active id in REQ_SENT: a live peer can otherwise complete the whole
+	// handshake before the sender's goroutine looks (a loaded CI host did).
+	sawREQSent := make(chan struct{})
+	letREPGo := sync.OnceFunc(func() { close(sawREQSent) })
 	b.react = func(ev *cmcore.Event) error {
 		switch ev.Type {
 		case cmcore.EventREQReceived:
+			<-sawREQSent
 			reqParam = ev.REQ
 			reqPD = slices.Clone(ev.PrivateData)
 			return ev.ID.SendREP(&cmcore.REPParams{
@@ -194,11 +200,13 @@ func TestCMConnectDisconnectUMAD(t *testing.T) {
 	path := roceLinkLocalPath(t, d0, d1)
 	id := a.cm.CreateID(a.handle)
 	defer id.Destroy()
+	defer letREPGo() // first: no Destroy may wait on b's delivery of the REQ
 	t0 := time.Now()
 	if err := id.SendREQ(cmREQParams(path, sid, 0x000a0a)); err != nil {
 		t.Fatal(err)
 	}
 	checkState(t, "active after REQ", id, cmcore.StateREQSent)
+	letREPGo()
 
 	const wait = 20 * time.Second
 	breq := b.wait(t, cmcore.EventREQReceived, wait)
