@@ -271,6 +271,7 @@ type outMAD struct {
 	mad    *hw.MAD
 	pooled bool
 	retx   bool
+	msg    *outMsg // the retransmitted message this sends, whose wait starts when the send returns
 }
 
 // txn collects what a locked section decided to send, so the sends (which
@@ -327,6 +328,9 @@ func (cm *CM) transmit1(o *outMAD) {
 				cm.observe(at, o.p, MADSent, o.mad, o.dst, false, "")
 			}
 		}
+	}
+	if o.msg != nil {
+		cm.sendReturned(o.msg)
 	}
 	if o.pooled {
 		madPool.Put(o.mad)

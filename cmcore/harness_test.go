@@ -84,6 +84,10 @@ type sentMAD struct {
 }
 
 type fakeEP struct {
+	// sending, if set, runs inside Send before the MAD leaves: a test's
+	// stand-in for a write that blocks (umad resolving the peer's MAC).
+	sending func()
+
 	mu        sync.Mutex
 	sent      []sentMAD
 	closeOnce sync.Once
@@ -92,6 +96,9 @@ type fakeEP struct {
 }
 
 func (e *fakeEP) Send(_ context.Context, dst hw.Address, mad *hw.MAD) error {
+	if e.sending != nil {
+		e.sending()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sent = append(e.sent, sentMAD{dst, *mad})

@@ -17,13 +17,19 @@ type outMsg struct {
 	dst     hw.Address
 	mad     *hw.MAD
 	timeout time.Duration
-	retries int   // transmissions left after the current one
-	state   State // id state the message belongs to (updated by MRA)
-	timer   clock.Timer
+	retries int         // transmissions left after the current one
+	state   State       // id state the message belongs to (updated by MRA)
+	timer   clock.Timer // nil while a transmission has not returned (sendReturned arms it)
 }
 
 // startMsg sends mad now and keeps retransmitting it until cancelled or
 // out of retries. Called with cm.mu held.
+//
+// Each wait starts when the transmission's send returns, not when it is
+// queued: the MAD layer starts a send's timeout at its completion
+// (ib_mad's wait_for_response), and a umad write can block while the
+// kernel resolves the peer's MAC (about a second on rxe for a peer not
+// yet resolved), which must not count against the peer's response time.
 func (cm *CM) startMsg(t *txn, id *ID, mad *hw.MAD, timeout time.Duration, retries uint8) {
 	id.cancelMsg()
 	if mad == nil {
@@ -31,8 +37,18 @@ func (cm *CM) startMsg(t *txn, id *ID, mad *hw.MAD, timeout time.Duration, retri
 	}
 	m := &outMsg{id: id, p: id.port, dst: id.dst, mad: mad, timeout: timeout, retries: int(retries), state: id.state}
 	id.msg = m
-	t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad})
-	cm.armMsg(m)
+	t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad, msg: m})
+}
+
+// sendReturned starts m's wait once a transmission of it has left (or
+// failed, which counts as a loss): unless m was answered or cancelled
+// meanwhile, or an MRA has already set its wait. Called without cm.mu.
+func (cm *CM) sendReturned(m *outMsg) {
+	cm.mu.Lock()
+	if m.id.msg == m && m.timer == nil {
+		cm.armMsg(m)
+	}
+	cm.mu.Unlock()
 }
 
 func (cm *CM) armMsg(m *outMsg) {
@@ -74,8 +90,8 @@ func (cm *CM) msgTimeout(m *outMsg) {
 	if m.retries > 0 {
 		m.retries--
 		cm.stats.retransmitted.Add(1)
-		t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad, retx: true})
-		cm.armMsg(m)
+		m.timer = nil
+		t.send(outMAD{p: m.p, dst: m.dst, mad: m.mad, retx: true, msg: m})
 		cm.unlock(&t)
 		return
 	}

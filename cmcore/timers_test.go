@@ -78,6 +78,80 @@ func TestREQRetransmitAndTimeout(t *testing.T) {
 	none(t, h.sent())
 }
 
+// TestRetransmitWaitStartsWhenSendReturns: a REQ whose send blocks for
+// longer than its timeout (a umad write while the kernel resolves the
+// peer's MAC) is not retransmitted meanwhile; its first wait starts when
+// the send returns, as the MAD layer's starts at the send's completion.
+func TestRetransmitWaitStartsWhenSendReturns(t *testing.T) {
+	h := newHarness(t)
+	id := h.newID()
+	const interval = 2*64*time.Millisecond + 256*time.Millisecond // testREQParams
+	const block = time.Second                                     // more than two intervals
+	first := true
+	h.port.ep.sending = func() {
+		if first { // the first transmission only; the clock runs on this goroutine
+			first = false
+			h.clk.Advance(block)
+		}
+	}
+	start := h.clk.Now()
+	must(t, id.SendREQ(testREQParams()))
+	if got := h.sent(); len(got) != 1 {
+		t.Fatalf("%d transmissions while the first send blocked, want 1 (%v)", len(got), got)
+	}
+	if st := h.cm.Stats(); st.Retransmitted != 0 {
+		t.Fatalf("stats %+v: retransmitted while the first send blocked", st)
+	}
+	sentAt := h.clk.Now().Sub(start)
+	if sentAt != block {
+		t.Fatalf("first send returned at %v, want %v", sentAt, block)
+	}
+	times, _ := h.sentTimes(4*interval, time.Millisecond)
+	want := []time.Duration{interval, 2 * interval, 3 * interval}
+	if len(times) != len(want) {
+		t.Fatalf("retransmissions %v after the send returned, want %v", times, want)
+	}
+	for i := range want {
+		if times[i] != want[i] {
+			t.Errorf("retransmission %d at %v after the send returned, want %v", i, times[i], want[i])
+		}
+	}
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventREQError {
+		t.Fatalf("events %+v, want one REQ_ERROR", evs)
+	}
+}
+
+// TestMRAWhileSendBlocks: an MRA that arrives while the REQ's send still
+// blocks sets the wait; the send's return does not start a second one.
+func TestMRAWhileSendBlocks(t *testing.T) {
+	h := newHarness(t)
+	id := h.newID()
+	first := true
+	h.port.ep.sending = func() {
+		if first {
+			first = false
+			h.clk.Advance(100 * time.Millisecond)
+			h.inject(1, &wire.MRA{LocalCommID: peerComm, RemoteCommID: id.localID, MessageMRAed: wire.MessageREQ, ServiceTimeout: 20})
+		}
+	}
+	must(t, id.SendREQ(testREQParams()))
+	h.sent()
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventMRAReceived {
+		t.Fatalf("events %+v, want MRA_RECEIVED", evs)
+	}
+	const ext = (4096 + 128) * time.Millisecond // as in TestMRAExtendsRetransmission
+	times, _ := h.sentTimes(4*ext, time.Millisecond)
+	want := []time.Duration{ext, 2 * ext, 3 * ext}
+	if len(times) != len(want) {
+		t.Fatalf("retransmissions at %v, want %v", times, want)
+	}
+	for i := range want {
+		if times[i] != want[i] {
+			t.Errorf("retransmission %d at %v, want %v", i, times[i], want[i])
+		}
+	}
+}
+
 func TestRetransmissionIsIdentical(t *testing.T) {
 	h := newHarness(t)
 	id := h.newID()
