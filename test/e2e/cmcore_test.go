@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"os/exec"
 	"slices"
 	"sync"
 	"testing"
@@ -306,5 +307,60 @@ func wantSeq(t *testing.T, who string, got []cmcore.EventType, want ...cmcore.Ev
 	t.Helper()
 	if !slices.Equal(got, want) {
 		t.Errorf("%s events %v, want %v", who, got, want)
+	}
+}
+
+// TestCMFirstREQToUnresolvedPeer: with the neighbour tables flushed, the
+// REQ's umad write blocks while the kernel resolves the peer's MAC (about
+// a second on rxe). A REQ whose whole retry budget is shorter than that
+// (three transmissions 192 ms apart) still connects, without a
+// retransmission: its waits start when the write returns, as the MAD
+// layer's start at the send's completion (docs/ib-cm.md §4.5). Timed from
+// the decision to send, as cmcore once did, the REQ was retransmitted
+// while its first write still blocked (6 runs of 6).
+func TestCMFirstREQToUnresolvedPeer(t *testing.T) {
+	d0, d1 := rxeDevices(t)
+	a := startCM(t, "rxe0", d0)
+	b := startCM(t, "rxe1", d1)
+	const sid = 0x0000000001060000 | 20081
+	b.react = func(ev *cmcore.Event) error {
+		if ev.Type == cmcore.EventREQReceived {
+			return ev.ID.SendREP(&cmcore.REPParams{QPN: 0x000b0b, StartingPSN: 0x654321, RNRRetryCount: 7})
+		}
+		return nil
+	}
+	a.react = func(ev *cmcore.Event) error {
+		if ev.Type == cmcore.EventREPReceived {
+			return ev.ID.SendRTU(nil)
+		}
+		return nil
+	}
+	l := b.cm.CreateID(b.handle)
+	if err := l.Listen(sid, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Destroy()
+	if out, err := exec.Command("ip", "-6", "neigh", "flush", "all").CombinedOutput(); err != nil {
+		t.Fatalf("ip -6 neigh flush all: %v: %s", err, out)
+	}
+	path := roceLinkLocalPath(t, d0, d1) // packet lifetime 14: 64 ms (cm.c's convert)
+	req := cmREQParams(path, sid, 0x000a0a)
+	req.RemoteCMResponseTimeout, req.MaxCMRetries = 14, 2 // 2·64 + 64 ms apart, three times
+	id := a.cm.CreateID(a.handle)
+	defer id.Destroy()
+	t0 := time.Now()
+	if err := id.SendREQ(req); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SendREQ (and its umad write) returned after %v", time.Since(t0))
+	are := a.wait(t, cmcore.EventREPReceived, 20*time.Second)
+	if are.state != cmcore.StateEstablished {
+		t.Errorf("active after RTU: %v, want ESTABLISHED", are.state)
+	}
+	b.wait(t, cmcore.EventREQReceived, 20*time.Second)
+	b.wait(t, cmcore.EventRTUReceived, 20*time.Second)
+	t.Logf("REQ/REP/RTU in %v with the peer's MAC unresolved", time.Since(t0))
+	if st := a.cm.Stats(); st.Retransmitted != 0 || st.TimedOut != 0 {
+		t.Errorf("rxe0: stats %+v: want no retransmission or timeout", st)
 	}
 }
