@@ -107,9 +107,9 @@
 // umad cannot cancel a send, so cmcore sends every MAD once and runs the
 // kernel MAD layer's retransmission itself (§4.5): REQ, REP, DREQ, LAP and
 // SIDR_REQ go out at most 1 + max_cm_retries times, timeout_ms apart (§4.2
-// formulas) counted from each send's return, identical bytes; a valid MRA replaces the current and later
-// intervals with ms(service timeout) + ms(av.timeout) without resetting
-// the count (§4.4); the final timeout gives REQ_ERROR, REP_ERROR, DREQ_ERROR
+// formulas) counted from each send's return, identical bytes; a valid MRA
+// replaces the current and later intervals with ms(service timeout) +
+// ms(av.timeout) without resetting the count (§4.4); the final timeout gives REQ_ERROR, REP_ERROR, DREQ_ERROR
 // or SIDR_REQ_ERROR with status 20 if the id is still in the state the
 // message belonged to (a LAP timeout is silent, as on Linux). Timewait
 // lasts ms(av.timeout) and ends with TIMEWAIT_EXIT. New transactions use
