@@ -46,6 +46,19 @@ func (h *harness) sentTimes(d, step time.Duration) (times []time.Duration, msgs 
 	return
 }
 
+// wantTimes fails t unless the transmissions happened at want.
+func wantTimes(t *testing.T, what string, times, want []time.Duration) {
+	t.Helper()
+	if len(times) != len(want) {
+		t.Fatalf("%s at %v, want %v", what, times, want)
+	}
+	for i := range want {
+		if times[i] != want[i] {
+			t.Errorf("%s %d at %v, want %v", what, i, times[i], want[i])
+		}
+	}
+}
+
 // TestREQRetransmitAndTimeout: REQ goes out 1 + MaxCMRetries times,
 // timeout_ms = 2·ms(plt) + ms(RemoteCMResponseTimeout) apart, identical
 // bytes, then REQ_ERROR (status 20) and IDLE, no REJ.
@@ -107,15 +120,7 @@ func TestRetransmitWaitStartsWhenSendReturns(t *testing.T) {
 		t.Fatalf("first send returned at %v, want %v", sentAt, block)
 	}
 	times, _ := h.sentTimes(4*interval, time.Millisecond)
-	want := []time.Duration{interval, 2 * interval, 3 * interval}
-	if len(times) != len(want) {
-		t.Fatalf("retransmissions %v after the send returned, want %v", times, want)
-	}
-	for i := range want {
-		if times[i] != want[i] {
-			t.Errorf("retransmission %d at %v after the send returned, want %v", i, times[i], want[i])
-		}
-	}
+	wantTimes(t, "retransmission after the send returned", times, []time.Duration{interval, 2 * interval, 3 * interval})
 	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventREQError {
 		t.Fatalf("events %+v, want one REQ_ERROR", evs)
 	}
@@ -141,15 +146,7 @@ func TestMRAWhileSendBlocks(t *testing.T) {
 	}
 	const ext = (4096 + 128) * time.Millisecond // as in TestMRAExtendsRetransmission
 	times, _ := h.sentTimes(4*ext, time.Millisecond)
-	want := []time.Duration{ext, 2 * ext, 3 * ext}
-	if len(times) != len(want) {
-		t.Fatalf("retransmissions at %v, want %v", times, want)
-	}
-	for i := range want {
-		if times[i] != want[i] {
-			t.Errorf("retransmission %d at %v, want %v", i, times[i], want[i])
-		}
-	}
+	wantTimes(t, "retransmission", times, []time.Duration{ext, 2 * ext, 3 * ext})
 }
 
 func TestRetransmissionIsIdentical(t *testing.T) {
@@ -189,15 +186,7 @@ func TestMRAExtendsRetransmission(t *testing.T) {
 		t.Fatalf("second MRA gave %v", evs)
 	}
 	times, _ := h.sentTimes(4*ext, time.Millisecond)
-	want := []time.Duration{ext, 2 * ext, 3 * ext}
-	if len(times) != 3 {
-		t.Fatalf("retransmissions at %v, want %v", times, want)
-	}
-	for i := range want {
-		if times[i] != want[i] {
-			t.Errorf("retransmission %d at %v, want %v", i, times[i], want[i])
-		}
-	}
+	wantTimes(t, "retransmission", times, []time.Duration{ext, 2 * ext, 3 * ext})
 	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventREQError {
 		t.Fatalf("events %+v, want REQ_ERROR", evs)
 	}

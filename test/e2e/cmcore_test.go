@@ -122,6 +122,17 @@ func startCM(t *testing.T, name string, dev hw.Device) *cmSide {
 	return s
 }
 
+// listen makes a listener on s for sid, destroyed when the test ends
+// (after its deferred calls).
+func (s *cmSide) listen(t *testing.T, sid uint64) {
+	t.Helper()
+	l := s.cm.CreateID(s.handle)
+	if err := l.Listen(sid, 0); err != nil {
+		t.Fatalf("%s: listen on %#x: %v", s.name, sid, err)
+	}
+	t.Cleanup(l.Destroy)
+}
+
 // roceLinkLocalPath is the path record an application (librdmacm's
 // cma_resolve_iboe_route) builds on RoCE from the two ports' GID tables:
 // link-local GIDs, no LIDs, the hop limit of a routed GRH, P_Key 0xffff,
@@ -192,11 +203,7 @@ func TestCMConnectDisconnectUMAD(t *testing.T) {
 		}
 		return nil
 	}
-	l := b.cm.CreateID(b.handle)
-	if err := l.Listen(sid, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Destroy()
+	b.listen(t, sid)
 
 	path := roceLinkLocalPath(t, d0, d1)
 	id := a.cm.CreateID(a.handle)
@@ -280,11 +287,7 @@ func TestCMRejectInvalidServiceIDUMAD(t *testing.T) {
 	d0, d1 := rxeDevices(t)
 	a := startCM(t, "rxe0", d0)
 	b := startCM(t, "rxe1", d1)
-	l := b.cm.CreateID(b.handle)
-	if err := l.Listen(0x1234, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Destroy()
+	b.listen(t, 0x1234)
 	id := a.cm.CreateID(a.handle)
 	defer id.Destroy()
 	if err := id.SendREQ(cmREQParams(roceLinkLocalPath(t, d0, d1), 0x1235, 0x000a0b)); err != nil {
@@ -335,11 +338,7 @@ func TestCMFirstREQToUnresolvedPeer(t *testing.T) {
 		}
 		return nil
 	}
-	l := b.cm.CreateID(b.handle)
-	if err := l.Listen(sid, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Destroy()
+	b.listen(t, sid)
 	if out, err := exec.Command("ip", "-6", "neigh", "flush", "all").CombinedOutput(); err != nil {
 		t.Fatalf("ip -6 neigh flush all: %v: %s", err, out)
 	}
