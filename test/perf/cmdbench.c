@@ -302,11 +302,9 @@ int main(int argc, char **argv)
 	static struct sample before, after;
 	/*
 	 * Everything "before" is read while the workers wait between the two
-	 * barriers, so that the clock starts before the first timed pair.
-	 * Read after a single barrier, as it once was, the daemon's /proc
-	 * files took the main thread long enough (it shares two vCPUs with
-	 * the worker and the daemon) for part of the run, and in one sample
-	 * all of it, to go untimed: 0.13 µs a pair.
+	 * barriers, so that the clock starts before the first timed pair: the
+	 * main thread shares two vCPUs with the workers and the daemon, and
+	 * reading the daemon's /proc files can hold it for longer than a run.
 	 */
 	pthread_barrier_wait(&start_line); /* all warmed up */
 	if (pid)
