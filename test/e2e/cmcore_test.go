@@ -320,7 +320,7 @@ func wantSeq(t *testing.T, who string, got []cmcore.EventType, want ...cmcore.Ev
 // retransmission: its waits start when the write returns, as the MAD
 // layer's start at the send's completion (docs/ib-cm.md §4.5). Timed from
 // the decision to send, as cmcore once did, the REQ was retransmitted
-// while its first write still blocked (6 runs of 6).
+// while its first write still blocked (9 runs of 9).
 func TestCMFirstREQToUnresolvedPeer(t *testing.T) {
 	d0, d1 := rxeDevices(t)
 	a := startCM(t, "rxe0", d0)

@@ -18,7 +18,12 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 OUT=$REPO/bin/interop
-if [ "${INTEROP_RACE:-}" = 1 ]; then OUT=$REPO/bin/interop-race; fi
+cgo=0 race=() # how the test binary and ucmd are built
+if [ "${INTEROP_RACE:-}" = 1 ]; then
+  # the race detector needs cgo: these link the host's libc, which the
+  # guests share with the host's root
+  OUT=$REPO/bin/interop-race cgo=1 race=(-race)
+fi
 
 t0=$(date +%s.%N)
 # hold the VM lock from the build on, like e2e.sh (run2.sh inherits it)
@@ -36,15 +41,8 @@ if [ ! -e /usr/include/rdma/rdma_cma.h ]; then
   exit 123
 fi
 gcc -O2 -Wall -Wextra -Werror -o "$OUT/cmpeer" test/interop/cmpeer/cmpeer.c -lrdmacm -libverbs
-if [ "${INTEROP_RACE:-}" = 1 ]; then
-  # the race detector needs cgo: these link the host's libc, which the
-  # guests share with the host's root
-  CGO_ENABLED=1 go test -race -c -tags interop -o "$OUT/interop.test" ./test/interop
-  CGO_ENABLED=1 go build -race -trimpath -o "$OUT/ucmd" ./cmd/ucmd
-else
-  CGO_ENABLED=0 go test -c -tags interop -o "$OUT/interop.test" ./test/interop
-  CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd # the full-stack scenario
-fi
+CGO_ENABLED=$cgo go test "${race[@]}" -c -tags interop -o "$OUT/interop.test" ./test/interop
+CGO_ENABLED=$cgo go build "${race[@]}" -trimpath -o "$OUT/ucmd" ./cmd/ucmd # the full-stack scenario
 test/clients/build.sh "$OUT/ucmclient"                     # its C client (RC data; libibverbs-dev)
 
 vm_timeout=${INTEROP_TIMEOUT:-600}

@@ -15,7 +15,12 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 OUT=$REPO/bin/e2e
-if [ "${E2E_RACE:-}" = 1 ]; then OUT=$REPO/bin/e2e-race; fi
+cgo=0 race=() # how ucmd is built
+if [ "${E2E_RACE:-}" = 1 ]; then
+  # the race detector needs cgo: this ucmd links the host's libc, which
+  # the guest shares with the host's root
+  OUT=$REPO/bin/e2e-race cgo=1 race=(-race)
+fi
 
 if [ "${E2E:-}" = skip ]; then
   if [ "${CI:-}" = true ]; then
@@ -40,13 +45,7 @@ export UCMD_VM_LOCK_HELD=1
 mkdir -p "$OUT"
 cd "$REPO"
 # static binaries: the guest runs them from the host filesystem as they are
-if [ "${E2E_RACE:-}" = 1 ]; then
-  # the race detector needs cgo: this ucmd links the host's libc, which
-  # the guest shares with the host's root
-  CGO_ENABLED=1 go build -race -trimpath -o "$OUT/ucmd" ./cmd/ucmd
-else
-  CGO_ENABLED=0 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
-fi
+CGO_ENABLED=$cgo go build "${race[@]}" -trimpath -o "$OUT/ucmd" ./cmd/ucmd
 CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./test/e2e
 # the legacy client (C, libibverbs) the daemon tests drive
 test/clients/build.sh "$OUT/ucmclient"
