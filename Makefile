@@ -36,7 +36,7 @@ vet:
 	$(STATICCHECK) -tags tshark ./test/tshark/
 	$(STATICCHECK) -tags interop ./test/interop/
 	@if command -v shellcheck >/dev/null; then \
-		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh test/perf/trace.sh .ci/run && shellcheck -x -s sh test/vm/init test/perf/guest.sh test/perf/trace-guest.sh test/perf/guest-lib.sh; \
+		shellcheck -x test/vm/*.sh test/interop/*.sh test/clients/*.sh test/perf/run.sh test/perf/trace.sh test/perf/ab.sh .ci/run && shellcheck -x -s sh test/vm/init test/perf/guest.sh test/perf/trace-guest.sh test/perf/ab-guest.sh test/perf/guest-lib.sh; \
 	else echo "vet: shellcheck not installed (make vm-setup installs it): scripts not checked"; fi
 
 fmt:
@@ -101,15 +101,21 @@ interop-race:
 # and bin/perf/perf.json. perf-check (in make check) is a short run that
 # only checks every figure and the JSON are produced: no thresholds.
 # perf-trace: where a MAD's time goes, from the kernel's tracepoints
-# (bin/perf/trace/summary.txt); perf-check runs it short too.
-.PHONY: perf perf-check perf-trace
+# (bin/perf/trace/summary.txt). perf-ab BASE=REV: the working tree's daemon
+# against REV's in one boot, taking turns (bin/perf-ab/). perf-check runs
+# both short too.
+.PHONY: perf perf-check perf-trace perf-ab
 perf:
 	@./test/perf/run.sh
 perf-trace:
 	@./test/perf/trace.sh
+BASE ?=
+perf-ab:
+	@./test/perf/ab.sh "$(BASE)"
 perf-check:
 	@./test/perf/run.sh --short
 	@./test/perf/trace.sh --short
+	@./test/perf/ab.sh --short HEAD
 
 # vm-setup first: on a fresh machine it installs what the later stages need
 # (libibverbs-dev for the C client, shellcheck for vet, qemu and the guest

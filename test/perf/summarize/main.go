@@ -2,6 +2,11 @@
 // boot of the test VM) into the ratio table of docs/perf.md and its JSON.
 //
 //	go run ./test/perf/summarize [-check] [-json FILE] < bin/perf/raw.txt
+//	go run ./test/perf/summarize -ab [-check] [-json FILE] < bin/perf-ab/raw.txt
+//
+// -ab reads test/perf/ab-guest.sh's lines instead (two daemons, "base"
+// and "new", taking turns) and reports new ÷ base paired by round, and in
+// how many rounds new did better.
 //
 // Every ratio is computed inside one repetition (adjacent measurements of
 // the same boot) and then reported as min, median and max over the
@@ -95,16 +100,20 @@ func byRep(samples []sample) map[int]rep {
 
 // figure is one row of the table: a value computed from one repetition.
 type figure struct {
-	Name   string `json:"name"`
-	What   string `json:"what"`
-	Goal   string `json:"goal,omitempty"`
-	Once   bool   `json:"once,omitempty"` // measured once a boot, in its last repetition
-	value  func(rep) (float64, bool)
-	N      int       `json:"n"`
-	Values []float64 `json:"values"`
-	Min    float64   `json:"min"`
-	Median float64   `json:"median"`
-	Max    float64   `json:"max"`
+	Name string `json:"name"`
+	What string `json:"what"`
+	Goal string `json:"goal,omitempty"`
+	Once bool   `json:"once,omitempty"` // measured once a boot, in its last repetition
+	// Better is "lower" or "higher" for a new ÷ base figure of -ab:
+	// which side of 1 is new doing better, counted in NBetter.
+	Better  string `json:"better,omitempty"`
+	NBetter int    `json:"n_better,omitempty"`
+	value   func(rep) (float64, bool)
+	N       int       `json:"n"`
+	Values  []float64 `json:"values"`
+	Min     float64   `json:"min"`
+	Median  float64   `json:"median"`
+	Max     float64   `json:"max"`
 }
 
 // field is a measured value; ratio, a quotient of two in one repetition.
@@ -353,14 +362,15 @@ type summary struct {
 	PerThread map[string]string `json:"ctxsw_per_thread_last_rep"`
 }
 
-func summarize(samples []sample) summary {
+func summarize(samples []sample) summary { return summarizeWith(samples, figures()) }
+
+func summarizeWith(samples []sample, figs []*figure) summary {
 	reps := byRep(samples)
 	nums := make([]int, 0, len(reps))
 	for n := range reps {
 		nums = append(nums, n)
 	}
 	slices.Sort(nums)
-	figs := figures()
 	for _, f := range figs {
 		f.Values = []float64{}
 		for _, n := range nums {
@@ -369,6 +379,11 @@ func summarize(samples []sample) summary {
 			}
 		}
 		f.N = len(f.Values)
+		for _, v := range f.Values {
+			if f.Better == "lower" && v < 1 || f.Better == "higher" && v > 1 {
+				f.NBetter++
+			}
+		}
 		if len(f.Values) > 0 {
 			f.Min, f.Max, f.Median = slices.Min(f.Values), slices.Max(f.Values), median(f.Values)
 		}
@@ -402,7 +417,11 @@ func writeTable(w io.Writer, s summary) error {
 			fmt.Fprintf(tw, "%s\t0\tmissing\t\t%s\n", f.What, f.Goal)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t[%s, %s]\t%s\n", f.What, f.N, format(f.Median), format(f.Min), format(f.Max), f.Goal)
+		goal := f.Goal
+		if f.Better != "" {
+			goal = fmt.Sprintf("new %s in %d of %d (sign test p = %.2f)", f.Better, f.NBetter, f.N, signTest(f.NBetter, f.N))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t[%s, %s]\t%s\n", f.What, f.N, format(f.Median), format(f.Min), format(f.Max), goal)
 	}
 	keys := make([]string, 0, len(s.PerThread))
 	for k := range s.PerThread {
@@ -435,13 +454,18 @@ func check(s summary) error {
 func main() {
 	jsonPath := flag.String("json", "", "also write the summary as JSON to this file")
 	checkOnly := flag.Bool("check", false, "fail unless every figure has a value (no thresholds)")
+	ab := flag.Bool("ab", false, "two daemons in turn (test/perf/ab-guest.sh): new ÷ base")
 	flag.Parse()
 	samples, err := parse(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "summarize:", err)
 		os.Exit(1)
 	}
-	s := summarize(samples)
+	figs := figures()
+	if *ab {
+		figs = abFigures()
+	}
+	s := summarizeWith(samples, figs)
 	if err := writeTable(os.Stdout, s); err != nil {
 		fmt.Fprintln(os.Stderr, "summarize:", err)
 		os.Exit(1)

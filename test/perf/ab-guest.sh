@@ -1,0 +1,94 @@
+#!/bin/sh
+# Runs INSIDE the test VM (test/perf/ab.sh boots it): two daemons, "base"
+# and "new", taking turns round by round in ONE boot, with the libfuse3
+# floor measured in every round beside them: ROUNDS rounds of cmdbench at
+# 1 and 4 client threads, then ROUNDS rounds of CM-only connections one at
+# a time and with 50 in flight, each daemon started afresh for each. Odd
+# rounds run base first, even rounds new first, so that neither always
+# follows the other.
+# Prints "rep=ROUND ..." lines for test/perf/summarize -ab.
+#
+# Usage: ab-guest.sh BINDIR ROUNDS PAIRS SEQ WIN
+set -eu
+B=$1 ROUNDS=$2 PAIRS=$3 SEQ=$4 WIN=$5
+SID=0x1000
+TAG=perf-ab
+# shellcheck source=test/perf/guest-lib.sh
+. "$(dirname "$0")/guest-lib.sh"
+out() {
+	line=$("$@") || fail "$*"
+	echo "rep=$rep $line"
+}
+
+modprobe -r rdma_ucm rdma_cm iw_cm ib_cm 2>/dev/null || true
+[ ! -d /sys/module/ib_cm ] || fail "ib_cm is still loaded"
+"$B/cusefloor" infiniband/ucmfloor > /tmp/floor.log 2>&1 &
+fpid=$!
+waitnode /dev/infiniband/ucmfloor $fpid
+
+start() { # DAEMON
+	"$B/ucmd-$1" serve --log-level warn > "/tmp/ucmd-$1.log" 2>&1 &
+	upid=$!
+	waitnode /dev/infiniband/ucm1 $upid
+	sleep 0.2
+}
+finish() { # DAEMON
+	stop $upid
+	grep -i "level=error" "/tmp/ucmd-$1.log" >&2 || true
+}
+# in_turn DAEMON...: "$step DAEMON" for each, each in a fresh daemon
+in_turn() {
+	for d in "$@"; do
+		start "$d"
+		"$step" "$d"
+		finish "$d"
+	done
+}
+# each round runs base first when odd, new first when even
+rounds() { # STEP
+	step=$1
+	rep=1
+	while [ $rep -le "$ROUNDS" ]; do
+		[ "$step" != cuse ] || for t in 1 4; do
+			out "$B/cmdbench" -D /dev/infiniband/ucmfloor -m floor -n $((PAIRS / t)) -t $t -p $fpid -l floor
+		done
+		if [ $((rep % 2)) -eq 1 ]; then in_turn base new; else in_turn new base; fi
+		rep=$((rep + 1))
+	done
+}
+
+cuse() { # DAEMON: cmdbench at 1 and 4 client threads
+	for t in 1 4; do
+		out "$B/cmdbench" -D /dev/infiniband/ucm0 -m ucm -n $((PAIRS / t)) -t $t -p "$upid" -l "$1"
+	done
+}
+conns() { # DAEMON: CM-only connections one at a time and with 50 in flight
+	"$B/ucmd-$1" exec -- "$B/ucmclient" -q -l $SID -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
+	spid=$!
+	waitlog /tmp/srv.log "listening on" $spid
+	for l in warm seq win50; do
+		case $l in
+		warm) args="-n 3" ;;
+		seq) args="-n $SEQ" ;;
+		win50) args="-n $((WIN / 50)) -P 50" ;;
+		esac
+		d0=$(proc_ticks "$upid")
+		# shellcheck disable=SC2086 # a list of flags
+		r=$("$B/ucmd-$1" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s $SID --libibcm -w 0 -T 600 --no-verbs -G $LL0 $args) ||
+			{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "$1 $l: the client failed"; }
+		d1=$(proc_ticks "$upid")
+		r=$(echo "$r" | grep '^ucmclient-perf')
+		n=$(echo "$r" | sed 's/.* n=\([0-9]*\).*/\1/')
+		[ $l = warm ] || echo "rep=$rep ucmclient label=$1-$l ${r#ucmclient-perf } daemon_cpu_us=$(us_per $((d1 - d0)) "$n")"
+	done
+	stop $spid
+}
+
+# The CUSE path first, then the connections, so that the two daemons'
+# runs of one measurement lie next to each other.
+log "$ROUNDS rounds of (floor, base, new) or (floor, new, base): $PAIRS pairs at 1 and 4 client threads"
+rounds cuse
+stop $fpid
+log "$ROUNDS rounds of (base, new) or (new, base): $SEQ CM-only connections one at a time, $WIN with 50 in flight"
+rounds conns
+log "done"
