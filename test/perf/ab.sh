@@ -24,6 +24,11 @@ if [ $# -ne 1 ] || [ -z "$1" ]; then
   echo "usage: $0 [--short] REV (make perf-ab BASE=REV)" >&2
   exit 2
 fi
+if [ -n "$short" ] && ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  # make perf-check from an unpacked tarball: there is no revision to build
+  echo "perf-ab: not a git checkout, no base to build: skipped" >&2
+  exit 0
+fi
 base=$(git rev-parse --verify --quiet "$1^{commit}") || { echo "perf-ab: $1: not a commit" >&2; exit 2; }
 if [ -n "$short" ]; then
   ROUNDS=${ROUNDS:-2} PAIRS=${PAIRS:-200} SEQ=${SEQ:-10} WIN=${WIN:-50}
