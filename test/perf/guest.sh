@@ -88,7 +88,7 @@ while [ $r -le "$REPS" ]; do
 	r=$((r + 1))
 	[ $r -gt "$REPS" ] || start_ucmd
 done
-stop $ppid $gpid # the plain floor serves on: the connection section measures it too
+stop $gpid # the libfuse3 floors serve on: the connection section measures them too
 
 # ---------------------------------------------------------- connection rate
 # The kernel's CM and ucmd cannot own the CM class at once: each rep loads
@@ -177,6 +177,10 @@ while [ $rep -le "$REPS" ]; do
 	# the umad floor under every MAD a userspace CM sends: one trip
 	# write(2) -> rxe0 -> rxe1 -> read(2), nothing above umad
 	out "$B/umadping" -a rxe0 -b rxe1 -g $LL1 -n $((SEQ * 3)) -L umad
+	# the floor chain: a CM-only connection's critical path one at a
+	# time, its 4 trips through umad and its 7 CUSE exchanges on the
+	# libfuse3 floor with the copy, in a connection's order
+	out "$B/umadping" -a rxe0 -b rxe1 -g $LL1 -n "$SEQ" -x /dev/infiniband/ucmfloorpvw -L floor-chain
 	# what the guest carries through umad with 50 MADs in flight, and at
 	# what CPU per MAD; and the CUSE floor's CPU per write with the
 	# guest's CPUs busy (4 client threads): the parts of the 50-in-flight
@@ -209,7 +213,7 @@ while [ $rep -le "$REPS" ]; do
 	stop_ucmd
 	rep=$((rep + 1))
 done
-stop $fpid
+stop $fpid $ppid
 rep=$REPS
 log "RSS per held connection: $HELD held, 50 a client"
 held_rss

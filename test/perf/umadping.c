@@ -14,6 +14,16 @@
 // what a CM sending every MAD through umad could at most carry with many
 // connections in flight, and guest_cpu_us what each MAD costs the guest
 // (docs/perf.md, "A bound with many in flight").
+//
+// With -x DEV (and -w 1) each of the n rounds is a CM-only connection's
+// critical path at the floors instead of one round trip ("the floor
+// chain", docs/perf.md "A connection at the floors"): four trips (REQ,
+// REP, DREQ, DREP), and seven no-op writes on the CUSE device DEV (the
+// libfuse3 floor with --pvw) where a connection's clients wait for their
+// commands: three before the REQ (DESTROY_ID, CREATE_ID, SEND_REQ), one on
+// the far side before each answer (SEND_REP, SEND_DREP), and two before
+// the DREQ (SEND_RTU, SEND_DREQ). Each side is its own process with its own
+// open file, as the two clients are. Prints us_per_conn instead.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -161,6 +171,29 @@ static void recv_within(int fd, struct msg *m) {
 	recv_one(fd, m);
 }
 
+// exchange makes k writes on the floor device: each a 24-byte
+// CREATE_ID-shaped command whose response pointer (byte 16) the floor
+// fills in, as cmdbench's floor mode writes it.
+static void exchange(int fd, int k) {
+	uint32_t id;
+	for (int i = 0; i < k; i++) {
+		uint8_t cmd[24] = { 0 };
+		cmd[4] = 16; // in: the command after the header
+		cmd[6] = sizeof id; // out
+		uint64_t resp = (uintptr_t)&id;
+		memcpy(cmd + 16, &resp, sizeof resp);
+		if (write(fd, cmd, sizeof cmd) != (ssize_t)sizeof cmd)
+			die("floor write");
+	}
+}
+
+static int open_floor(const char *path) {
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		die(path);
+	return fd;
+}
+
 static double now(void) {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
@@ -168,18 +201,19 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-	const char *a = "rxe0", *b = "rxe1", *label = "umad", *gb = NULL;
+	const char *a = "rxe0", *b = "rxe1", *label = "umad", *gb = NULL, *floor = NULL;
 	int n = 1000, w = 1, c;
-	while ((c = getopt(argc, argv, "a:b:g:n:w:L:")) != -1) {
+	while ((c = getopt(argc, argv, "a:b:g:n:w:x:L:")) != -1) {
 		switch (c) {
 		case 'a': a = optarg; break;
 		case 'b': b = optarg; break;
 		case 'g': gb = optarg; break;
 		case 'n': n = atoi(optarg); break;
 		case 'w': w = atoi(optarg); break;
+		case 'x': floor = optarg; break;
 		case 'L': label = optarg; break;
 		default:
-			fprintf(stderr, "usage: umadping -a DEV -b DEV -g GID_OF_B [-n N] [-w W] [-L label]\n");
+			fprintf(stderr, "usage: umadping -a DEV -b DEV -g GID_OF_B [-n N] [-w W | -x CUSEDEV] [-L label]\n");
 			return 2;
 		}
 	}
@@ -192,6 +226,10 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "umadping: need 1 <= -w <= min(-n, 100)\n");
 		return 2;
 	}
+	if (floor && w != 1) {
+		fprintf(stderr, "umadping: -x is a chain of one connection at a time: no -w\n");
+		return 2;
+	}
 	int fa = umad_for(a), fb = umad_for(b);
 	uint32_t ida = agent(fa), idb = agent(fb);
 
@@ -200,9 +238,12 @@ int main(int argc, char **argv) {
 	if (child < 0)
 		die("fork");
 	if (child == 0) {
+		int xf = floor ? open_floor(floor) : -1;
 		struct msg m;
 		for (;;) {
 			recv_one(fb, &m);
+			if (xf >= 0)
+				exchange(xf, 1); // SEND_REP, SEND_DREP
 			uint64_t tid = 0;
 			for (int i = 0; i < 8; i++)
 				tid = tid << 8 | m.mad[8 + i];
@@ -213,6 +254,25 @@ int main(int argc, char **argv) {
 	for (int i = 0; i < 20; i++) { // warm-up: neighbour discovery, caches
 		send_to(fa, ida, gidb, i);
 		recv_one(fa, &m);
+	}
+	if (floor) {
+		int xf = open_floor(floor);
+		long long busy0 = guest_busy_ticks();
+		double t0 = now();
+		for (int i = 0; i < n; i++) {
+			exchange(xf, 3); // DESTROY_ID, CREATE_ID, SEND_REQ
+			send_to(fa, ida, gidb, 2000 + 2 * (uint64_t)i); // REQ
+			recv_one(fa, &m); // REP
+			exchange(xf, 2); // SEND_RTU, SEND_DREQ
+			send_to(fa, ida, gidb, 2001 + 2 * (uint64_t)i); // DREQ
+			recv_one(fa, &m); // DREP
+		}
+		double t = now() - t0;
+		long long busy1 = guest_busy_ticks();
+		kill(child, 9);
+		printf("umadping label=%s n=%d chain=1 us_per_conn=%.1f conn_per_s=%.1f guest_cpu_us=%.1f\n", label, n,
+		       t / n * 1e6, n / t, guest_cpu_us(busy0, busy1, n));
+		return 0;
 	}
 	// n round trips, w of them in flight at once: each MAD back sends
 	// the next until n were sent
