@@ -3,7 +3,8 @@
 # daemon of git revision REV ("base") in ONE boot of the test VM, the two
 # taking turns round by round (docs/perf.md, "Comparing two daemons"). For
 # each figure it prints new ÷ base paired by round: the median, the range,
-# and in how many rounds new was lower. Raw lines land in bin/perf-ab/.
+# in how many rounds new did better, and the sign test's p for that count.
+# Raw lines and JSON land in bin/perf-ab/.
 #
 #   test/perf/ab.sh [--short] REV
 #
