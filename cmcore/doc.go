@@ -109,12 +109,13 @@
 // SIDR_REQ go out at most 1 + max_cm_retries times, timeout_ms apart (§4.2
 // formulas) counted from each send's return, identical bytes; a valid MRA
 // replaces the current and later intervals with ms(service timeout) +
-// ms(av.timeout) without resetting the count (§4.4); the final timeout gives REQ_ERROR, REP_ERROR, DREQ_ERROR
-// or SIDR_REQ_ERROR with status 20 if the id is still in the state the
-// message belonged to (a LAP timeout is silent, as on Linux). Timewait
-// lasts ms(av.timeout) and ends with TIMEWAIT_EXIT. New transactions use
-// the local comm ID as the low 32 bits of the TID (umad owns the rest);
-// replies echo the received TID. The clock is injectable (Options.Clock).
+// ms(av.timeout) without resetting the count (§4.4); the final timeout
+// gives REQ_ERROR, REP_ERROR, DREQ_ERROR or SIDR_REQ_ERROR with status 20
+// if the id is still in the state the message belonged to (a LAP timeout
+// is silent, as on Linux). Timewait lasts ms(av.timeout) and ends with
+// TIMEWAIT_EXIT. New transactions use the local comm ID as the low 32
+// bits of the TID (umad owns the rest); replies echo the received TID.
+// The clock is injectable (Options.Clock).
 //
 // # Deliberate differences from Linux v5.x
 //

@@ -27,7 +27,8 @@ fpid=$!
 waitnode /dev/infiniband/ucmfloor $fpid
 
 start() { # DAEMON
-	"$B/ucmd-$1" serve --log-level warn > "/tmp/ucmd-$1.log" 2>&1 &
+	UCMD=$B/ucmd-$1
+	"$UCMD" serve --log-level warn > "/tmp/ucmd-$1.log" 2>&1 &
 	upid=$!
 	waitnode /dev/infiniband/ucm1 $upid
 	sleep 0.2
@@ -63,24 +64,12 @@ cuse() { # DAEMON: cmdbench at 1 and 4 client threads
 	done
 }
 conns() { # DAEMON: CM-only connections one at a time and with 50 in flight
-	"$B/ucmd-$1" exec -- "$B/ucmclient" -q -l $SID -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
+	"$UCMD" exec -- "$B/ucmclient" -q -l $SID -d rxe1 -n 0 --libibcm --no-verbs -w 0 > /tmp/srv.log 2>&1 &
 	spid=$!
 	waitlog /tmp/srv.log "listening on" $spid
-	for l in warm seq win50; do
-		case $l in
-		warm) args="-n 3" ;;
-		seq) args="-n $SEQ" ;;
-		win50) args="-n $((WIN / 50)) -P 50" ;;
-		esac
-		d0=$(proc_ticks "$upid")
-		# shellcheck disable=SC2086 # a list of flags
-		r=$("$B/ucmd-$1" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s $SID --libibcm -w 0 -T 600 --no-verbs -G $LL0 $args) ||
-			{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "$1 $l: the client failed"; }
-		d1=$(proc_ticks "$upid")
-		r=$(echo "$r" | grep '^ucmclient-perf')
-		n=$(echo "$r" | sed 's/.* n=\([0-9]*\).*/\1/')
-		[ $l = warm ] || echo "rep=$rep ucmclient label=$1-$l ${r#ucmclient-perf } daemon_cpu_us=$(us_per $((d1 - d0)) "$n")"
-	done
+	conn_ucmd warm $SID --no-verbs -G $LL0 -n 3 > /dev/null
+	conn_ucmd "$1-seq" $SID --no-verbs -G $LL0 -n "$SEQ"
+	conn_ucmd "$1-win50" $SID --no-verbs -G $LL0 -n $((WIN / 50)) -P 50
 	stop $spid
 }
 

@@ -133,7 +133,7 @@ static void *worker(void *arg)
 	for (long i = 0; i < pairs; i++)
 		if (one_pair(uid))
 			die("pair");
-	pthread_barrier_wait(&start_line);
+	pthread_barrier_wait(&start_line); /* done */
 	return NULL;
 }
 

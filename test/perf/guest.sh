@@ -92,23 +92,9 @@ stop $gpid # the libfuse3 floors serve on: the connection section measures them 
 
 # ---------------------------------------------------------- connection rate
 # The kernel's CM and ucmd cannot own the CM class at once: each rep loads
-# rdma_cm for the anchors, unloads it, then runs ucmd.
-conn_ucmd() { # LABEL SERVICE_ID CLIENT_ARGS...
-	label=$1 sid=$2
-	shift 2
-	d0=$(proc_ticks $upid)
-	# shellcheck disable=SC2086 # lists of flags
-	r=$("$B/ucmd" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s "$sid" --libibcm -w 0 -T 600 "$@") ||
-		{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "ucmd $label: the client failed"; }
-	d1=$(proc_ticks $upid)
-	# with --cmd-times: each command's latency, as label=LABEL-COMMAND
-	echo "$r" | sed -n "s/^ucmclient-cmdtime \(.* cmd=\([A-Z_]*\) .*\)/rep=$rep ucmclient-cmdtime label=$label-\2 \1/p"
-	r=$(echo "$r" | grep '^ucmclient-perf')
-	n=$(echo "$r" | sed 's/.* n=\([0-9]*\).*/\1/')
-	# the daemon's CPU per connection over the client's whole run (its
-	# open and close too: two requests in a run of WIN connections)
-	echo "rep=$rep ucmclient label=$label ${r#ucmclient-perf } daemon_cpu_us=$(us_per $((d1 - d0)) "$n")"
-}
+# rdma_cm for the anchors, unloads it, then runs ucmd (conn_ucmd is in
+# guest-lib.sh).
+
 # held_rss: the daemon's RSS growth per established connection, both ends
 # in it, in a daemon started for it without transparent huge pages (its
 # RSS would move in 2 MiB steps): clients of 50 connections each, one

@@ -44,7 +44,8 @@ t0=$(date +%s.%N)
 export UCMD_VM_LOCK_HELD=1
 mkdir -p "$OUT"
 cd "$REPO"
-# static binaries: the guest runs them from the host filesystem as they are
+# the guest runs these from the host filesystem as they are: static, but
+# for the race build, whose libc is the host's (shared with the guest)
 CGO_ENABLED=$cgo go build "${race[@]}" -trimpath -o "$OUT/ucmd" ./cmd/ucmd
 CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./test/e2e
 # the legacy client (C, libibverbs) the daemon tests drive
