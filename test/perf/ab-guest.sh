@@ -15,34 +15,21 @@ SID=0x1000
 TAG=perf-ab
 # shellcheck source=test/perf/guest-lib.sh
 . "$(dirname "$0")/guest-lib.sh"
-out() {
-	line=$("$@") || fail "$*"
-	echo "rep=$rep $line"
-}
+UCMD_FLAGS="--log-level warn"
 
-modprobe -r rdma_ucm rdma_cm iw_cm ib_cm 2>/dev/null || true
-[ ! -d /sys/module/ib_cm ] || fail "ib_cm is still loaded"
+no_kernel_cm
 "$B/cusefloor" infiniband/ucmfloor > /tmp/floor.log 2>&1 &
 fpid=$!
 waitnode /dev/infiniband/ucmfloor $fpid
 
-start() { # DAEMON
-	UCMD=$B/ucmd-$1
-	"$UCMD" serve --log-level warn > "/tmp/ucmd-$1.log" 2>&1 &
-	upid=$!
-	waitnode /dev/infiniband/ucm1 $upid
-	sleep 0.2
-}
-finish() { # DAEMON
-	stop $upid
-	grep -i "level=error" "/tmp/ucmd-$1.log" >&2 || true
-}
 # in_turn DAEMON...: "$step DAEMON" for each, each in a fresh daemon
 in_turn() {
 	for d in "$@"; do
-		start "$d"
+		UCMD=$B/ucmd-$d
+		# shellcheck disable=SC2119 # no wrapper
+		start_ucmd
 		"$step" "$d"
-		finish "$d"
+		stop_ucmd
 	done
 }
 # each round runs base first when odd, new first when even

@@ -34,6 +34,35 @@ HZ=$(getconf CLK_TCK)
 proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 us_per() { awk -v t="$1" -v n="$2" -v hz="$HZ" 'BEGIN { printf "%.1f", t * 1e6 / hz / n }'; }
 
+# out CMD...: runs one measurement and prints its line, or fails the run
+# shellcheck disable=SC2154 # rep: set by the script sourcing this
+out() {
+	line=$("$@") || fail "$*"
+	echo "rep=$rep $line"
+}
+
+# start_ucmd [WRAPPER]: the daemon ${UCMD:-$B/ucmd} serving with
+# $UCMD_FLAGS (WRAPPER: a program that runs it), as $upid, once its last
+# node is there; stop_ucmd stops it and shows the errors it logged.
+start_ucmd() {
+	# shellcheck disable=SC2086 # a list of flags
+	${1:+"$1"} "${UCMD:-$B/ucmd}" serve $UCMD_FLAGS > /tmp/ucmd.log 2>&1 &
+	upid=$!
+	waitnode /dev/infiniband/ucm1 $upid
+	sleep 0.2
+}
+stop_ucmd() {
+	stop "$upid"
+	grep -i "level=error" /tmp/ucmd.log >&2 || true
+}
+
+# The kernel's CM and ucmd cannot own a port's CM class at once.
+kernel_cm() { modprobe -a rdma_ucm || fail "modprobe rdma_ucm"; }
+no_kernel_cm() {
+	modprobe -r rdma_ucm rdma_cm iw_cm ib_cm 2>/dev/null || true
+	[ ! -d /sys/module/ib_cm ] || fail "ib_cm is still loaded"
+}
+
 # conn_ucmd LABEL SERVICE_ID CLIENT_ARGS...: one run of the libibcm-style
 # client through the daemon $upid (exec'd by $UCMD, default $B/ucmd) to
 # a server listening on rxe1, printed as "rep=$rep ucmclient label=LABEL

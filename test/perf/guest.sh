@@ -20,30 +20,7 @@ TAG=perf
 # shellcheck source=test/perf/guest-lib.sh
 . "$(dirname "$0")/guest-lib.sh"
 if [ "$HELD" -le 0 ] || [ $((HELD % 100)) -ne 0 ]; then fail "HELD=$HELD: want a positive multiple of 100"; fi
-# out CMD...: runs one measurement and prints its line, or fails the run
-out() {
-	line=$("$@") || fail "$*"
-	echo "rep=$rep $line"
-}
-
 UCMD_FLAGS="--log-level warn --user-ids $((PREFILL + 10000)) --max-ids $((PREFILL + 20000))"
-start_ucmd() { # [WRAPPER]: a program that runs the daemon
-	# shellcheck disable=SC2086 # a list of flags
-	${1:+"$1"} "$B/ucmd" serve $UCMD_FLAGS > /tmp/ucmd.log 2>&1 &
-	upid=$!
-	waitnode /dev/infiniband/ucm1 $upid
-	sleep 0.2
-}
-stop_ucmd() {
-	stop $upid
-	grep -i "level=error" /tmp/ucmd.log >&2 || true
-}
-
-kernel_cm() { modprobe -a rdma_ucm || fail "modprobe rdma_ucm"; }
-no_kernel_cm() {
-	modprobe -r rdma_ucm rdma_cm iw_cm ib_cm 2>/dev/null || true
-	[ ! -d /sys/module/ib_cm ] || fail "ib_cm is still loaded"
-}
 
 # ---------------------------------------------------------------- CUSE path
 "$B/cusefloor" infiniband/ucmfloor > /tmp/floor.log 2>&1 &
