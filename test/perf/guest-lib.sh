@@ -67,20 +67,21 @@ no_kernel_cm() {
 # client through the daemon $upid (exec'd by $UCMD, default $B/ucmd) to
 # a server listening on rxe1, printed as "rep=$rep ucmclient label=LABEL
 # ..." with the daemon's CPU per connection, and with --cmd-times each
-# command's latency as label=LABEL-COMMAND.
+# command's latency as label=LABEL-COMMAND. sh has no local variables:
+# its own are cu_*, so that a caller's (a loop's r, say) survive it.
 # shellcheck disable=SC2154 # upid and rep: set by the script sourcing this
 conn_ucmd() {
-	label=$1 sid=$2
+	cu_label=$1 cu_sid=$2
 	shift 2
-	d0=$(proc_ticks "$upid")
+	cu_d0=$(proc_ticks "$upid")
 	# shellcheck disable=SC2086 # lists of flags
-	r=$("${UCMD:-$B/ucmd}" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s "$sid" --libibcm -w 0 -T 600 "$@") ||
-		{ echo "$r" >&2; tail -n 20 /tmp/srv.log >&2; fail "ucmd $label: the client failed"; }
-	d1=$(proc_ticks "$upid")
-	echo "$r" | sed -n "s/^ucmclient-cmdtime \(.* cmd=\([A-Z_]*\) .*\)/rep=$rep ucmclient-cmdtime label=$label-\2 \1/p"
-	r=$(echo "$r" | grep '^ucmclient-perf')
-	n=$(echo "$r" | sed 's/.* n=\([0-9]*\).*/\1/')
+	cu_r=$("${UCMD:-$B/ucmd}" exec -- "$B/ucmclient" -q -c -d rxe0 -g $LL1 -s "$cu_sid" --libibcm -w 0 -T 600 "$@") ||
+		{ echo "$cu_r" >&2; tail -n 20 /tmp/srv.log >&2; fail "ucmd $cu_label: the client failed"; }
+	cu_d1=$(proc_ticks "$upid")
+	echo "$cu_r" | sed -n "s/^ucmclient-cmdtime \(.* cmd=\([A-Z_]*\) .*\)/rep=$rep ucmclient-cmdtime label=$cu_label-\2 \1/p"
+	cu_r=$(echo "$cu_r" | grep '^ucmclient-perf')
+	cu_n=$(echo "$cu_r" | sed 's/.* n=\([0-9]*\).*/\1/')
 	# the daemon's CPU per connection over the client's whole run (its
 	# open and close too: two requests in a run of WIN connections)
-	echo "rep=$rep ucmclient label=$label ${r#ucmclient-perf } daemon_cpu_us=$(us_per $((d1 - d0)) "$n")"
+	echo "rep=$rep ucmclient label=$cu_label ${cu_r#ucmclient-perf } daemon_cpu_us=$(us_per $((cu_d1 - cu_d0)) "$cu_n")"
 }
