@@ -144,6 +144,7 @@ clean:
 
 # The legacy C client (test/clients): `clients`, `clients-selftest`.
 include test/clients/clients.mk
+include test/perf/anchors.mk
 
 # make install (PREFIX, DESTDIR), make deb, make deb-test (the package in the VM).
 include dist/install.mk

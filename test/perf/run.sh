@@ -29,21 +29,10 @@ esac
 [ $((HELD % 100)) -eq 0 ] || { echo "perf: HELD=$HELD: want a positive multiple of 100" >&2; exit 2; }
 
 mkdir -p "$OUT"
-CC=${CC:-gcc}
-CFLAGS="-O2 -Wall -Wextra -Werror"
 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
 go build -trimpath -o "$OUT/gofloor" ./test/perf/gofloor
-make --no-print-directory BIN="$OUT" "$OUT/ucmclient" >/dev/null
-# shellcheck disable=SC2046,SC2086 # pkg-config prints a list of flags
-$CC $CFLAGS -o "$OUT/cusefloor" test/perf/cusefloor.c $(pkg-config --cflags --libs fuse3)
-# shellcheck disable=SC2086
-$CC $CFLAGS -pthread -o "$OUT/cmdbench" test/perf/cmdbench.c
-# shellcheck disable=SC2086
-$CC $CFLAGS -o "$OUT/rdmaconn" test/perf/rdmaconn.c -lrdmacm -libverbs
-# shellcheck disable=SC2086
-$CC $CFLAGS -o "$OUT/umadping" test/perf/umadping.c
-# shellcheck disable=SC2086
-$CC $CFLAGS -o "$OUT/nothp" test/perf/nothp.c
+make --no-print-directory BIN="$OUT" PERF_CC="${CC:-gcc}" \
+  "$OUT/ucmclient" "$OUT/cusefloor" "$OUT/cmdbench" "$OUT/rdmaconn" "$OUT/umadping" "$OUT/nothp" >/dev/null
 
 echo "perf: one boot: REPS=$REPS PAIRS=$PAIRS SLICES=$SLICES SEQ=$SEQ WIN=$WIN PREFILL=$PREFILL HELD=$HELD (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 rc=0
