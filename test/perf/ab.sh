@@ -53,7 +53,7 @@ trap 'rm -rf "$src"' EXIT
 git archive "$base" | tar -x -C "$src"
 (cd "$src" && go build -trimpath -o "$REPO/$OUT/ucmd-base" ./cmd/ucmd)
 go build -trimpath -o "$OUT/ucmd-new" ./cmd/ucmd
-make --no-print-directory BIN="$OUT" PERF_CC="${CC:-gcc}" "$OUT/ucmclient" "$OUT/cusefloor" "$OUT/cmdbench" >/dev/null
+make -B --no-print-directory BIN="$OUT" PERF_CC="${CC:-gcc}" "$OUT/ucmclient" "$OUT/cusefloor" "$OUT/cmdbench" >/dev/null
 
 echo "perf-ab: new = working tree ($(git describe --always --dirty)), base = $(git log -1 --format='%h %s' "$base" | cut -c1-72)" >&2
 echo "perf-ab: one boot: ROUNDS=$ROUNDS PAIRS=$PAIRS SEQ=$SEQ WIN=$WIN (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2

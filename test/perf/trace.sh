@@ -19,7 +19,7 @@ CONNS=${CONNS:-$([ -n "$short" ] && echo 10 || echo 100)}
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
-make --no-print-directory BIN="$OUT" PERF_CC="${CC:-gcc}" "$OUT/ucmclient" "$OUT/umadping" >/dev/null
+make -B --no-print-directory BIN="$OUT" PERF_CC="${CC:-gcc}" "$OUT/ucmclient" "$OUT/umadping" >/dev/null
 rm -f "$OUT"/trace-*.txt
 test/vm/run.sh -r -w "$OUT" -t "${PERF_TIMEOUT:-900}" -- sh test/perf/trace-guest.sh "$OUT" "$OUT" "$CONNS" >&2
 go run ./test/perf/madtrace ${short:+-check} "${OUT#"$REPO"/}/trace-ucmd.txt" "${OUT#"$REPO"/}/trace-umadping.txt" | tee "$OUT/summary.txt"
