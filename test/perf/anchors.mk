@@ -8,23 +8,13 @@
 
 PERF_CC ?= gcc
 PERF_CFLAGS ?= -O2 -Wall -Wextra -Werror
+PERF_ANCHORS := cusefloor cmdbench rdmaconn umadping nothp
 
-$(BIN)/cusefloor: test/perf/cusefloor.c
-	@mkdir -p $(BIN)
-	$(PERF_CC) $(PERF_CFLAGS) -o $@ $< $$(pkg-config --cflags --libs fuse3)
+# What each program links with beyond libc.
+$(BIN)/cusefloor: PERF_LIBS = $$(pkg-config --cflags --libs fuse3)
+$(BIN)/cmdbench: PERF_LIBS = -pthread
+$(BIN)/rdmaconn: PERF_LIBS = -lrdmacm -libverbs
 
-$(BIN)/cmdbench: test/perf/cmdbench.c test/perf/guestcpu.h
+$(addprefix $(BIN)/,$(PERF_ANCHORS)): $(BIN)/%: test/perf/%.c test/perf/guestcpu.h
 	@mkdir -p $(BIN)
-	$(PERF_CC) $(PERF_CFLAGS) -pthread -o $@ $<
-
-$(BIN)/rdmaconn: test/perf/rdmaconn.c test/perf/guestcpu.h
-	@mkdir -p $(BIN)
-	$(PERF_CC) $(PERF_CFLAGS) -o $@ $< -lrdmacm -libverbs
-
-$(BIN)/umadping: test/perf/umadping.c test/perf/guestcpu.h
-	@mkdir -p $(BIN)
-	$(PERF_CC) $(PERF_CFLAGS) -o $@ $<
-
-$(BIN)/nothp: test/perf/nothp.c
-	@mkdir -p $(BIN)
-	$(PERF_CC) $(PERF_CFLAGS) -o $@ $<
+	$(PERF_CC) $(PERF_CFLAGS) -o $@ $< $(PERF_LIBS)
