@@ -152,7 +152,10 @@ static struct {
 	.msgs = 4,
 	.msg_size = 64,
 	.wait_ms = 10000,
-	.timewait_ms = 1000,
+	/* The CM's timewait is 4.096 µs × 2^(ACK timeout): 1,024 ms on the
+	 * default path (--plt 16, ACK delay 16), 2,048 ms one step up. A
+	 * default below it would end every connection on "timewait no". */
+	.timewait_ms = 3000,
 	.mtu = 0,
 	.hop_limit = 64,
 	.rate = 3, /* 10 Gb/s */
@@ -2666,7 +2669,7 @@ static void usage(FILE *f)
 		"      --cm-timeout N     CM response timeouts (default 20)   --cm-retries N (default 5)\n"
 		"timeouts and checks:\n"
 		"  -t, --timeout MS       every wait (default 10000)\n"
-		"  -w, --timewait MS      how long to wait for TIMEWAIT_EXIT, 0 = don't (default 1000)\n"
+		"  -w, --timewait MS      how long to wait for TIMEWAIT_EXIT, 0 = don't (default 3000)\n"
 		"  -T, --deadline SEC     whole run, then exit 3 (default 60 + 10 x N)\n"
 		"      --nonblock         set O_NONBLOCK on the ucm fd\n"
 		"      --libibcm          as libibcm: GET_EVENT blocks, no poll() and no per-command\n"

@@ -28,14 +28,10 @@ say "what libibcm sees under ucmd exec"
 "$bin" exec --runtime-dir "$run" -- sh -c 'for d in /sys/class/infiniband_cm/ucm*; do echo "$d/ibdev: $(cat "$d/ibdev")"; done; echo "abi_version: $(cat /sys/class/infiniband_cm/abi_version)"'
 
 say "a server on ucm1 (rxe1), a client on ucm0 (rxe0): REQ, REP, RTU, RC data, DREQ, DREP, timewait"
-# -w 2000: each side waits for its TIMEWAIT_EXIT, which comes after the
-# timewait the CM computes from the path's packet life time and the peer's
-# ACK delay (just over a second here, as with the kernel's CM); the client's
-# default of 1 s gives up just before it and reports "timewait no".
-"$bin" exec --runtime-dir "$run" -- "$client" -d rxe1 -l 0x1000 -n 3 -w 2000 &
+"$bin" exec --runtime-dir "$run" -- "$client" -d rxe1 -l 0x1000 -n 3 &
 srv=$!
 sleep 0.3
-"$bin" exec --runtime-dir "$run" -- "$client" -d rxe0 -c -g fe80::ff:fe00:2 -s 0x1000 -n 3 -w 2000
+"$bin" exec --runtime-dir "$run" -- "$client" -d rxe0 -c -g fe80::ff:fe00:2 -s 0x1000 -n 3
 wait $srv
 
 say "ucmd status"
