@@ -69,7 +69,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.userEvents, "user-events", 0, fmt.Sprintf("most undelivered events one user may have queued over all its files, past which new connections are rejected and other events dropped (0: default %d)", ucm.DefaultUserEvents))
 	fs.IntVar(&f.userFiles, "user-files", 0, fmt.Sprintf("most files one user may have open on the ucm nodes, past which open fails with EMFILE (0: default %d)", ucm.DefaultUserFiles))
 	fs.IntVar(&f.autoMRA, "auto-mra", 0, "`TIMEOUT`: answer a retransmitted REQ whose connection the application has not accepted yet with an MRA of this service timeout (5-bit IBTA time, 4.096 µs·2^TIMEOUT; 24, rdma_cm's, is about 69 s), so that a slow acceptor's peers do not time out; SEND_MRA, SEND_REP and SEND_REJ behave as without it (0: off, the kernel ib_cm's behaviour)")
-	fs.DurationVar(&f.monitorSlack, "monitor-slack", sysmon.DefaultSlack, "timer slack of the Go runtime's monitor thread (/proc/TID/timerslack_ns, which takes CAP_SYS_NICE): how late the kernel may end its sleeps, which spares it most of its wake-ups (docs/perf.md, \"The runtime monitor's sleeps\"); 0 leaves the kernel's 50µs")
+	fs.DurationVar(&f.monitorSlack, "monitor-slack", sysmon.DefaultSlack, "timer slack of the Go runtime's monitor thread, which the threads it starts inherit (/proc/TID/timerslack_ns, which takes CAP_SYS_NICE): how late the kernel may end its sleeps, which spares it most of its wake-ups (docs/perf.md, \"The runtime monitor's sleeps\"); 0 leaves the kernel's 50µs")
 	// For performance work (docs/perf.md), not for operators.
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (pprof)")
 	fs.MarkHidden("cpuprofile")

@@ -47,13 +47,20 @@ func busy() (stop func()) {
 	return func() { close(done) }
 }
 
+// setSlackRuns makes each run of TestSetSlack in one process set a slack
+// of its own: the threads the monitor started during an earlier run
+// inherited that run's.
+var setSlackRuns int64
+
 // The monitor is found (the first thread after the main one, waiting in a
-// timed sleep) and it alone gets the slack.
+// timed sleep) and it alone of the threads there gets the slack.
 func TestSetSlack(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("another thread's timer slack takes CAP_SYS_NICE")
 	}
 	defer busy()()
+	setSlackRuns++
+	want := 1234567 + setSlackRuns
 	slacks := func() map[int]int64 {
 		tids, err := threads()
 		if err != nil {
@@ -68,8 +75,7 @@ func TestSetSlack(t *testing.T) {
 		return m
 	}
 	before := slacks()
-	const want = 1234567
-	tid, err := SetSlack(want * time.Nanosecond)
+	tid, err := SetSlack(time.Duration(want))
 	if err != nil {
 		t.Fatal(err)
 	}
