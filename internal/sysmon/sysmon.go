@@ -37,16 +37,16 @@ import (
 // then waits up to 1 ms longer: a P held by a thread blocked in a system
 // call while work is queued on it (the runtime's spinning threads usually
 // take such work first), and the preemption of a goroutine running for
-// 10 ms. The slack is set on the monitor, not on every thread, where the
-// runtime's 3 µs pause before stealing a running P's next goroutine
-// (runqgrab) would last up to 1 ms too. But a thread begins with its
-// creator's slack, and the monitor starts threads: when it hands a P taken
-// from a blocked system call to a new one (retake, handoffp, startm).
-// Those keep it; in the test VM about half the daemon's threads had it
-// after a connection loop. Sweeping it off them every 2 s measured the
-// same and woke an idle daemon twice as often, so they keep it
-// (docs/perf.md, "The runtime monitor's sleeps"). go.dev/issue/18236 is
-// the runtime's side: its tick is fixed, and too short for slow machines.
+// 10 ms. It is set on the monitor only: on every thread it would also
+// stretch the runtime's 3 µs pause before stealing a running P's next
+// goroutine (runqgrab) to up to 1 ms. But a thread begins with its
+// creator's slack, and the monitor starts threads when it hands a P taken
+// from a blocked system call to a new one (retake, handoffp, startm); in
+// the test VM about half the daemon's threads had the slack after a
+// connection loop. Sweeping it off them every 2 s measured the same and
+// woke an idle daemon twice as often, so they keep it (docs/perf.md, "The
+// runtime monitor's sleeps"). go.dev/issue/18236 is the runtime's side:
+// its tick is fixed, and too short for slow machines.
 const DefaultSlack = time.Millisecond
 
 // SetSlack sets the timer slack of the runtime's monitor thread to d (0:
