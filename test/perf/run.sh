@@ -31,8 +31,7 @@ esac
 mkdir -p "$OUT"
 go build -trimpath -o "$OUT/ucmd" ./cmd/ucmd
 go build -trimpath -o "$OUT/gofloor" ./test/perf/gofloor
-make -B --no-print-directory BIN="$OUT" PERF_CC="${CC:-gcc}" \
-  "$OUT/ucmclient" "$OUT/cusefloor" "$OUT/cmdbench" "$OUT/rdmaconn" "$OUT/umadping" "$OUT/nothp" >/dev/null
+make -B --no-print-directory BIN="$OUT" PERF_CC="${CC:-gcc}" "$OUT/ucmclient" perf-anchors >/dev/null
 
 echo "perf: one boot: REPS=$REPS PAIRS=$PAIRS SLICES=$SLICES SEQ=$SEQ WIN=$WIN PREFILL=$PREFILL HELD=$HELD (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 rc=0
