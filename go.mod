@@ -2,6 +2,9 @@ module github.com/ucmd/ucmd
 
 go 1.26.0
 
+// What make builds with (its GOTOOLCHAIN); the module itself needs only Go 1.26.
+toolchain go1.27.3
+
 require (
 	github.com/google/gopacket v1.1.19
 	github.com/hanwen/go-fuse/v2 v2.12.1
