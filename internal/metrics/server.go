@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // Path is where the metrics are served.
@@ -35,8 +37,35 @@ type Server struct {
 	done chan struct{}
 }
 
+// limits bound what one client of the endpoint costs the daemon. The
+// daemon runs as root, and whoever reaches the address may connect (there
+// is no authentication): without them a local user could hold a goroutine
+// and a descriptor for every connection it leaves open after a request.
+// Scrapers send one small request at a time and keep the connection
+// between scrapes, a minute apart by Prometheus' default.
+type limits struct {
+	conns       int           // connections served at once; more wait in the kernel's backlog
+	header      time.Duration // to read a request's headers
+	read, write time.Duration // a whole request, a whole response
+	idle        time.Duration // between two requests on one connection
+	headerBytes int
+}
+
+var defaultLimits = limits{
+	conns:       32,
+	header:      10 * time.Second,
+	read:        30 * time.Second,
+	write:       30 * time.Second,
+	idle:        2 * time.Minute,
+	headerBytes: 16 << 10,
+}
+
 // Listen serves m on addr (HOST:PORT) until Close.
 func Listen(addr string, m *Metrics, log *slog.Logger) (*Server, error) {
+	return listen(addr, m, log, defaultLimits)
+}
+
+func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, error) {
 	if err := CheckAddr(addr); err != nil {
 		return nil, err
 	}
@@ -44,6 +73,7 @@ func Listen(addr string, m *Metrics, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
+	ln = netutil.LimitListener(ln, lim.conns)
 	mux := http.NewServeMux()
 	mux.Handle(Path, m.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +87,11 @@ func Listen(addr string, m *Metrics, log *slog.Logger) (*Server, error) {
 		ln: ln,
 		srv: &http.Server{
 			Handler:           mux,
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: lim.header,
+			ReadTimeout:       lim.read,
+			WriteTimeout:      lim.write,
+			IdleTimeout:       lim.idle,
+			MaxHeaderBytes:    lim.headerBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},
 		done: make(chan struct{}),
