@@ -230,17 +230,24 @@ func (s *Server) serve() {
 }
 
 // AcceptLoop serves each connection ln accepts with handle on a goroutine
-// of its own, counted in wg, until ln is closed; other accept errors are
-// logged as what's.
+// of its own, counted in wg, until ln is closed. Any other accept error,
+// such as EMFILE while the daemon is out of descriptors, passes: it is
+// logged as what's, and the loop tries again after a pause that doubles
+// from 5 ms up to a second, as net/http's Server does.
 func AcceptLoop(ln net.Listener, wg *sync.WaitGroup, log *slog.Logger, what string, handle func(net.Conn)) {
+	var pause time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				log.Warn(what+" accept", "err", err)
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			pause = min(max(2*pause, acceptPause), time.Second)
+			log.Warn(what+" accept", "err", err, "retry_in", pause)
+			time.Sleep(pause)
+			continue
 		}
+		pause = 0
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -248,6 +255,9 @@ func AcceptLoop(ln net.Listener, wg *sync.WaitGroup, log *slog.Logger, what stri
 		}()
 	}
 }
+
+// acceptPause is AcceptLoop's first pause after an accept error.
+const acceptPause = 5 * time.Millisecond
 
 // Close removes the socket and waits for answers in progress.
 func (s *Server) Close() error {

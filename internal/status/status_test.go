@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -232,5 +235,51 @@ func TestUnserved(t *testing.T) {
 	}
 	if err := WriteText(&b, sample()); err != nil || strings.Count(b.String(), "NOT-SERVED") != 1 {
 		t.Errorf("a table of unserved devices with none: %v\n%s", err, b.String())
+	}
+}
+
+// fakeListener hands out its errors, then one end of a pipe, then
+// net.ErrClosed.
+type fakeListener struct {
+	errs []error
+	conn net.Conn
+}
+
+func (l *fakeListener) Accept() (net.Conn, error) {
+	if len(l.errs) > 0 {
+		err := l.errs[0]
+		l.errs = l.errs[1:]
+		return nil, err
+	}
+	if c := l.conn; c != nil {
+		l.conn = nil
+		return c, nil
+	}
+	return nil, net.ErrClosed
+}
+func (l *fakeListener) Close() error   { return nil }
+func (l *fakeListener) Addr() net.Addr { return &net.UnixAddr{Name: "fake", Net: "unix"} }
+
+// An accept error other than the listener's close, such as running out
+// of descriptors, does not end the loop: the socket serves again once
+// the error passes.
+func TestAcceptLoopOutlivesErrors(t *testing.T) {
+	c, peer := net.Pipe()
+	defer peer.Close()
+	emfile := &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	ln := &fakeListener{errs: []error{emfile, emfile, emfile}, conn: c}
+	var logs bytes.Buffer
+	var wg sync.WaitGroup
+	served := 0
+	AcceptLoop(ln, &wg, slog.New(slog.NewTextHandler(&logs, nil)), "test socket", func(c net.Conn) {
+		served++
+		c.Close()
+	})
+	wg.Wait()
+	if served != 1 {
+		t.Fatalf("served %d connections after three EMFILE errors, want 1", served)
+	}
+	if n := strings.Count(logs.String(), "too many open files"); n != 3 {
+		t.Errorf("%d of the three errors logged:\n%s", n, logs.String())
 	}
 }
