@@ -64,6 +64,22 @@ else
   bad "legacy client pair failed"; sed 's/^/# client: /' /tmp/cli.out; sed 's/^/# server: /' /tmp/srv.out
 fi
 
+# --- the metrics endpoint, as docs/metrics.md has it turned on -----------------
+# The unit's sandbox must let ucmd listen on TCP when UCMD_ARGS asks for it.
+cp /etc/default/ucmd /tmp/default-ucmd
+echo 'UCMD_ARGS="--metrics-listen 127.0.0.1:9435"' >> /etc/default/ucmd
+systemctl restart ucmd.service
+# (busybox wget without -T: with it, wget failed or crashed in the guest)
+if busybox wget -O /tmp/metrics http://127.0.0.1:9435/metrics 2>/tmp/wget.err && grep -q '^ucmd_ids{' /tmp/metrics; then
+  ok "ucmd.service with --metrics-listen in /etc/default/ucmd serves /metrics ($(grep -c '^ucmd_' /tmp/metrics) ucmd_ series)"
+else
+  bad "ucmd.service with --metrics-listen: no metrics ($(show ucmd.service ActiveState)/$(show ucmd.service Result))"
+  sed 's/^/# wget: /' /tmp/wget.err
+  journalctl -b -u ucmd.service --no-pager | tail -10 | sed 's/^/# /'
+fi
+cp /tmp/default-ucmd /etc/default/ucmd
+systemctl restart ucmd.service
+
 # --- systemd's own checks -------------------------------------------------------
 if v=$(systemd-analyze verify ucmd.service 2>&1); then ok "systemd-analyze verify ucmd.service: clean"; else bad "verify: $v"; fi
 echo "# $(systemd-analyze security ucmd.service 2>&1 | tail -1)"
