@@ -64,11 +64,26 @@ else
   bad "legacy client pair failed"; sed 's/^/# client: /' /tmp/cli.out; sed 's/^/# server: /' /tmp/srv.out
 fi
 
-# --- the metrics endpoint, as docs/metrics.md has it turned on -----------------
-# The unit's sandbox must let ucmd listen on TCP when UCMD_ARGS asks for it.
+# --- flags from /etc/default/ucmd that need more of the sandbox -----------------
+# The unit's sandbox must let ucmd listen on TCP (--metrics-listen,
+# docs/metrics.md) and give its sockets a group (--status-group).
 cp /etc/default/ucmd /tmp/default-ucmd
-echo 'UCMD_ARGS="--metrics-listen 127.0.0.1:9435"' >> /etc/default/ucmd
+echo 'UCMD_ARGS="--metrics-listen 127.0.0.1:9435 --status-group adm"' >> /etc/default/ucmd
 systemctl restart ucmd.service
+for sock in ucmd.sock trace.sock; do
+  m=$(stat -c '%a %G' /run/ucmd/$sock 2>&1)
+  [ "$m" = "660 adm" ] && ok "--status-group adm: /run/ucmd/$sock is $m" || bad "--status-group adm: /run/ucmd/$sock is '$m'"
+done
+if out=$(setpriv --reuid=65534 --regid=65534 --groups=4 ucmd status 2>&1) && echo "$out" | grep -q ucm0; then
+  ok "ucmd status as nobody in group adm"
+else
+  bad "ucmd status as nobody in group adm: $out"
+fi
+if setpriv --reuid=65534 --regid=65534 --clear-groups ucmd status >/dev/null 2>&1; then
+  bad "ucmd status as nobody outside group adm: allowed"
+else
+  ok "ucmd status as nobody outside group adm: refused"
+fi
 # (busybox wget without -T: with it, wget failed or crashed in the guest)
 if busybox wget -O /tmp/metrics http://127.0.0.1:9435/metrics 2>/tmp/wget.err && grep -q '^ucmd_ids{' /tmp/metrics; then
   ok "ucmd.service with --metrics-listen in /etc/default/ucmd serves /metrics ($(grep -c '^ucmd_' /tmp/metrics) ucmd_ series)"
