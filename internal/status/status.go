@@ -231,9 +231,9 @@ func (s *Server) serve() {
 
 // AcceptLoop serves each connection ln accepts with handle on a goroutine
 // of its own, counted in wg, until ln is closed. Any other accept error,
-// such as EMFILE while the daemon is out of descriptors, passes: it is
-// logged as what's, and the loop tries again after a pause that doubles
-// from 5 ms up to a second, as net/http's Server does.
+// such as EMFILE while the daemon is out of descriptors, is logged as
+// what's and does not end the loop: it tries again after a pause that
+// doubles from 5 ms up to a second, as net/http's Server does.
 func AcceptLoop(ln net.Listener, wg *sync.WaitGroup, log *slog.Logger, what string, handle func(net.Conn)) {
 	var pause time.Duration
 	for {
