@@ -3,12 +3,19 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+
+	"github.com/ucmd/ucmd/internal/journal"
 )
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "ucmd:", err)
+		prefix := ""
+		if journal.IsStream(os.Stderr) {
+			prefix = journal.Priority(slog.LevelError)
+		}
+		fmt.Fprintln(os.Stderr, prefix+"ucmd:", err)
 		os.Exit(1)
 	}
 }

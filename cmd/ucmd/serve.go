@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/internal/daemon"
+	"github.com/ucmd/ucmd/internal/journal"
 	"github.com/ucmd/ucmd/internal/metrics"
 	"github.com/ucmd/ucmd/internal/sdnotify"
 	"github.com/ucmd/ucmd/internal/sysmon"
@@ -78,17 +79,31 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, fmt.Sprintf("bytes all users' files, ids and events may cost the daemon together, past which commands fail with ENOMEM (0: default %d, 512 MiB)", ucm.DefaultMemoryBudget))
 }
 
-// logger writes to w, the command's stderr.
+// logger writes to w, the command's stderr. When that is the journal's
+// stream (under systemd) each line carries its priority, and text lines
+// no time of their own (internal/journal).
 func (f *serveFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
+	file, _ := w.(*os.File)
+	onJournal := file != nil && journal.IsStream(file)
 	opts := &slog.HandlerOptions{Level: lvl}
-	if f.logJSON {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	var h slog.Handler
+	switch {
+	case f.logJSON:
+		h = slog.NewJSONHandler(w, opts)
+	case onJournal:
+		opts.ReplaceAttr = journal.DropTime
+		h = slog.NewTextHandler(w, opts)
+	default:
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	if onJournal {
+		h = journal.NewHandler(w, h)
+	}
+	return slog.New(h), nil
 }
 
 // validate checks the flags by themselves, before anything looks at the

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/sysmon"
@@ -106,6 +111,60 @@ func TestServeMonitorSlackFlag(t *testing.T) {
 	for _, bad := range []string{"-1ms", "2s"} {
 		if _, err := serveConfig(t, "--monitor-slack", bad); err == nil {
 			t.Errorf("--monitor-slack %s accepted", bad)
+		}
+	}
+}
+
+// Logging to the journal's stream (JOURNAL_STREAM names stderr), text
+// lines carry their priority and no time; to anything else, time and no
+// prefix; JSON lines keep their time either way.
+func TestServeLoggerJournal(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		journal bool
+		args    []string
+		want    *regexp.Regexp
+	}{
+		{true, nil, regexp.MustCompile(`^<4>level=WARN msg=hello dev=rxe0\n$`)},
+		{false, nil, regexp.MustCompile(`^time=\S+ level=WARN msg=hello dev=rxe0\n$`)},
+		{true, []string{"--log-json"}, regexp.MustCompile(`^<4>\{"time":"[^"]+","level":"WARN","msg":"hello","dev":"rxe0"\}\n$`)},
+	} {
+		env := ""
+		if tc.journal {
+			env = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+		}
+		t.Setenv("JOURNAL_STREAM", env)
+		var sf serveFlags
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		sf.register(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Seek(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		log, err := sf.logger(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Warn("hello", "dev", "rxe0")
+		b, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tc.want.Match(b) {
+			t.Errorf("journal %v, %v: logged %q, want %v", tc.journal, tc.args, b, tc.want)
 		}
 	}
 }

@@ -64,6 +64,21 @@ else
   bad "legacy client pair failed"; sed 's/^/# client: /' /tmp/cli.out; sed 's/^/# server: /' /tmp/srv.out
 fi
 
+# --- the journal: each line's priority, and no second timestamp ---------------
+# (internal/journal: stderr is the journal's stream, JOURNAL_STREAM)
+n_time=$(journalctl -b -u ucmd.service -o cat | grep -c '^time=')
+if [ "$n_time" = 0 ] && journalctl -b -u ucmd.service -p info..info -o cat | grep -q '^level=INFO msg=serving'; then
+  ok "journal: ucmd's lines carry no time of their own; msg=serving at priority info"
+else
+  bad "journal: $n_time lines with time=, or msg=serving not at priority info"; journalctl -b -u ucmd.service -o cat | head -3 | sed 's/^/# /'
+fi
+systemd-run --wait --quiet --unit=ucmd-badflag /usr/sbin/ucmd serve --fabric bogus 2>/dev/null
+if journalctl -u ucmd-badflag.service -p err -o cat | grep -q '^ucmd: --fabric "bogus"'; then
+  ok "journal: the error that stops ucmd is at priority err"
+else
+  bad "journal: the error that stops ucmd is not at priority err"; journalctl -u ucmd-badflag.service -o verbose | grep -E 'PRIORITY|MESSAGE' | sed 's/^/# /'
+fi
+
 # --- flags from /etc/default/ucmd that need more of the sandbox -----------------
 # The unit's sandbox must let ucmd listen on TCP (--metrics-listen,
 # docs/metrics.md) and give its sockets a group (--status-group).
