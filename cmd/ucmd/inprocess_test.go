@@ -254,23 +254,29 @@ func TestServeSizesReaders(t *testing.T) {
 	}
 }
 
-// SIGTERM stops serve cleanly.
-func TestServeSIGTERM(t *testing.T) {
-	// Held for the whole test, so a SIGTERM never kills the test binary.
-	keep := make(chan os.Signal, 1)
-	signal.Notify(keep, syscall.SIGTERM)
-	defer signal.Stop(keep)
-	_, env := fakeMachine(t)
-	next := notifySocket(t)
-	s := serve(t, env, next, "--sim-devices", "1", "--sim-ib", "--fixed-numbers")
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.wait(t); err != nil {
-		t.Fatalf("serve after SIGTERM: %v", err)
-	}
-	if msg := next(); msg != "STOPPING=1" {
-		t.Errorf("sd_notify after SIGTERM: %q", msg)
+// SIGTERM stops serve cleanly, and so do SIGINT (Ctrl-C) and SIGHUP (the
+// terminal closed), whose default would end the process at once, with no
+// STOPPING=1 and no clean-up.
+func TestServeStopSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			// Held for the whole test, so the signal never kills the test binary.
+			keep := make(chan os.Signal, 1)
+			signal.Notify(keep, sig)
+			defer signal.Stop(keep)
+			_, env := fakeMachine(t)
+			next := notifySocket(t)
+			s := serve(t, env, next, "--sim-devices", "1", "--sim-ib", "--fixed-numbers")
+			if err := syscall.Kill(os.Getpid(), sig); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.wait(t); err != nil {
+				t.Fatalf("serve after %v: %v", sig, err)
+			}
+			if msg := next(); msg != "STOPPING=1" {
+				t.Errorf("sd_notify after %v: %q", sig, msg)
+			}
+		})
 	}
 }
 

@@ -221,7 +221,10 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		return fmt.Errorf("--runtime-trace: %w", err)
 	}
 	defer stopTrace()
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	// SIGHUP too: the Go runtime's default for it is to exit at once,
+	// skipping the shutdown that tells clients and systemd (a closed
+	// terminal; ucmd has nothing to reload).
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	base := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(base)
