@@ -121,7 +121,9 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 	if tf.buffer <= 0 || tf.buffer > trace.MaxBuffer {
 		return fmt.Errorf("--buffer %d: want 1 to %d", tf.buffer, trace.MaxBuffer)
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal closed) too: the runtime's default would exit
+	// at once, leaving the capture cut short.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
 	var src *trace.Stream

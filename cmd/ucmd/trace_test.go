@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,5 +176,56 @@ func TestTraceInProcess(t *testing.T) {
 	}
 	if out, err := runIn(t, env, "trace", "colour", "red"); err == nil || !strings.Contains(out+err.Error(), "unknown trace filter") {
 		t.Errorf("ucmd trace colour red: %v %s", err, out)
+	}
+}
+
+// SIGHUP (the terminal closed) ends a live trace as SIGINT and SIGTERM
+// do: the capture finished and the summary printed, where the Go
+// runtime's default would end the process at once. The daemon is a fake
+// trace socket that subscribes the trace and then sends nothing, so that
+// only the signal can end it.
+func TestTraceSIGHUP(t *testing.T) {
+	keep := make(chan os.Signal, 1) // so that SIGHUP never kills the test binary
+	signal.Notify(keep, syscall.SIGHUP)
+	defer signal.Stop(keep)
+	run := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(run, trace.SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		bufio.NewReader(c).ReadString('\n') // the request
+		io.WriteString(c, `{"subscribed":true}`+"\n")
+		io.Copy(io.Discard, c) // until the trace closes
+	}()
+	_, env := fakeMachine(t)
+	capPath := filepath.Join(t.TempDir(), "cm.pcapng")
+	root := newRootCmdIn(env)
+	root.SetOut(new(syncBuffer))
+	errOut := &syncBuffer{wrote: make(chan struct{}, 1)}
+	root.SetErr(errOut)
+	root.SetArgs([]string{"trace", "--runtime-dir", run, "-w", capPath})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(t.Context()) }()
+	errOut.waitFor(t, "tracing")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ucmd trace after SIGHUP: %v", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("ucmd trace did not return after SIGHUP")
+	}
+	if !strings.Contains(errOut.String(), "ucmd trace: 0 MADs, 0 frames written to "+capPath) {
+		t.Errorf("summary: %q", errOut.String())
 	}
 }
