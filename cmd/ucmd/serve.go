@@ -91,13 +91,12 @@ func (f *serveFlags) logger(w io.Writer) (*slog.Logger, error) {
 	onJournal := file != nil && journal.IsStream(file)
 	opts := &slog.HandlerOptions{Level: lvl}
 	var h slog.Handler
-	switch {
-	case f.logJSON:
+	if f.logJSON {
 		h = slog.NewJSONHandler(w, opts)
-	case onJournal:
-		opts.ReplaceAttr = journal.DropTime
-		h = slog.NewTextHandler(w, opts)
-	default:
+	} else {
+		if onJournal {
+			opts.ReplaceAttr = journal.DropTime
+		}
 		h = slog.NewTextHandler(w, opts)
 	}
 	if onJournal {
