@@ -227,16 +227,31 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		}
 		// The endpoint's snapshot metrics are the status socket's.
 		d.metrics = metrics.New(status.ProviderFunc(d.Snapshot))
+		// Listening before anything else: a port in use, or a sandbox
+		// without TCP, stops ucmd before any node appears, and the
+		// endpoint answers while ucmd waits for devices.
+		ms, err := metrics.Listen(cfg.MetricsListen, d.metrics, d.log)
+		if err != nil {
+			return nil, err
+		}
+		d.metSrv = ms
+		d.log.Info("serving metrics", "addr", ms.Addr().String(), "path", metrics.Path)
+	}
+	early := func(err error) (*Daemon, error) {
+		if d.metSrv != nil {
+			d.metSrv.Close()
+		}
+		return nil, err
 	}
 	devs, err := d.waitDevices(ctx)
 	if err != nil {
-		return nil, err
+		return early(err)
 	}
 	if err := cfg.Env.Preflight(); err != nil {
-		return nil, err
+		return early(err)
 	}
 	if cfg.FixedNumbers && len(devs) > MaxFixed {
-		return nil, fmt.Errorf("--fixed-numbers: %d devices, but only %d minors (231:224-255) exist", len(devs), MaxFixed)
+		return early(fmt.Errorf("--fixed-numbers: %d devices, but only %d minors (231:224-255) exist", len(devs), MaxFixed))
 	}
 	// One id space and one budget for every device, as the kernel had one
 	// ctx_id_table: a user's limits and the memory budget span them all.
@@ -265,15 +280,6 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("trace socket: %w", err)
 	}
 	d.trace.Serve(tl)
-	if d.metrics != nil {
-		ms, err := metrics.Listen(cfg.MetricsListen, d.metrics, d.log)
-		if err != nil {
-			d.Close()
-			return nil, err
-		}
-		d.metSrv = ms
-		d.log.Info("serving metrics", "addr", ms.Addr().String(), "path", metrics.Path)
-	}
 	if cfg.Rescan > 0 {
 		d.startWatch(cfg.Rescan)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
 	"github.com/ucmd/ucmd/internal/metrics/metricstest"
@@ -205,6 +206,8 @@ func TestMetricsListenErrors(t *testing.T) {
 	defer ln.Close()
 	for _, addr := range []string{"bogus", ln.Addr().String()} {
 		f := daemontest.New(t)
+		registered := 0
+		f.Refuse = func(cuse.Config) error { registered++; return nil }
 		cfg := f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: t.TempDir(), MetricsListen: addr, Logger: quiet()})
 		d, err := daemon.Start(t.Context(), cfg)
 		if err == nil {
@@ -214,6 +217,10 @@ func TestMetricsListenErrors(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "--metrics-listen") {
 			t.Errorf("MetricsListen %q: %v does not name the flag", addr, err)
+		}
+		// Refused before any node appeared, not after.
+		if registered != 0 {
+			t.Errorf("MetricsListen %q: %d nodes registered before the error", addr, registered)
 		}
 	}
 }
