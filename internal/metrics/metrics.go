@@ -79,7 +79,7 @@ func New(p status.Provider) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.cmds, m.setup, m.mads,
-		&snapshotCollector{p: p},
+		&snapshotCollector{p: p, maxAge: SnapshotMaxAge},
 	)
 	return m
 }
@@ -155,8 +155,33 @@ func (d *Device) ObserveSetup(active bool, took time.Duration) {
 	d.passive.Observe(took.Seconds())
 }
 
-// snapshotCollector turns one status snapshot per scrape into metrics.
-type snapshotCollector struct{ p status.Provider }
+// SnapshotMaxAge is how long scrapes share one status snapshot. A
+// snapshot walks every id of every open file, and whoever reaches the
+// endpoint may scrape as often as it likes: at most one a second bounds
+// what that costs the daemon, and the figures are at most a second old.
+const SnapshotMaxAge = time.Second
+
+// snapshotCollector turns the status snapshot into metrics, taking a new
+// one when the last is maxAge old; scrapes that arrive while one is being
+// taken wait for it.
+type snapshotCollector struct {
+	p      status.Provider
+	maxAge time.Duration
+
+	mu   sync.Mutex
+	at   time.Time // when last was taken; zero: never
+	last status.Snapshot
+}
+
+func (c *snapshotCollector) snapshot() status.Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) >= c.maxAge {
+		c.last = c.p.Snapshot()
+		c.at = time.Now()
+	}
+	return c.last
+}
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
@@ -200,7 +225,7 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.p.Snapshot()
+	s := c.snapshot()
 	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, s.Version, s.Fabric)
 	for _, d := range s.Devices {
 		ch <- prometheus.MustNewConstMetric(descDev, prometheus.GaugeValue, 1, d.Name, d.Node, d.NodeGUID)

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +126,58 @@ func TestServerHeaderLimit(t *testing.T) {
 	}
 	if r, err := get(dial(t, addr)); err != nil || r.StatusCode != http.StatusOK {
 		t.Fatalf("GET / after it: %v, %v", r, err)
+	}
+}
+
+// countingProvider counts its snapshots; each waits for release, if set.
+type countingProvider struct {
+	n       atomic.Int32
+	release chan struct{}
+}
+
+func (p *countingProvider) Snapshot() status.Snapshot {
+	p.n.Add(1)
+	if p.release != nil {
+		<-p.release
+	}
+	return status.Snapshot{Version: "v"}
+}
+
+// Scrapes share one snapshot until it is maxAge old, and scrapes that
+// arrive while one is being taken wait for it instead of taking their
+// own: whoever reaches the endpoint cannot make the daemon walk its ids
+// faster than that.
+func TestSnapshotShared(t *testing.T) {
+	p := &countingProvider{}
+	c := &snapshotCollector{p: p, maxAge: time.Hour}
+	for range 10 {
+		if s := c.snapshot(); s.Version != "v" {
+			t.Fatalf("snapshot %+v", s)
+		}
+	}
+	if n := p.n.Load(); n != 1 {
+		t.Errorf("10 scrapes within maxAge took %d snapshots, want 1", n)
+	}
+	c.maxAge = 0
+	for range 10 {
+		c.snapshot()
+	}
+	if n := p.n.Load(); n != 11 {
+		t.Errorf("10 scrapes with maxAge 0 took %d snapshots, want 10 more", n-1)
+	}
+
+	p = &countingProvider{release: make(chan struct{})}
+	c = &snapshotCollector{p: p, maxAge: time.Hour}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { c.snapshot() })
+	}
+	for p.n.Load() == 0 { // the first scrape is taking its snapshot
+		time.Sleep(time.Millisecond)
+	}
+	close(p.release)
+	wg.Wait()
+	if n := p.n.Load(); n != 1 {
+		t.Errorf("8 scrapes at once took %d snapshots, want 1", n)
 	}
 }

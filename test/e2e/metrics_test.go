@@ -18,6 +18,7 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/internal/metrics"
 	"github.com/ucmd/ucmd/internal/metrics/metricstest"
 )
 
@@ -181,6 +182,7 @@ func TestMetricsMatchStatus(t *testing.T) {
 
 	_, before := scrapeMetrics(t, addr)
 	s := d.fullStatus(t)
+	time.Sleep(metrics.SnapshotMaxAge) // so that after is a new snapshot, not before's
 	text, after := scrapeMetrics(t, addr)
 	checkMatch(t, before, after, s)
 	for _, dev := range s.Devices {
@@ -285,6 +287,7 @@ func TestMetricsFailedCommandLog(t *testing.T) {
 
 	_, before := scrapeMetrics(t, addr)
 	s := d.fullStatus(t)
+	time.Sleep(metrics.SnapshotMaxAge) // so that after is a new snapshot, not before's
 	_, after := scrapeMetrics(t, addr)
 	checkMatch(t, before, after, s)
 	if e := s.Devices[0].Errors; e["EFAULT"] != 1 || e["EINVAL"] < 1 {
