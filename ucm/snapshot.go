@@ -1,6 +1,7 @@
 package ucm
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"time"
@@ -46,37 +47,45 @@ func (d *Device) Files() []FileInfo {
 	out := make([]FileInfo, 0, len(files))
 	for _, f := range files {
 		fi := FileInfo{PID: f.pid, Comm: f.comm, Opened: f.opened}
-		queued := make(map[*ucmCtx]int)
+		// What each id needs from under the two locks, side by side in
+		// slices: with tens of thousands of ids, maps keyed by id cost
+		// the daemon several times the result.
 		f.mu.Lock()
 		ctxs := slices.Clone(f.ctxs)
-		for _, c := range ctxs {
-			queued[c] = int(c.queued)
+		queued := make([]int, len(ctxs))
+		for i, c := range ctxs {
+			queued[i] = int(c.queued)
 		}
 		fi.QueuedEvents = len(f.events)
 		f.mu.Unlock()
 
 		d.ids.mu.Lock()
-		live := ctxs[:0]
-		ids := make(map[*ucmCtx]uint32, len(ctxs))
-		for _, c := range ctxs {
+		ids := make([]uint32, len(ctxs))
+		live := make([]bool, len(ctxs))
+		n := 0
+		for i, c := range ctxs {
 			if d.ids.at(c.id) == c && c.slot == slotLive {
-				live = append(live, c)
-				ids[c] = c.id
+				ids[i], live[i] = c.id, true
+				n++
 			}
 		}
 		d.ids.mu.Unlock()
 
-		for _, c := range live {
+		fi.IDs = make([]IDInfo, 0, n)
+		for i, c := range ctxs {
+			if !live[i] {
+				continue
+			}
 			st, _ := c.cmID.State()
 			a := c.cmID.Attr()
 			fi.IDs = append(fi.IDs, IDInfo{
-				ID: ids[c], State: st, ServiceID: a.ServiceID,
+				ID: ids[i], State: st, ServiceID: a.ServiceID,
 				LocalCommID: a.LocalCommID, RemoteCommID: a.RemoteCommID,
 				Port: a.Port, LocalQPN: a.LocalQPN, RemoteQPN: a.RemoteQPN, RemoteGID: a.RemoteGID,
-				QueuedEvents: queued[c],
+				QueuedEvents: queued[i],
 			})
 		}
-		sort.Slice(fi.IDs, func(i, j int) bool { return fi.IDs[i].ID < fi.IDs[j].ID })
+		slices.SortFunc(fi.IDs, func(a, b IDInfo) int { return cmp.Compare(a.ID, b.ID) })
 		out = append(out, fi)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Opened.Before(out[j].Opened) })

@@ -742,8 +742,17 @@ func (d *Daemon) Snapshot() status.Snapshot {
 			Counters: madCounters(st),
 			Errors:   s.ucm.Errors(),
 		}
-		for _, f := range s.ucm.Files() {
+		// Sized up front (a file may hold tens of thousands of ids), but
+		// nil when empty: JSON keeps its null.
+		files := s.ucm.Files()
+		if len(files) > 0 {
+			sd.Files = make([]status.File, 0, len(files))
+		}
+		for _, f := range files {
 			sf := status.File{PID: f.PID, Comm: f.Comm, Events: f.QueuedEvents, Opened: f.Opened.Unix()}
+			if len(f.IDs) > 0 {
+				sf.IDs = make([]status.ID, 0, len(f.IDs))
+			}
 			for _, id := range f.IDs {
 				sid := status.ID{
 					ID: id.ID, State: id.State.String(), ServiceID: status.Hex64(id.ServiceID),

@@ -22,13 +22,13 @@ type pair struct {
 
 // newPair opens the two clients on infiniband/ucm0 of the daemon whose
 // runtime directory is run; they are closed when the test ends.
-func newPair(t *testing.T, f *daemontest.Fake, run string) *pair {
+func newPair(t testing.TB, f *daemontest.Fake, run string) *pair {
 	t.Helper()
 	return newPairOn(t, f, run, 0)
 }
 
 // newPairOn is newPair on infiniband/ucm<node>.
-func newPairOn(t *testing.T, f *daemontest.Fake, run string, node int) *pair {
+func newPairOn(t testing.TB, f *daemontest.Fake, run string, node int) *pair {
 	t.Helper()
 	var gid net.IP
 	for _, d := range fetch(t, run).Devices {

@@ -25,7 +25,7 @@ const waitFor = 10 * time.Second
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func start(t *testing.T, f *daemontest.Fake, cfg daemon.Config) *daemon.Daemon {
+func start(t testing.TB, f *daemontest.Fake, cfg daemon.Config) *daemon.Daemon {
 	t.Helper()
 	if cfg.Fabric == "" {
 		cfg.Fabric = daemon.FabricSim
@@ -42,7 +42,7 @@ func start(t *testing.T, f *daemontest.Fake, cfg daemon.Config) *daemon.Daemon {
 	return d
 }
 
-func fetch(t *testing.T, runDir string) status.Snapshot {
+func fetch(t testing.TB, runDir string) status.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
