@@ -59,23 +59,19 @@ func (d *Device) Files() []FileInfo {
 		fi.QueuedEvents = len(f.events)
 		f.mu.Unlock()
 
+		// The live ids move to the front, their queued counts with them.
 		d.ids.mu.Lock()
-		ids := make([]uint32, len(ctxs))
-		live := make([]bool, len(ctxs))
-		n := 0
+		ids := make([]uint32, 0, len(ctxs))
 		for i, c := range ctxs {
 			if d.ids.at(c.id) == c && c.slot == slotLive {
-				ids[i], live[i] = c.id, true
-				n++
+				ctxs[len(ids)], queued[len(ids)] = c, queued[i]
+				ids = append(ids, c.id)
 			}
 		}
 		d.ids.mu.Unlock()
 
-		fi.IDs = make([]IDInfo, 0, n)
-		for i, c := range ctxs {
-			if !live[i] {
-				continue
-			}
+		fi.IDs = make([]IDInfo, 0, len(ids))
+		for i, c := range ctxs[:len(ids)] {
 			st, _ := c.cmID.State()
 			a := c.cmID.Attr()
 			fi.IDs = append(fi.IDs, IDInfo{

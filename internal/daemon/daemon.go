@@ -222,14 +222,12 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	if cfg.MetricsListen != "" {
-		if err := metrics.CheckAddr(cfg.MetricsListen); err != nil {
-			return nil, err
-		}
 		// The endpoint's snapshot metrics are the status socket's.
 		d.metrics = metrics.New(status.ProviderFunc(d.Snapshot))
-		// Listening before anything else: a port in use, or a sandbox
-		// without TCP, stops ucmd before any node appears, and the
-		// endpoint answers while ucmd waits for devices.
+		// Listening (which checks the address first) before anything
+		// else: a port in use, or a sandbox without TCP, stops ucmd
+		// before any node appears, and the endpoint answers while ucmd
+		// waits for devices.
 		ms, err := metrics.Listen(cfg.MetricsListen, d.metrics, d.log)
 		if err != nil {
 			return nil, err

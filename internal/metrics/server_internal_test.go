@@ -39,12 +39,15 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
+// request starts a GET of /; an empty line after it ends its headers.
+const request = "GET / HTTP/1.1\r\nHost: ucmd\r\n"
+
 // get sends one request for / on c and reads its response, within a
 // deadline far beyond what a loopback request takes.
 func get(c net.Conn) (*http.Response, error) {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	defer c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: ucmd\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, request+"\r\n"); err != nil {
 		return nil, err
 	}
 	r, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -88,7 +91,7 @@ func TestServerConnectionLimit(t *testing.T) {
 		}
 	}
 	third := dial(t, addr)
-	if _, err := io.WriteString(third, "GET / HTTP/1.1\r\nHost: ucmd\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(third, request+"\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
@@ -112,7 +115,7 @@ func TestServerHeaderLimit(t *testing.T) {
 	addr := serve(t, defaultLimits)
 	c := dial(t, addr)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: ucmd\r\nX-Pad: "+strings.Repeat("a", 64<<10)+"\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, request+"X-Pad: "+strings.Repeat("a", 64<<10)+"\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	// Only the status line: the server resets the connection soon after,
