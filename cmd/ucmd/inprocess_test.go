@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"os/user"
 	"path/filepath"
@@ -277,6 +279,42 @@ func TestServeStopSignals(t *testing.T) {
 				t.Errorf("sd_notify after %v: %q", sig, msg)
 			}
 		})
+	}
+}
+
+// A stderr whose reader is gone does not end serve: its log lines are
+// lost, its clients' connections are not. The runtime's default is to
+// die of SIGPIPE at the first write to fd 2 that fails with EPIPE, so the
+// test runs serve in a child whose stderr is such a pipe.
+func TestServeOutlivesClosedStderr(t *testing.T) {
+	if os.Getenv("UCMD_TEST_CLOSED_STDERR") == "1" {
+		_, env := fakeMachine(t)
+		next := notifySocket(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		root := newRootCmdIn(env) // logs to the real stderr
+		root.SetArgs([]string{"serve", "--fabric", "sim", "--sim-devices", "1", "--runtime-dir", t.TempDir(), "--log-level", "debug"})
+		done := make(chan error, 1)
+		go func() { done <- root.ExecuteContext(ctx) }()
+		if msg := next(); !strings.HasPrefix(msg, "READY=1") {
+			t.Fatalf("sd_notify: %q", msg)
+		}
+		cancel()
+		fmt.Printf("serve returned: %v\n", <-done)
+		return
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeOutlivesClosedStderr$", "-test.v")
+	cmd.Env = append(os.Environ(), "UCMD_TEST_CLOSED_STDERR=1")
+	cmd.Stderr = w
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "serve returned: <nil>") {
+		t.Fatalf("serve with a closed stderr: %v\n%s", err, out)
 	}
 }
 

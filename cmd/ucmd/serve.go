@@ -189,6 +189,11 @@ func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, err
 }
 
 func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
+	// A log line to a stderr nobody reads any more (a pipe whose reader
+	// exited, a journal stream cut) must not end the daemon: the runtime
+	// kills on EPIPE at fd 2 unless SIGPIPE is ignored, and a lost log
+	// line costs less than every client's connections.
+	signal.Ignore(syscall.SIGPIPE)
 	cfg, err := f.config(g, cmd.ErrOrStderr())
 	if err != nil {
 		return err
