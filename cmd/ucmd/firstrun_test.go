@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,9 +55,12 @@ func TestServeFlagsCheckedFirst(t *testing.T) {
 }
 
 func TestVersionFlag(t *testing.T) {
-	out, err := runRoot(t, "--version")
-	if err != nil || out != "ucmd "+buildVersion()+" (ucm ABI 5)\n" {
-		t.Fatalf("ucmd --version: %q, %v", out, err)
+	want := "ucmd " + buildVersion() + " (ucm ABI 5, " + runtime.Version() + ")\n"
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, err := runRoot(t, args...)
+		if err != nil || out != want {
+			t.Errorf("ucmd %s: %q, %v; want %q", args[0], out, err, want)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -53,7 +54,7 @@ manager itself over the kernel's umad interface. Without a command it serves
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetVersionTemplate("ucmd {{.Version}} (ucm ABI 5)\n")
+	root.SetVersionTemplate(versionLine() + "\n")
 	sf := &serveFlags{}
 	sf.register(root.Flags())
 	root.RunE = func(cmd *cobra.Command, args []string) error {
@@ -71,7 +72,7 @@ manager itself over the kernel's umad interface. Without a command it serves
 			Example: "  ucmd version          # same as ucmd --version",
 			Args:    cobra.NoArgs,
 			Run: func(cmd *cobra.Command, _ []string) {
-				fmt.Fprintf(cmd.OutOrStdout(), "ucmd %s (ucm ABI 5)\n", buildVersion())
+				fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 			},
 		},
 		newServeCmd(g, sf),
@@ -105,6 +106,12 @@ manager itself over the kernel's umad interface. Without a command it serves
 
 // extraCommands are added by files built with tags (the man page generator).
 var extraCommands []func() *cobra.Command
+
+// versionLine is what --version prints. It names the Go that built ucmd,
+// whose advisories (net/http, crypto/tls) are ucmd's too.
+func versionLine() string {
+	return fmt.Sprintf("ucmd %s (ucm ABI 5, %s)", buildVersion(), runtime.Version())
+}
 
 func buildVersion() string {
 	if version != "dev" {

@@ -29,7 +29,7 @@ c=$(calls)
 ok "install: only daemon-reload; says 'installed, not enabled'"
 [ ! -e /etc/systemd/system/multi-user.target.wants/ucmd.service ] || fail "enabled on install"
 ok "install: not enabled"
-[ "$(/usr/sbin/ucmd --version)" = "ucmd 0.9.0 (ucm ABI 5)" ] || fail "version: $(/usr/sbin/ucmd --version)"
+case "$(/usr/sbin/ucmd --version)" in "ucmd 0.9.0 (ucm ABI 5, go1."*")") ;; *) false ;; esac || fail "version: $(/usr/sbin/ucmd --version)"
 ! readelf -l /usr/sbin/ucmd | grep -q INTERP || fail "/usr/sbin/ucmd is dynamically linked"
 ok "binary: static, ucmd --version = $(/usr/sbin/ucmd --version)"
 for f in /lib/systemd/system/ucmd.service /lib/udev/rules.d/90-ucmd.rules /etc/default/ucmd \
@@ -85,7 +85,7 @@ echo "$out" | grep -q "still the old one" || fail "upgrade does not say the runn
 ok "upgrade 0.9.0 -> 1.0.0: systemctl asked only for: $c"
 kill -0 $pid || fail "the running ucmd died in the upgrade"
 /usr/sbin/ucmd status --runtime-dir /run/ucmd | grep -q "ucmd 0.9.0" || fail "status: $(/usr/sbin/ucmd status --runtime-dir /run/ucmd 2>&1 | head -3)"
-[ "$(/usr/sbin/ucmd --version)" = "ucmd 1.0.0 (ucm ABI 5)" ] || fail "new version not installed"
+case "$(/usr/sbin/ucmd --version)" in "ucmd 1.0.0 (ucm ABI 5, go1."*")") ;; *) false ;; esac || fail "new version not installed"
 ok "the running ucmd (pid $pid) is still 0.9.0 and serving; /usr/sbin/ucmd is 1.0.0"
 grep -q -- '--log-level debug' /etc/default/ucmd || fail "upgrade replaced the edited /etc/default/ucmd"
 ok "upgrade kept the edited /etc/default/ucmd"
