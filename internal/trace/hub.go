@@ -123,6 +123,10 @@ func (h *Hub) ObserveMAD(ev *cmcore.MADEvent) {
 	h.mu.RUnlock()
 }
 
+// MaxRequest bounds a Request line, newline included; a real one is
+// under 200 bytes.
+const MaxRequest = 4096
+
 // Request is the first line a trace client sends: what to stream.
 type Request struct {
 	Filter Filter `json:"filter"`
@@ -156,8 +160,14 @@ func (h *Hub) serveConn(c net.Conn) {
 	// A client that connects and says nothing holds a goroutine only
 	// this long.
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	line, err := br.ReadBytes('\n')
+	// Nor may it make the daemon buffer more than one request's worth: a
+	// line that does not end within MaxRequest bytes is refused.
+	br := bufio.NewReaderSize(c, MaxRequest)
+	line, err := br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		fmt.Fprintf(c, "{\"error\":%q}\n", fmt.Sprintf("trace request longer than %d bytes", MaxRequest))
+		return
+	}
 	if err != nil {
 		h.log.Debug("trace socket: no request", "err", err)
 		return

@@ -338,6 +338,25 @@ func TestHubBadRequest(t *testing.T) {
 	}
 }
 
+// A request line longer than MaxRequest is refused at once, with a
+// reason, before the daemon has buffered more of it.
+func TestHubLongRequest(t *testing.T) {
+	dir, _ := servedHub(t)
+	c, err := net.Dial("unix", filepath.Join(dir, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The writer stops at the first failed write: once the hub has
+	// answered and closed, the rest of the megabyte is refused.
+	go c.Write(bytes.Repeat([]byte{' '}, 1<<20))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second)) // the hub's own wait is 10 s
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if _, err := NewReader(strings.NewReader(line)).Next(); err == nil || !strings.Contains(err.Error(), "longer than 4096 bytes") {
+		t.Errorf("a request of 1 MiB without a newline answered %q (%v)", line, err)
+	}
+}
+
 // servedHub is a hub serving its socket in a new directory, closed at
 // the end of the test.
 func servedHub(t *testing.T) (dir string, h *Hub) {
