@@ -153,7 +153,15 @@ type Server struct {
 	log  *slog.Logger
 	wg   sync.WaitGroup
 	once sync.Once
+	// snap lets one snapshot (and its JSON) be made at a time: each walks
+	// every id of every open file, megabytes for a daemon of many ids.
+	snap sync.Mutex
 }
+
+// MaxClients bounds the status socket's connections served at once; more
+// wait in the kernel's backlog. Each holds its answer until it is read or
+// its write times out.
+const MaxClients = 16
 
 // Option changes how Listen makes the socket.
 type Option func(*options)
@@ -220,25 +228,41 @@ func ListenSocket(dir, name string, opts ...Option) (net.Listener, error) {
 
 func (s *Server) serve() {
 	defer s.wg.Done()
-	AcceptLoop(s.ln, &s.wg, s.log, "status socket", func(c net.Conn) {
+	AcceptLoop(s.ln, MaxClients, &s.wg, s.log, "status socket", func(c net.Conn) {
 		defer c.Close()
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if err := json.NewEncoder(c).Encode(s.p.Snapshot()); err != nil {
+		b, err := s.answer()
+		if err == nil {
+			_, err = c.Write(b)
+		}
+		if err != nil {
 			s.log.Debug("status socket write", "err", err)
 		}
 	})
 }
 
+// answer is a snapshot taken after the request arrived, as JSON.
+func (s *Server) answer() ([]byte, error) {
+	s.snap.Lock()
+	defer s.snap.Unlock()
+	b, err := json.Marshal(s.p.Snapshot())
+	return append(b, '\n'), err
+}
+
 // AcceptLoop serves each connection ln accepts with handle on a goroutine
-// of its own, counted in wg, until ln is closed. Any other accept error,
-// such as EMFILE while the daemon is out of descriptors, is logged as
-// what's and does not end the loop: it tries again after a pause that
-// doubles from 5 ms up to a second, as net/http's Server does.
-func AcceptLoop(ln net.Listener, wg *sync.WaitGroup, log *slog.Logger, what string, handle func(net.Conn)) {
+// of its own, counted in wg, until ln is closed; at most limit at once,
+// the others left in the kernel's backlog until one ends. Any other
+// accept error, such as EMFILE while the daemon is out of descriptors,
+// is logged as what's and does not end the loop: it tries again after a
+// pause that doubles from 5 ms up to a second, as net/http's Server does.
+func AcceptLoop(ln net.Listener, limit int, wg *sync.WaitGroup, log *slog.Logger, what string, handle func(net.Conn)) {
+	slots := make(chan struct{}, limit)
 	var pause time.Duration
 	for {
+		slots <- struct{}{}
 		c, err := ln.Accept()
 		if err != nil {
+			<-slots
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -251,6 +275,7 @@ func AcceptLoop(ln net.Listener, wg *sync.WaitGroup, log *slog.Logger, what stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			handle(c)
 		}()
 	}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -271,7 +273,7 @@ func TestAcceptLoopOutlivesErrors(t *testing.T) {
 	var logs bytes.Buffer
 	var wg sync.WaitGroup
 	served := 0
-	AcceptLoop(ln, &wg, slog.New(slog.NewTextHandler(&logs, nil)), "test socket", func(c net.Conn) {
+	AcceptLoop(ln, 1, &wg, slog.New(slog.NewTextHandler(&logs, nil)), "test socket", func(c net.Conn) {
 		served++
 		c.Close()
 	})
@@ -281,5 +283,85 @@ func TestAcceptLoopOutlivesErrors(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "too many open files"); n != 3 {
 		t.Errorf("%d of the three errors logged:\n%s", n, logs.String())
+	}
+}
+
+// AcceptLoop serves at most its limit of connections at once; the next
+// waits, unanswered, until one of them ends.
+func TestAcceptLoopLimit(t *testing.T) {
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	go AcceptLoop(ln, 2, &wg, slog.New(slog.DiscardHandler), "test socket", func(c net.Conn) {
+		defer c.Close()
+		io.WriteString(c, "hello\n")
+		<-release
+	})
+	defer func() { ln.Close(); close(release); wg.Wait() }()
+	greeted := func(c net.Conn, within time.Duration) bool {
+		c.SetReadDeadline(time.Now().Add(within))
+		b := make([]byte, 6)
+		_, err := io.ReadFull(c, b)
+		return err == nil
+	}
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	for i, c := range conns[:2] {
+		if !greeted(c, 10*time.Second) {
+			t.Fatalf("connection %d within the limit of 2 not served", i+1)
+		}
+	}
+	if greeted(conns[2], 200*time.Millisecond) {
+		t.Fatal("a third connection past the limit of 2 was served")
+	}
+	release <- struct{}{} // one of the first two ends
+	if !greeted(conns[2], 10*time.Second) {
+		t.Fatal("the third connection not served after one of the first two ended")
+	}
+}
+
+// Clients that ask at once get their snapshots one after another, each
+// taken after its request arrived: however many connect, the daemon walks
+// its ids once at a time.
+func TestServerOneSnapshotAtATime(t *testing.T) {
+	var in, most atomic.Int32
+	p := ProviderFunc(func() Snapshot {
+		n := in.Add(1)
+		defer in.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		// Long enough for the other requests to arrive meanwhile.
+		time.Sleep(20 * time.Millisecond)
+		return sample()
+	})
+	dir := t.TempDir()
+	s, err := Listen(dir, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if snap, err := Fetch(ctx, dir); err != nil || snap.Version != "test" {
+				t.Errorf("fetch: %+v, %v", snap.Version, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := most.Load(); n != 1 {
+		t.Errorf("%d snapshots taken at once, want 1", n)
 	}
 }

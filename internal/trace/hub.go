@@ -32,6 +32,11 @@ const (
 // MADs of memory); one more is refused with an error line.
 const MaxSubscribers = 16
 
+// maxConns bounds the trace socket's connections at once: the
+// subscribers, and as many again that are still sending their request or
+// being refused. More wait in the kernel's backlog.
+const maxConns = 2 * MaxSubscribers
+
 // Owner is one ucm id of a device as the trace resolves comm ids to
 // processes: the opener of the file that holds it.
 type Owner struct {
@@ -151,7 +156,7 @@ func (h *Hub) Serve(ln net.Listener) {
 	h.mu.Unlock()
 	go func() {
 		defer h.wg.Done()
-		status.AcceptLoop(ln, &h.wg, h.log, "trace socket", h.serveConn)
+		status.AcceptLoop(ln, maxConns, &h.wg, h.log, "trace socket", h.serveConn)
 	}()
 }
 
