@@ -201,7 +201,9 @@ func TestServeStatusConformanceInProcess(t *testing.T) {
 func TestServeSizesReaders(t *testing.T) {
 	base := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(base)
-	perDev := max(4, min(base, runtime.NumCPU())) + 1 // readers at the default
+	cpus := runtime.NumCPU()
+	perDev := min(max(4, min(base, cpus)), sysmon.MaxIdleReaders) + 1 // readers at the default
+	serving := max(base, 2*perDev+min(base, cpus, sysmon.WorkProcs))
 	for _, c := range []struct {
 		name    string
 		env     string // GOMAXPROCS
@@ -210,7 +212,7 @@ func TestServeSizesReaders(t *testing.T) {
 		perDev  int    // readers that may block, per device
 		warn    string // in the log, "" for no warning
 	}{
-		{"default", "", base, base + 2*perDev, perDev, ""},
+		{"default", "", base, serving, perDev, ""},
 		{"explicit", strconv.Itoa(base + 20), base + 20, base + 20, perDev, ""},
 		// One P for ten waiting readers (two devices of 4 idle and 1
 		// more each): the runtime would retake Ps from them.

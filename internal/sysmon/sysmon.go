@@ -67,42 +67,77 @@ func SetSlack(d time.Duration) (int, error) {
 	return tid, nil
 }
 
-// SpareProcs raises GOMAXPROCS by blocked, the CUSE reader threads that
-// can wait in read(2) at once, each holding one of the runtime's Ps: with
-// no P left idle, the runtime's monitor thread retakes one from a blocked
-// reader every 20 µs and wakes a thread for it, about 1.4 extra context
-// switches per request in the test VM (docs/perf.md, "The request path").
-// The readers use no CPU while they wait, so the Ps they hold are not
-// counted against the machine's cores. An explicit GOMAXPROCS is left as
-// it is. base is the setting before serving, restored when serving ends;
-// devices added and removed while serving change blocked.
+// SpareProcs raises GOMAXPROCS so that blocked, the CUSE reader threads
+// that can wait in read(2) at once, each holding one of the runtime's Ps,
+// leave WorkProcs of them free: with no P left idle, the runtime's monitor
+// thread retakes one from a blocked reader every 20 µs and wakes a thread
+// for it, about 1.4 extra context switches per request in the test VM
+// (docs/perf.md, "The request path"). The readers use no CPU while they
+// wait, so the Ps they hold are not counted against the machine's cores.
+// An explicit GOMAXPROCS is left as it is. base is the setting before
+// serving, restored when serving ends; devices added and removed while
+// serving change blocked. GOMAXPROCS never falls below base.
 func SpareProcs(base, blocked int) (procs int, raised bool) {
 	if os.Getenv("GOMAXPROCS") != "" || blocked <= 0 {
 		return runtime.GOMAXPROCS(0), false
 	}
-	runtime.GOMAXPROCS(base + blocked)
-	return base + blocked, true
+	procs = spareProcs(base, blocked, runtime.NumCPU())
+	runtime.GOMAXPROCS(procs)
+	return procs, true
 }
+
+func spareProcs(base, blocked, cpus int) int {
+	return max(base, blocked+workProcs(base, cpus))
+}
+
+// WorkProcs bounds the Ps SpareProcs keeps free for work beside the
+// waiting readers: one per CPU, up to this many. Sixteen run sixteen
+// commands or received MADs at once, each tens of µs of CPU (about 80 in
+// the test VM under TCG), some 200,000 a second before one waits for a
+// P. Every P costs the whole process, however idle: the scheduler's
+// search for work and the garbage collector cover every P, and the
+// runtime keeps a thread for many of them. One P per CPU on top of the
+// readers' Ps, as before, gave a host of 224 CPUs and 10 RDMA devices
+// 2,474 Ps; in the test VM booted with 32 vCPUs, 98 Ps against 34 made
+// the daemon keep twice the threads and a third more memory
+// (docs/perf.md, "Ps on a large host").
+const WorkProcs = 16
+
+func workProcs(procs, cpus int) int { return min(procs, cpus, WorkProcs) }
 
 // IdleReaders is how many CUSE readers of each device may wait in read(2)
 // at once (cuse.Config.IdleReaders) in a process whose GOMAXPROCS before
-// SpareProcs is base: max(4, the CPUs among base). It counts CPUs, not
-// Ps. cuse's own default, max(4, GOMAXPROCS), read after SpareProcs has
-// added Ps for the first devices' readers, gave a device served later (a
-// rescan) a reader for every P added; and under an explicit GOMAXPROCS,
-// which SpareProcs leaves alone, it gave every device as many readers as
-// there are Ps, enough to hold all of them while they wait: in the test
-// VM, GOMAXPROCS=12 in the environment made a pair of commands from four
-// client threads take 1.3-1.5 times as long as with the same 12 Ps set
-// by SpareProcs (docs/perf.md, "The request path").
-func IdleReaders(base int) int { return max(4, min(base, runtime.NumCPU())) }
+// SpareProcs is base: one per CPU among base, at least 4 and at most
+// MaxIdleReaders. It counts CPUs, not Ps. cuse's own default, max(4,
+// GOMAXPROCS), read after SpareProcs has added Ps for the first devices'
+// readers, gave a device served later (a rescan) a reader for every P
+// added; and under an explicit GOMAXPROCS, which SpareProcs leaves alone,
+// it gave every device as many readers as there are Ps, enough to hold
+// all of them while they wait: in the test VM, GOMAXPROCS=12 in the
+// environment made a pair of commands from four client threads take
+// 1.3-1.5 times as long as with the same 12 Ps set by SpareProcs
+// (docs/perf.md, "The request path").
+func IdleReaders(base int) int { return idleReaders(base, runtime.NumCPU()) }
 
-// ProcsShort is how many Ps procs lacks to keep one per CPU free for
-// work while blocked readers wait in read(2), each holding one (0 when
-// none lacks): the Ps SpareProcs adds unless GOMAXPROCS is set. ucmd serve
-// warns when an explicit GOMAXPROCS is short.
-func ProcsShort(procs, blocked int) int {
-	return max(0, min(procs, runtime.NumCPU())+blocked-procs)
+func idleReaders(base, cpus int) int { return min(max(4, min(base, cpus)), MaxIdleReaders) }
+
+// MaxIdleReaders caps IdleReaders. The kernel wakes one reader per
+// request and a request holds it for tens of µs, so more than a few
+// waiting readers only wait; a burst beyond them starts readers, each a
+// goroutine whose buffer the Server keeps (libfuse3 runs at most 10
+// threads a session by default). Without the cap, each device held one
+// waiting reader, and one P, per CPU.
+const MaxIdleReaders = 8
+
+// ProcsShort is how many Ps procs lacks to keep WorkProcs free for work
+// (one per CPU, up to WorkProcs) while blocked readers wait in read(2),
+// each holding one (0 when none lacks): the Ps SpareProcs adds unless
+// GOMAXPROCS is set. ucmd serve warns when an explicit GOMAXPROCS is
+// short.
+func ProcsShort(procs, blocked int) int { return procsShort(procs, blocked, runtime.NumCPU()) }
+
+func procsShort(procs, blocked, cpus int) int {
+	return max(0, blocked+workProcs(procs, cpus)-procs)
 }
 
 // slackPath is where thread tid's timer slack is read and written, in ns.

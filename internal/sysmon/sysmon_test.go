@@ -160,13 +160,15 @@ func TestSpareProcs(t *testing.T) {
 	defer runtime.GOMAXPROCS(base)
 	t.Setenv("GOMAXPROCS", "")
 	os.Unsetenv("GOMAXPROCS")
+	want := spareProcs(base, 6, runtime.NumCPU())
 	procs, raised := SpareProcs(base, 6)
-	if !raised || procs != base+6 || runtime.GOMAXPROCS(0) != base+6 {
-		t.Fatalf("SpareProcs(%d, 6) = %d, %v with GOMAXPROCS now %d; want %d, true", base, procs, raised, runtime.GOMAXPROCS(0), base+6)
+	if !raised || procs != want || runtime.GOMAXPROCS(0) != want {
+		t.Fatalf("SpareProcs(%d, 6) = %d, %v with GOMAXPROCS now %d; want %d, true", base, procs, raised, runtime.GOMAXPROCS(0), want)
 	}
 	// A device gone: its readers' Ps are given back.
-	if procs, _ := SpareProcs(base, 2); procs != base+2 || runtime.GOMAXPROCS(0) != base+2 {
-		t.Fatalf("SpareProcs(%d, 2) after 6 = %d with GOMAXPROCS now %d; want %d", base, procs, runtime.GOMAXPROCS(0), base+2)
+	want = spareProcs(base, 2, runtime.NumCPU())
+	if procs, _ := SpareProcs(base, 2); procs != want || runtime.GOMAXPROCS(0) != want {
+		t.Fatalf("SpareProcs(%d, 2) after 6 = %d with GOMAXPROCS now %d; want %d", base, procs, runtime.GOMAXPROCS(0), want)
 	}
 	runtime.GOMAXPROCS(base)
 	t.Setenv("GOMAXPROCS", strconv.Itoa(base)) // the operator's choice stands
@@ -175,33 +177,71 @@ func TestSpareProcs(t *testing.T) {
 	}
 }
 
+// The Ps and readers serve sets, on the test VM's two CPUs and on larger
+// hosts: blocked is every device's idle readers and one more.
+func TestProcsAndReadersByHost(t *testing.T) {
+	for _, c := range []struct {
+		cpus, devices    int
+		readers, procs   int
+		before, beforeRd int // the sizes before WorkProcs and MaxIdleReaders
+	}{
+		{cpus: 1, devices: 1, readers: 4, procs: 6, before: 6, beforeRd: 4},
+		{cpus: 2, devices: 1, readers: 4, procs: 7, before: 7, beforeRd: 4},   // the test VM, one device
+		{cpus: 2, devices: 2, readers: 4, procs: 12, before: 12, beforeRd: 4}, // and two
+		{cpus: 8, devices: 2, readers: 8, procs: 26, before: 26, beforeRd: 8},
+		{cpus: 32, devices: 2, readers: 8, procs: 34, before: 98, beforeRd: 32},
+		{cpus: 128, devices: 4, readers: 8, procs: 128, before: 644, beforeRd: 128},
+		{cpus: 224, devices: 10, readers: 8, procs: 224, before: 2474, beforeRd: 224},
+	} {
+		base := c.cpus // GOMAXPROCS's default
+		readers := idleReaders(base, c.cpus)
+		blocked := c.devices * (readers + 1)
+		procs := spareProcs(base, blocked, c.cpus)
+		if readers != c.readers || procs != c.procs {
+			t.Errorf("%d CPUs, %d devices: %d idle readers a device and GOMAXPROCS %d, want %d and %d",
+				c.cpus, c.devices, readers, procs, c.readers, c.procs)
+		}
+		if got := base + c.devices*(c.beforeRd+1); got != c.before {
+			t.Errorf("%d CPUs, %d devices: the old sizing gives %d, the table says %d", c.cpus, c.devices, got, c.before)
+		}
+		if short := procsShort(procs, blocked, c.cpus); short != 0 {
+			t.Errorf("%d CPUs, %d devices: GOMAXPROCS %d is %d short of its own rule", c.cpus, c.devices, procs, short)
+		}
+		if free := procs - blocked; free < min(c.cpus, WorkProcs) {
+			t.Errorf("%d CPUs, %d devices: %d Ps free beside %d waiting readers", c.cpus, c.devices, free, blocked)
+		}
+	}
+}
+
 func TestIdleReaders(t *testing.T) {
-	cpus := runtime.NumCPU()
-	for _, c := range []struct{ base, want int }{
-		{1, 4},
-		{min(2, cpus), 4},
+	for _, c := range []struct{ base, cpus, want int }{
+		{1, 1, 4},
+		{2, 2, 4},
 		// Ps beyond the CPUs (an explicit GOMAXPROCS, or one SpareProcs
 		// raised) add no reader.
-		{cpus + 10, max(4, cpus)},
-		{cpus, max(4, cpus)},
+		{12, 2, 4},
+		{6, 6, 6},
+		{64, 8, 8},
+		{128, 128, MaxIdleReaders},
 	} {
-		if got := IdleReaders(c.base); got != c.want {
-			t.Errorf("IdleReaders(%d) with %d CPUs = %d, want %d", c.base, cpus, got, c.want)
+		if got := idleReaders(c.base, c.cpus); got != c.want {
+			t.Errorf("idleReaders(%d) with %d CPUs = %d, want %d", c.base, c.cpus, got, c.want)
 		}
 	}
 }
 
 func TestProcsShort(t *testing.T) {
-	cpus := runtime.NumCPU()
-	for _, c := range []struct{ procs, blocked, want int }{
-		{cpus + 10, 10, 0}, // what SpareProcs sets for 10 readers
-		{cpus + 10, 11, 1},
-		{cpus, 10, 10},
-		{1, 5, 5}, // one P: all of it is the CPU's
-		{cpus + 3, 0, 0},
+	for _, c := range []struct{ procs, blocked, cpus, want int }{
+		{12, 10, 2, 0}, // what SpareProcs sets for 10 readers on 2 CPUs
+		{12, 11, 2, 1},
+		{2, 10, 2, 10},
+		{1, 5, 2, 5}, // one P: all of it is the CPU's
+		{5, 0, 2, 0},
+		{128, 36, 128, 0}, // 16 free for work are enough
+		{40, 36, 128, 12},
 	} {
-		if got := ProcsShort(c.procs, c.blocked); got != c.want {
-			t.Errorf("ProcsShort(%d, %d) with %d CPUs = %d, want %d", c.procs, c.blocked, cpus, got, c.want)
+		if got := procsShort(c.procs, c.blocked, c.cpus); got != c.want {
+			t.Errorf("procsShort(%d, %d) with %d CPUs = %d, want %d", c.procs, c.blocked, c.cpus, got, c.want)
 		}
 	}
 }
