@@ -58,7 +58,14 @@ func (c *call) destroyID(ctx context.Context, m *abi.DestroyID) error {
 	n := c.f.teardown(ctx, x)
 	// As in the kernel, an EFAULT here still leaves the id destroyed.
 	(&abi.DestroyIDResp{EventsReported: n}).Encode(c.out[:])
-	return c.respond(m.Response, abi.DestroyIDRespSize)
+	err = c.respond(m.Response, abi.DestroyIDRespSize)
+	if errors.Is(err, context.Canceled) {
+		// Interrupted while waiting to copy (copySlots), the id already
+		// destroyed: EINTR would say that nothing happened. The answer
+		// is the kernel's for a response it could not write.
+		return fmt.Errorf("%w: %w", unix.EFAULT, err)
+	}
+	return err
 }
 
 // attrID is ib_ucm_attr_id.

@@ -21,6 +21,7 @@ type file struct {
 	// with other credentials, and writers from other processes (w).
 	uid, gid uint32
 	w        *writers
+	copies   *copySlots // the uid's, shared with its other files
 	// pid (the opener's process, not its thread), comm (that process's
 	// name, read once at open) and opened describe the opener, for
 	// Device.Files and the failed-command log.
@@ -50,6 +51,7 @@ func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 	f := &file{
 		d: d, waker: w, uid: req.Caller.Uid, gid: req.Caller.Gid,
 		w:      d.openWriters(req.Caller.Pid),
+		copies: d.budget.copySlots(req.Caller.Uid),
 		opened: time.Now(),
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
@@ -72,7 +74,7 @@ func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, e
 	if f.d.obs != nil {
 		start = time.Now()
 	}
-	c := newCall(f, req.Caller.Pid, req.Nonblock())
+	c := newCall(ctx, f, req.Caller.Pid, req.Nonblock())
 	defer c.done()
 	hdr, cmd, err := f.write(ctx, c, req, data)
 	if f.d.obs != nil {

@@ -24,6 +24,7 @@ const (
 	DefaultUserIDs      = 1 << 16
 	DefaultUserEvents   = 1 << 16
 	DefaultUserFiles    = 4096
+	DefaultUserCopies   = 16
 	DefaultMemoryBudget = 512 << 20
 )
 
@@ -46,6 +47,10 @@ type Limits struct {
 	UserIDs    int
 	UserEvents int
 	UserFiles  int
+	// UserCopies bounds a uid's copies into and out of client memory in
+	// progress at once, each a thread of the daemon for as long as it
+	// takes (copyGate); more wait their turn. 0 means DefaultUserCopies.
+	UserCopies int
 	// MemoryBudget bounds, in bytes, what the ids, events and files of
 	// all users may cost together (estimated; see the *Cost constants).
 	// 0 means DefaultMemoryBudget.
@@ -67,6 +72,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.UserFiles <= 0 {
 		l.UserFiles = DefaultUserFiles
+	}
+	if l.UserCopies <= 0 {
+		l.UserCopies = DefaultUserCopies
 	}
 	if l.MemoryBudget <= 0 {
 		l.MemoryBudget = DefaultMemoryBudget
@@ -97,8 +105,12 @@ type Budget struct {
 	users map[uint32]*usage
 }
 
-// usage is what one uid holds.
-type usage struct{ files, ids, events int }
+// usage is what one uid holds. It exists while the uid has a file open
+// (nothing else outlives its files), and so do its copy slots.
+type usage struct {
+	files, ids, events int
+	copies             *copySlots
+}
 
 // charge is one addition to or removal from a user's holdings.
 type charge struct {
@@ -108,7 +120,8 @@ type charge struct {
 
 // NewBudget returns an empty budget for l's per-user and daemon limits.
 func NewBudget(l Limits) *Budget {
-	return &Budget{lim: l.withDefaults(), users: make(map[uint32]*usage)}
+	l = l.withDefaults()
+	return &Budget{lim: l, users: make(map[uint32]*usage)}
 }
 
 // BudgetUsage is a snapshot of a Budget, for status.
@@ -138,7 +151,7 @@ func (b *Budget) take(uid uint32, c charge) error {
 	u := b.users[uid]
 	fresh := u == nil
 	if fresh {
-		u = &usage{}
+		u = &usage{copies: &copySlots{max: b.lim.UserCopies}}
 	}
 	switch {
 	case c.files > 0 && u.files+c.files > b.lim.UserFiles:
@@ -172,9 +185,16 @@ func (b *Budget) give(uid uint32, c charge) {
 	u.ids -= c.ids
 	u.events -= c.events
 	b.mem -= c.bytes
-	if *u == (usage{}) {
+	if u.files == 0 && u.ids == 0 && u.events == 0 {
 		delete(b.users, uid)
 	}
+}
+
+// copySlots returns uid's copy slots; uid must have a file open.
+func (b *Budget) copySlots(uid uint32) *copySlots {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.users[uid].copies
 }
 
 // User returns what uid holds: open files, ids (new connections not yet

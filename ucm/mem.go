@@ -1,6 +1,7 @@
 package ucm
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -16,8 +17,9 @@ import (
 // allocates nothing.
 type call struct {
 	f        *file
-	pid      int  // the writing thread, whose memory the pointers address
-	nonblock bool // the file is O_NONBLOCK: GET_EVENT does not wait
+	ctx      context.Context // the request's: cancelled on INTERRUPT
+	pid      int             // the writing thread, whose memory the pointers address
+	nonblock bool            // the file is O_NONBLOCK: GET_EVENT does not wait
 
 	dec  abi.Decoder
 	out  [max(abi.EventRespSize, abi.QPAttrSize, abi.AttrIDRespSize)]byte
@@ -27,17 +29,28 @@ type call struct {
 var calls = sync.Pool{New: func() any { return new(call) }}
 
 // newCall takes a call from the pool for a command of f's by thread pid.
-func newCall(f *file, pid int, nonblock bool) *call {
+func newCall(ctx context.Context, f *file, pid int, nonblock bool) *call {
 	c := calls.Get().(*call)
-	c.f, c.pid, c.nonblock = f, pid, nonblock
+	c.ctx, c.f, c.pid, c.nonblock = ctx, f, pid, nonblock
 	return c
 }
 
 // done returns c to the pool: the command it decoded is no longer valid.
 func (c *call) done() {
-	c.f, c.segs = nil, [3]callermem.Seg{} // keep no file or event alive
+	c.ctx, c.f, c.segs = nil, nil, [3]callermem.Seg{} // keep no file or event alive
 	calls.Put(c)
 }
+
+// enterCopy waits for one of the file's user's copy slots (copySlots):
+// what stands between a copy that hangs and the daemon's threads.
+func (c *call) enterCopy(what string) error {
+	if err := c.f.copies.enter(c.ctx, c.f.done); err != nil {
+		return fmt.Errorf("%s: waiting for one of the user's %d copies in progress: %w", what, c.f.copies.max, err)
+	}
+	return nil
+}
+
+func (c *call) leaveCopy() { c.f.copies.leave() }
 
 // read is copy_from_user: n bytes at addr, or EFAULT.
 func (c *call) read(addr uint64, n int, what string) ([]byte, error) {
@@ -46,6 +59,10 @@ func (c *call) read(addr uint64, n int, what string) ([]byte, error) {
 		// unreachable, and pid 0 would be our own.
 		return nil, fmt.Errorf("%s: caller not visible: %w", what, unix.EFAULT)
 	}
+	if err := c.enterCopy(what); err != nil {
+		return nil, err
+	}
+	defer c.leaveCopy()
 	b := make([]byte, n)
 	if err := c.f.d.mem.Read(c.pid, addr, b); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -58,6 +75,10 @@ func (c *call) write(addr uint64, b []byte, what string) error {
 	if c.pid <= 0 {
 		return fmt.Errorf("%s: caller not visible: %w", what, unix.EFAULT)
 	}
+	if err := c.enterCopy(what); err != nil {
+		return err
+	}
+	defer c.leaveCopy()
 	if err := c.f.d.mem.Write(c.pid, addr, b); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -70,6 +91,10 @@ func (c *call) writeSegs(segs []callermem.Seg, what []string) error {
 	if c.pid <= 0 {
 		return fmt.Errorf("%s: caller not visible: %w", what[0], unix.EFAULT)
 	}
+	if err := c.enterCopy(what[0]); err != nil {
+		return err
+	}
+	defer c.leaveCopy()
 	if i, err := callermem.WriteSegs(c.f.d.mem, c.pid, segs); err != nil {
 		return fmt.Errorf("%s: %w", what[i], err)
 	}

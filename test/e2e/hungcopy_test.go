@@ -1,0 +1,244 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/internal/sysmon"
+	"github.com/ucmd/ucmd/ucm"
+)
+
+// A copy into a client's memory can hang for as long as that client
+// likes: a response buffer in a mapping of a file on a FUSE file system
+// whose server never answers the page's read. The kernel's ucm made that
+// copy in the client's own thread; ucmd makes it in one of its own, which
+// stays blocked in process_vm_writev. The stall is the client's to end,
+// so what ucmd must bound is how many of its threads one user can hold
+// that way: without a bound, a user's blocked copies took a thread each,
+// until the Go runtime's limit of 10,000 ended the daemon.
+//
+// The stalling client is this test binary re-executed as nobody: it maps
+// the file, and writes CREATE_ID from many threads with the response in
+// the mapping.
+const stallerEnv = "UCMD_E2E_STALLER" // "NODE MAPPED-FILE WRITERS"
+
+func init() {
+	if spec := os.Getenv(stallerEnv); spec != "" {
+		if err := runStaller(strings.Fields(spec)); err != nil {
+			fmt.Println("staller:", err)
+			os.Exit(1)
+		}
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+}
+
+func runStaller(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want NODE FILE WRITERS, got %q", args)
+	}
+	writers, err := strconv.Atoi(args[2])
+	if err != nil {
+		return err
+	}
+	mf, err := os.OpenFile(args[1], os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	m, err := syscall.Mmap(int(mf.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", args[1], err)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&m[0])))
+	node, err := os.OpenFile(args[0], os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	cmd := conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: addr})
+	for range writers {
+		go func() {
+			// A raw write: os.File would let one write at a time through.
+			_, err := syscall.Write(int(node.Fd()), cmd) // blocks while ucmd's copy hangs
+			fmt.Println("write returned:", err)
+		}()
+	}
+	fmt.Println("STALLING")
+	return nil
+}
+
+// stallFS is one file, "stall", whose reads are answered only once
+// release is closed, and then with EIO; interrupts change nothing.
+type stallFS struct {
+	fs.Inode
+	release chan struct{}
+}
+
+type stallFile struct {
+	fs.Inode
+	release chan struct{}
+	reads   *sync.WaitGroup
+}
+
+var (
+	_ fs.NodeOnAdder   = (*stallFS)(nil)
+	_ fs.NodeGetattrer = (*stallFile)(nil)
+	_ fs.NodeOpener    = (*stallFile)(nil)
+	_ fs.NodeReader    = (*stallFile)(nil)
+)
+
+func (r *stallFS) OnAdd(ctx context.Context) {
+	f := &stallFile{release: r.release}
+	r.AddChild("stall", r.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG}), false)
+}
+
+func (f *stallFile) Getattr(_ context.Context, _ fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFREG | 0o666
+	out.Size = 4096
+	return 0
+}
+
+func (f *stallFile) Open(context.Context, uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return nil, 0, 0
+}
+
+func (f *stallFile) Read(context.Context, fs.FileHandle, []byte, int64) (fuse.ReadResult, syscall.Errno) {
+	<-f.release
+	return nil, syscall.EIO
+}
+
+func TestDaemonHungCopies(t *testing.T) {
+	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "1")
+	release := make(chan struct{})
+	// Outside t.TempDir, whose 0700 directory nobody cannot search.
+	mnt, err := os.MkdirTemp("", "ucmd-stall-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(mnt) })
+	os.Chmod(mnt, 0o755)
+	srv, err := fs.Mount(mnt, &stallFS{release: release}, &fs.Options{
+		MountOptions: fuse.MountOptions{AllowOther: true, DirectMount: true, FsName: "stall"},
+	})
+	if err != nil {
+		t.Fatalf("mount the stalling file system: %v", err)
+	}
+	released := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(func() { released(); srv.Unmount() })
+
+	before := threadsOf(t, d.cmd.Process.Pid)
+	const writers = 100
+	staller := exec.Command(os.Args[0], "-test.run=^$")
+	staller.Env = append(os.Environ(), fmt.Sprintf("%s=/dev/infiniband/ucm0 %s %d", stallerEnv, filepath.Join(mnt, "stall"), writers))
+	staller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := staller.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := staller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { staller.Process.Kill(); staller.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "STALLING" {
+		t.Fatalf("staller: %q, %v", lines.Text(), lines.Err())
+	}
+
+	// Every write has reached ucmd once its id exists: CREATE_ID makes
+	// the id before it copies the answer out.
+	waitIDs := time.Now().Add(60 * time.Second)
+	for ids := 0; ids < writers; {
+		if time.Now().After(waitIDs) {
+			t.Fatalf("%d of the %d stalled CREATE_IDs made their id", ids, writers)
+		}
+		time.Sleep(50 * time.Millisecond)
+		st, err := d.status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = 0
+		for _, f := range st.Devices[0].Files {
+			if f.PID == staller.Process.Pid {
+				ids = len(f.IDs)
+			}
+		}
+	}
+	during := threadsOf(t, d.cmd.Process.Pid)
+	t.Logf("ucmd's threads: %d before, %d with %d copies hanging", before, during, writers)
+	if during-before > maxHungThreads {
+		t.Errorf("one user's %d hanging copies hold %d more of ucmd's threads, want at most %d", writers, during-before, maxHungThreads)
+	}
+
+	// Other users are served meanwhile.
+	c := openClient(t, "/dev/infiniband/ucm0")
+	done := make(chan error, 1)
+	go func() { _, err := c.CreateID(7); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("CREATE_ID of another user while the copies hang: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CREATE_ID of another user not answered while one user's copies hang")
+	}
+
+	// The stall ends: the hung copies fail, and the writes with them.
+	released()
+	efault := 0
+	deadline := time.AfterFunc(30*time.Second, func() { staller.Process.Kill() })
+	defer deadline.Stop()
+	for efault < writers && lines.Scan() {
+		if strings.Contains(lines.Text(), "bad address") {
+			efault++
+		}
+	}
+	if efault < writers {
+		t.Errorf("%d of %d stalled writes returned EFAULT once the stall ended", efault, writers)
+	}
+	if _, err := d.status(); err != nil {
+		t.Errorf("ucmd after the stall: %v", err)
+	}
+}
+
+// maxHungThreads is what one user's hanging copies may cost ucmd in
+// threads: its copy slots (ucm.DefaultUserCopies), and the device's
+// readers that may wait for requests (up to sysmon.MaxIdleReaders and one
+// more) started while the hung ones were taken.
+const maxHungThreads = ucm.DefaultUserCopies + sysmon.MaxIdleReaders + 1
+
+func threadsOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no Threads line in /proc/%d/status", pid)
+	return 0
+}

@@ -1,0 +1,80 @@
+package ucm
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// Slots go to waiters in the order they came, handed over by leave; a
+// waiter that gives up leaves the queue, and one that gives up as its
+// slot arrives passes the slot on.
+func TestCopySlotsOrderAndCancel(t *testing.T) {
+	s := &copySlots{max: 1}
+	done := make(chan struct{})
+	if err := s.enter(context.Background(), done); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, 3)
+	ctxs := make([]context.CancelFunc, 3)
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		ctxs[i] = cancel
+		go func() {
+			if err := s.enter(ctx, done); err != nil {
+				got <- -1 - i
+				return
+			}
+			got <- i
+		}()
+		for _, w := s.state(); w != i+1; _, w = s.state() {
+			time.Sleep(time.Millisecond) // each queued before the next starts
+		}
+	}
+	ctxs[1]() // the second gives up
+	if g := <-got; g != -2 {
+		t.Fatalf("cancelled waiter: %d, want -2", g)
+	}
+	s.leave()
+	if g := <-got; g != 0 {
+		t.Fatalf("first slot handed to waiter %d, want 0", g)
+	}
+	s.leave()
+	if g := <-got; g != 2 {
+		t.Fatalf("second slot handed to waiter %d, want 2", g)
+	}
+	if n, w := s.state(); n != 1 || w != 0 {
+		t.Fatalf("%d in progress, %d waiting; want 1, 0", n, w)
+	}
+
+	// Released while waiting: errReleased, and the slot a late handover
+	// gave is passed on, never lost.
+	for range 100 {
+		gone := make(chan struct{})
+		res := make(chan error, 1)
+		go func() { res <- s.enter(context.Background(), gone) }()
+		for _, w := s.state(); w != 1; _, w = s.state() {
+			time.Sleep(10 * time.Microsecond)
+		}
+		close(gone)
+		s.leave() // races the release
+		err := <-res
+		if err != nil && !errors.Is(err, errReleased) {
+			t.Fatal(err)
+		}
+		if err != nil {
+			// gave up: the slot went back
+			if n, w := s.state(); n != 0 || w != 0 {
+				t.Fatalf("after a release: %d in progress, %d waiting; want 0, 0", n, w)
+			}
+		} else if n, w := s.state(); n != 1 || w != 0 {
+			t.Fatalf("after a handover: %d in progress, %d waiting; want 1, 0", n, w)
+		}
+		if n, _ := s.state(); n == 0 {
+			if err := s.enter(context.Background(), done); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

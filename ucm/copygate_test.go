@@ -1,0 +1,144 @@
+package ucm_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/conformance/fakedut"
+	"github.com/ucmd/ucmd/cuse/callermem"
+	"github.com/ucmd/ucmd/cuse/cusetest"
+	"github.com/ucmd/ucmd/ucm"
+)
+
+// hangs stalls every write into the caller's memory, whatever the
+// address, until released, as a buffer mapped from a FUSE file whose
+// server does not answer; it counts the writes stalled at once.
+type hangs struct {
+	callermem.Memory
+	open     chan struct{}
+	openOnce sync.Once
+	in, most atomic.Int32
+	armed    atomic.Bool
+}
+
+func (h *hangs) wrap(m callermem.Memory) callermem.Memory { h.Memory = m; return h }
+func (h *hangs) release()                                 { h.openOnce.Do(func() { close(h.open) }) }
+
+func (h *hangs) Write(pid int, addr uint64, b []byte) error {
+	if h.armed.Load() {
+		n := h.in.Add(1)
+		for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+		}
+		<-h.open
+		h.in.Add(-1)
+	}
+	return h.Memory.Write(pid, addr, b)
+}
+
+// One user's copies that hang hold at most Limits.UserCopies of the
+// daemon's copies (each a thread: the copy is a system call); the user's
+// next ones wait without one, an interrupt ends such a wait with EINTR,
+// and other users' commands go on. When the hang ends, every waiting copy
+// is made.
+func TestUserCopiesBoundHungCopies(t *testing.T) {
+	h := &hangs{open: make(chan struct{})}
+	d := fakedut.New(t, &fakedut.Options{WrapMemory: h.wrap, Limits: ucm.Limits{UserCopies: 2}})
+	t.Cleanup(h.release)
+	c, err := conformance.NewClient(d, false)
+	must(t, err)
+	h.armed.Store(true)
+	var pending []*cusetest.Pending
+	var resps []uint64
+	for range 5 {
+		resp := c.Mem.Alloc(abi.CreateIDRespSize)
+		resps = append(resps, resp)
+		pending = append(pending, fake(c).WriteAsync(conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: resp})))
+	}
+	deadline := time.Now().Add(wait)
+	for h.in.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // time for a third to get in, were it let
+	if n := h.most.Load(); n != 2 {
+		t.Fatalf("%d copies of one user hung at once, want the limit of 2", n)
+	}
+	for _, p := range pending {
+		blocked(t, "CREATE_ID behind hung copies", p)
+	}
+
+	// A waiting copy's command is interrupted: EINTR, and its id is gone
+	// with it, as after a copy that failed.
+	e := pending[4]
+	d.Kernel.Interrupt(e.Unique)
+	if r := replyOf(t, e); r.Errno != unix.EINTR {
+		t.Fatalf("interrupted CREATE_ID waiting to copy: %v, want EINTR", r.Errno)
+	}
+
+	// Another user is not held up.
+	d.Caller.Uid, d.Caller.Gid = 1001, 1001
+	other, err := conformance.NewClient(d, false)
+	must(t, err)
+	h.armed.Store(false)
+	done := make(chan error, 1)
+	go func() { _, err := other.CreateID(2); done <- err }()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(wait):
+		t.Fatal("another user's CREATE_ID not answered while one user's copies hang")
+	}
+
+	h.release()
+	ids := map[uint32]bool{}
+	for i, p := range pending[:4] {
+		if r := replyOf(t, p); r.Errno != 0 {
+			t.Fatalf("CREATE_ID %d after the hang: %v", i, r.Errno)
+		}
+		var r abi.CreateIDResp
+		r.Decode(c.Mem.Read(resps[i], abi.CreateIDRespSize))
+		ids[r.ID] = true
+	}
+	if len(ids) != 4 {
+		t.Errorf("ids %v after the hang, want 4 distinct", ids)
+	}
+}
+
+// DESTROY_ID destroys before it copies its answer out. Interrupted while
+// it waits for a copy slot, it answers EFAULT, as the kernel did for an
+// answer it could not write: the id is gone, and EINTR would say that
+// nothing happened.
+func TestUserCopiesDestroyInterrupted(t *testing.T) {
+	h := &hangs{open: make(chan struct{})}
+	d := fakedut.New(t, &fakedut.Options{WrapMemory: h.wrap, Limits: ucm.Limits{UserCopies: 1}})
+	t.Cleanup(h.release)
+	c, err := conformance.NewClient(d, false)
+	must(t, err)
+	id, err := c.CreateID(1)
+	must(t, err)
+	h.armed.Store(true)
+	hung := fake(c).WriteAsync(conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 2, Response: c.Mem.Alloc(abi.CreateIDRespSize)}))
+	deadline := time.Now().Add(wait)
+	for h.in.Load() < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	destroy := fake(c).WriteAsync(conformance.Encode(abi.CmdDestroyID, abi.DestroyIDRespSize, &abi.DestroyID{ID: id, Response: c.Mem.Alloc(abi.DestroyIDRespSize)}))
+	blocked(t, "DESTROY_ID waiting to copy", destroy)
+	d.Kernel.Interrupt(destroy.Unique)
+	if r := replyOf(t, destroy); r.Errno != unix.EFAULT {
+		t.Fatalf("DESTROY_ID interrupted waiting to copy: %v, want EFAULT", r.Errno)
+	}
+	h.armed.Store(false)
+	h.release()
+	if r := replyOf(t, hung); r.Errno != 0 {
+		t.Fatalf("CREATE_ID after the hang: %v", r.Errno)
+	}
+	if _, err := c.AttrID(id); err == nil {
+		t.Errorf("ATTR_ID of the id DESTROY_ID answered EFAULT for: still there")
+	}
+}
