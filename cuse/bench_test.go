@@ -3,8 +3,13 @@ package cuse_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
+	"runtime"
+	"runtime/metrics"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -144,4 +149,82 @@ func BenchmarkWriteRoundTripParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// waitDev holds every write until release is closed, counting those
+// that reached it; with detach, the writes wait without their buffer
+// (DetachBuffer).
+type waitDev struct {
+	release chan struct{}
+	in      atomic.Int32
+	detach  bool
+}
+
+func (d *waitDev) Open(context.Context, cuse.Request, cuse.Waker) (cuse.Handle, error) {
+	return d, nil
+}
+func (d *waitDev) Read(context.Context, cuse.Request, []byte) (int, error) { return 0, nil }
+func (d *waitDev) Write(ctx context.Context, _ cuse.Request, data []byte) (int, error) {
+	if d.detach {
+		cuse.DetachBuffer(ctx)
+	}
+	d.in.Add(1)
+	select {
+	case <-d.release:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return len(data), nil
+}
+func (d *waitDev) Poll(context.Context, cuse.Request, uint32) (uint32, error) { return 0, nil }
+func (d *waitDev) Release(context.Context)                                    {}
+
+// BenchmarkLiveHeapPerWaitingRequest is the Go heap a request costs while
+// its handler waits (a GET_EVENT blocked for an event, a command waiting
+// for its turn to copy). Unless the handler detaches it (DetachBuffer),
+// the reader that read the request keeps its buffer, of MaxWrite and a
+// header, until it answers. The fake kernel's record of each request is
+// counted too, the same in every case. Run with -benchtime 1x; the
+// figure is B/request of live heap after GC.
+func BenchmarkLiveHeapPerWaitingRequest(b *testing.B) {
+	for _, c := range []struct {
+		maxWrite uint32
+		detach   bool
+	}{{cuse.DefaultMaxIO, false}, {cuse.DefaultMaxIO, true}} {
+		b.Run(fmt.Sprintf("MaxWrite=%d/detach=%v", c.maxWrite, c.detach), func(b *testing.B) {
+			for b.Loop() {
+				d := &waitDev{release: make(chan struct{}), detach: c.detach}
+				k := cusetest.Start(b, d, &cusetest.Options{Config: cuse.Config{MaxWrite: c.maxWrite}})
+				f, errno := k.Open(alice, unix.O_RDWR)
+				if errno != 0 {
+					b.Fatal(errno)
+				}
+				const n = 500
+				cmd := make([]byte, 24)
+				before := liveHeap()
+				pending := make([]*cusetest.Pending, 0, n)
+				for range n {
+					pending = append(pending, f.WriteAsync(alice, cmd))
+				}
+				for d.in.Load() < n {
+					time.Sleep(time.Millisecond)
+				}
+				b.ReportMetric((liveHeap()-before)/n, "B/request")
+				close(d.release)
+				for _, p := range pending {
+					p.Wait()
+				}
+				k.Close()
+			}
+		})
+	}
+}
+
+// liveHeap is the heap's object bytes after a full collection.
+func liveHeap() float64 {
+	runtime.GC()
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return float64(s[0].Value.Uint64())
 }

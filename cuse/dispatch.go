@@ -24,8 +24,9 @@ import (
 // until its method returns.
 type request struct {
 	hdr  fuse.InHeader
-	body []byte // after the in_header; in the reader's buffer, valid while it serves
+	body []byte // after the in_header; in the reader's buffer, valid while it serves (until DetachBuffer)
 	done bool   // answered; only the serving goroutine touches it
+	rs   *readerState
 
 	mu     sync.Mutex
 	doneCh chan struct{} // made by the first Done
@@ -82,6 +83,23 @@ func (r *request) cancel(cause error) {
 func (r *request) reset() {
 	r.hdr, r.body, r.done = fuse.InHeader{}, nil, false
 	r.doneCh, r.cause = nil, nil
+}
+
+// DetachBuffer tells the Server that the handler serving ctx, a
+// request's context given to a Device or Handle method, is about to wait
+// for long (for an event, for its turn): the buffer the request was read
+// into goes to other readers meanwhile, which keeps a waiting request at
+// a few KiB instead of MaxWrite and more. From then on the data the
+// handler was given may be overwritten: it must have taken what it
+// needs. Call it on the goroutine the handler was called on; a ctx that
+// is not a request's, or a second call, does nothing.
+func DetachBuffer(ctx context.Context) {
+	r, ok := ctx.(*request)
+	if !ok || r.rs == nil || r.rs.buf == nil {
+		return
+	}
+	r.body = nil
+	r.rs.s.detach(r.rs)
 }
 
 // ShuttingDown reports whether ctx, a request's context given to a Device

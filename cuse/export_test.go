@@ -33,6 +33,13 @@ func (s *Server) ReaderStates() (made, spare, dropped, idle int) {
 	return s.made, len(s.spare), s.dropped, int(s.idle.Load())
 }
 
+// ReadBuffers reports how many read buffers s has allocated.
+func (s *Server) ReadBuffers() int {
+	s.spareMu.Lock()
+	defer s.spareMu.Unlock()
+	return s.bufsMade
+}
+
 // BlockYields makes every yield of a reader wait for release, as a reader
 // waits behind the goroutines its P runs first, with the clock of
 // FakeYields; entered counts the yields begun. Restore after the Server is

@@ -45,10 +45,12 @@ type Server struct {
 
 	// spare keeps what readers that exited read into, for the next ones
 	// to start (see readerState).
-	spareMu sync.Mutex
-	spare   []*readerState
-	made    int // reader states allocated, and dropped (not kept): for the test
-	dropped int
+	spareMu   sync.Mutex
+	spare     []*readerState
+	spareBufs [][]byte // read buffers of readers whose handler waits (DetachBuffer)
+	made      int      // reader states allocated, and dropped (not kept): for the test
+	dropped   int
+	bufsMade  int // read buffers allocated: for the test
 
 	inflight inflightTable
 
@@ -311,9 +313,13 @@ func (s *Server) reader() {
 		if r.done {
 			r.reset()
 		} else { // never: serve answers every request, even on a panic
-			r = new(request)
+			r = &request{rs: rs}
 			rs.r = r
 		}
+		if rs.buf == nil { // the handler waited without it
+			s.reattach(rs)
+		}
+		buf = rs.buf
 		if s.stopping.Load() || s.idle.Load() >= s.maxIdle {
 			return
 		}
@@ -354,8 +360,12 @@ func (s *Server) rejoin() bool {
 // allocated afresh, were most of the daemon's heap growth and so of its
 // garbage collections. An exiting reader leaves its state in the
 // Server's spare list, which holds as many as can be idle at once.
+//
+// A handler about to wait for long gives its reader's buffer back
+// (DetachBuffer), and the reader takes one again once it has answered.
 type readerState struct {
-	buf []byte
+	s   *Server
+	buf []byte // nil while the handler waits without it
 	r   *request
 }
 
@@ -369,7 +379,38 @@ func (s *Server) takeReaderState() *readerState {
 		return rs
 	}
 	s.made++
-	return &readerState{buf: make([]byte, s.bufLen), r: new(request)}
+	rs := &readerState{s: s, buf: s.takeBufLocked(), r: new(request)}
+	rs.r.rs = rs
+	return rs
+}
+
+// takeBufLocked is a spare read buffer, or a new one.
+func (s *Server) takeBufLocked() []byte {
+	if n := len(s.spareBufs); n > 0 {
+		b := s.spareBufs[n-1]
+		s.spareBufs[n-1] = nil
+		s.spareBufs = s.spareBufs[:n-1]
+		return b
+	}
+	s.bufsMade++
+	return make([]byte, s.bufLen)
+}
+
+// reattach gives rs a buffer again after its handler detached it.
+func (s *Server) reattach(rs *readerState) {
+	s.spareMu.Lock()
+	rs.buf = s.takeBufLocked()
+	s.spareMu.Unlock()
+}
+
+// detach keeps rs's buffer for another reader while rs's handler waits.
+func (s *Server) detach(rs *readerState) {
+	s.spareMu.Lock()
+	if len(s.spareBufs) < s.MaxBlockedReaders() {
+		s.spareBufs = append(s.spareBufs, rs.buf)
+	}
+	s.spareMu.Unlock()
+	rs.buf = nil
 }
 
 // putReaderState keeps rs for the next reader; a reader exits only after

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -558,5 +560,99 @@ func TestRepliesWaitForRoom(t *testing.T) {
 			t.Fatalf("reply %x (unique %d seen before: %v)", buf[:m], u, seen[u])
 		}
 		seen[u] = true
+	}
+}
+
+// recDev records what each write carried; writes of odd values give their
+// buffer back (DetachBuffer) and wait for release.
+type recDev struct {
+	release chan struct{}
+	mu      sync.Mutex
+	seen    map[uint64]int
+	waiting atomic.Int32
+}
+
+func (d *recDev) Open(context.Context, cuse.Request, cuse.Waker) (cuse.Handle, error) {
+	return d, nil
+}
+func (d *recDev) Read(context.Context, cuse.Request, []byte) (int, error) { return 0, nil }
+func (d *recDev) Write(ctx context.Context, _ cuse.Request, data []byte) (int, error) {
+	v := binary.NativeEndian.Uint64(data)
+	for _, c := range data[8:] {
+		if c != byte(v) {
+			return 0, fmt.Errorf("write of %d carried byte %#x", v, c)
+		}
+	}
+	d.mu.Lock()
+	d.seen[v]++
+	d.mu.Unlock()
+	if v%2 == 1 {
+		cuse.DetachBuffer(ctx)
+		cuse.DetachBuffer(ctx) // a second call does nothing
+		d.waiting.Add(1)
+		<-d.release
+	}
+	return len(data), nil
+}
+func (d *recDev) Poll(context.Context, cuse.Request, uint32) (uint32, error) { return 0, nil }
+func (d *recDev) Release(context.Context)                                    {}
+
+// Requests whose handlers wait without their buffer leave it to the other
+// readers: those read every later request intact, and the waiting ones
+// are answered in full once released, after which their readers read
+// again into buffers of their own.
+func TestDetachBuffer(t *testing.T) {
+	d := &recDev{release: make(chan struct{}), seen: map[uint64]int{}}
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	write := func(v uint64) *cusetest.Pending {
+		b := make([]byte, 64)
+		binary.NativeEndian.PutUint64(b, v)
+		for i := 8; i < len(b); i++ {
+			b[i] = byte(v)
+		}
+		return f.WriteAsync(alice, b)
+	}
+	var waiting []*cusetest.Pending
+	for v := uint64(1); v < 64; v += 2 {
+		waiting = append(waiting, write(v))
+	}
+	for d.waiting.Load() < 32 {
+		time.Sleep(time.Millisecond)
+	}
+	check := func(from uint64) {
+		t.Helper()
+		var ps []*cusetest.Pending
+		for v := from; v < from+200; v += 2 {
+			ps = append(ps, write(v))
+		}
+		for _, p := range ps {
+			if r := p.Wait(); r.Errno != 0 || r.Size() != 64 {
+				t.Fatalf("write: %d bytes, %v", r.Size(), r.Errno)
+			}
+		}
+	}
+	check(100)
+	// The 32 waiting handlers hold no buffer: the readers that took the
+	// later requests read into theirs.
+	if n := k.Server().ReadBuffers(); n > 16 {
+		t.Errorf("%d read buffers allocated with 32 requests waiting, want their buffers reused", n)
+	}
+	close(d.release)
+	for _, p := range waiting {
+		if r := p.Wait(); r.Errno != 0 || r.Size() != 64 {
+			t.Fatalf("detached write: %d bytes, %v", r.Size(), r.Errno)
+		}
+	}
+	check(1000)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.seen) != 32+100+100 {
+		t.Errorf("%d distinct values written, want %d", len(d.seen), 232)
+	}
+	for v, n := range d.seen {
+		if n != 1 {
+			t.Errorf("value %d seen %d times", v, n)
+		}
 	}
 }

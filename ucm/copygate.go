@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/ucmd/ucmd/cuse"
 )
 
 // copySlots bounds one user's copies into and out of client memory in
@@ -42,6 +44,7 @@ func (s *copySlots) enter(ctx context.Context, done <-chan struct{}) error {
 	s.queue = append(s.queue, ch)
 	s.mu.Unlock()
 
+	cuse.DetachBuffer(ctx) // the command was decoded; the wait may last
 	var err error
 	select {
 	case <-ch:

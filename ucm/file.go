@@ -74,11 +74,17 @@ func (f *file) Write(ctx context.Context, req cuse.Request, data []byte) (int, e
 	if f.d.obs != nil {
 		start = time.Now()
 	}
+	// What the observer counts is read now: a command that waits gives
+	// the buffer data is in back to the CUSE server (DetachBuffer).
+	var observed abi.Cmd
+	if f.d.obs != nil {
+		observed = observedCmd(data)
+	}
 	c := newCall(ctx, f, req.Caller.Pid, req.Nonblock())
 	defer c.done()
 	hdr, cmd, err := f.write(ctx, c, req, data)
 	if f.d.obs != nil {
-		observeCommand(f.d.obs, data, start, err)
+		f.d.obs.ObserveCommand(observed, time.Since(start), err)
 	}
 	if err != nil {
 		id, hasID := commandID(cmd)

@@ -6,11 +6,13 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"testing"
+	"time"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/conformance/fakedut"
 	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/cusetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,5 +132,33 @@ func BenchmarkLiveHeapPerConnection(b *testing.B) {
 		a.h.Release(context.Background())
 		p.h.Release(context.Background())
 		b.StartTimer()
+	}
+}
+
+// BenchmarkLiveHeapPerBlockedGetEvent is the Go heap a GET_EVENT costs
+// while it waits for an event, through the whole CUSE server (the fake
+// kernel's record of each request included): what a client's event
+// thread costs the daemon between connections.
+func BenchmarkLiveHeapPerBlockedGetEvent(b *testing.B) {
+	d := fakedut.New(b, nil)
+	for b.Loop() {
+		c, err := conformance.NewClient(d, false)
+		must(b, err)
+		const n = 500
+		get, _ := eventGet(c)
+		before := liveHeap()
+		pending := make([]*cusetest.Pending, 0, n)
+		for range n {
+			pending = append(pending, fake(c).WriteAsync(get))
+		}
+		// Every GET_EVENT read by the server; a moment for the last
+		// handlers to reach their wait.
+		d.Kernel.Sync()
+		time.Sleep(50 * time.Millisecond)
+		b.ReportMetric((liveHeap()-before)/n, "B/GET_EVENT")
+		c.Close() // release answers them
+		for _, p := range pending {
+			p.Wait()
+		}
 	}
 }

@@ -36,9 +36,9 @@ var epoch = time.Now()
 // way" in ucmCtx.setup).
 func setupStamp() int64 { return max(int64(time.Since(epoch)), 1) }
 
-// observeCommand reports one write() to the Observer o: the command its
-// header names, if any, and the time since start.
-func observeCommand(o Observer, data []byte, start time.Time, err error) {
+// observedCmd is the command a write()'s header names, for the
+// Observer: NumCmds for none.
+func observedCmd(data []byte) abi.Cmd {
 	cmd := abi.Cmd(abi.NumCmds)
 	if len(data) >= abi.HeaderSize {
 		var h abi.Header
@@ -47,7 +47,7 @@ func observeCommand(o Observer, data []byte, start time.Time, err error) {
 			cmd = h.Cmd
 		}
 	}
-	o.ObserveCommand(cmd, time.Since(start), err)
+	return cmd
 }
 
 // setupBegins stamps x's connection setup as begun at start.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ucmd/ucmd/cmcore"
+	"github.com/ucmd/ucmd/cuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -190,6 +191,7 @@ func (f *file) await(ctx context.Context, ch <-chan struct{}) error {
 		return nil
 	default:
 	}
+	cuse.DetachBuffer(ctx) // the command was decoded; a wait may last
 	select {
 	case <-ch:
 		return nil
