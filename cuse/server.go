@@ -422,6 +422,11 @@ func (s *Server) putReaderState(rs *readerState) {
 		s.spare = append(s.spare, rs)
 		return
 	}
+	if len(s.spareBufs) < s.MaxBlockedReaders() {
+		// For a handler that waited without its buffer: it takes one
+		// when it has answered.
+		s.spareBufs = append(s.spareBufs, rs.buf)
+	}
 	s.dropped++
 }
 
