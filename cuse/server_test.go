@@ -656,3 +656,49 @@ func TestDetachBuffer(t *testing.T) {
 		}
 	}
 }
+
+// pingDev's odd writes wait (without their buffer) for the next even
+// write, as a GET_EVENT waits for the event a MAD brings.
+type pingDev struct {
+	wake    chan struct{}
+	waiting chan struct{}
+}
+
+func (d *pingDev) Open(context.Context, cuse.Request, cuse.Waker) (cuse.Handle, error) {
+	return d, nil
+}
+func (d *pingDev) Read(context.Context, cuse.Request, []byte) (int, error) { return 0, nil }
+func (d *pingDev) Write(ctx context.Context, _ cuse.Request, data []byte) (int, error) {
+	if data[0]%2 == 1 {
+		cuse.DetachBuffer(ctx)
+		d.waiting <- struct{}{}
+		<-d.wake
+	} else {
+		d.wake <- struct{}{}
+	}
+	return len(data), nil
+}
+func (d *pingDev) Poll(context.Context, cuse.Request, uint32) (uint32, error) { return 0, nil }
+func (d *pingDev) Release(context.Context)                                    {}
+
+// A handler that waits without its buffer takes one back when it has
+// answered, and in a steady exchange (a wait, the request that ends it)
+// that is a buffer an earlier wait left, not a new one.
+func TestDetachBufferSteadyState(t *testing.T) {
+	d := &pingDev{wake: make(chan struct{}), waiting: make(chan struct{})}
+	k := start(t, d)
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	for i := range 1000 {
+		w := f.WriteAsync(alice, []byte{1})
+		<-d.waiting
+		if r := f.WriteAsync(alice, []byte{2}).Wait(); r.Errno != 0 {
+			t.Fatalf("round %d: %v", i, r.Errno)
+		}
+		if r := w.Wait(); r.Errno != 0 {
+			t.Fatalf("round %d: waiting write: %v", i, r.Errno)
+		}
+	}
+	if n := k.Server().ReadBuffers(); n > 8 {
+		t.Errorf("%d read buffers allocated in 1,000 rounds", n)
+	}
+}
