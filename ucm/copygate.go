@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ucmd/ucmd/cuse"
 )
@@ -23,22 +24,63 @@ import (
 // the client is interrupted (EINTR) or the file is released. Nothing else
 // waits while holding a slot, so the slots cannot deadlock.
 type copySlots struct {
-	max int
+	max uint64
+	// state is the copies in progress (low 32 bits) and the waiters (high
+	// 32 bits). Without waiters a slot is taken and given back with one
+	// compare-and-swap each, in functions small enough to inline: the
+	// request path has room for no more. Waiters register, queue and
+	// leave the queue under mu, so there len(queue) is the waiters.
+	state atomic.Uint64
 
 	mu    sync.Mutex
-	n     int             // copies in progress
 	queue []chan struct{} // waiters, first come first; a slot is handed over by closing one's channel
 }
+
+const oneWaiter = 1 << 32
 
 // enter takes a slot, waiting for one if all are taken. The wait ends
 // with ctx (cancelled on INTERRUPT) or done (the file's release), and then
 // enter returns the cause and holds no slot.
 func (s *copySlots) enter(ctx context.Context, done <-chan struct{}) error {
-	s.mu.Lock()
-	if s.n < s.max && len(s.queue) == 0 {
-		s.n++
-		s.mu.Unlock()
+	if s.take() {
 		return nil
+	}
+	return s.wait(ctx, done)
+}
+
+// take takes a slot if one is free and nobody waits: the request path's.
+func (s *copySlots) take() bool {
+	v := s.state.Load() // below max: no waiter, and a slot free
+	return v < s.max && s.state.CompareAndSwap(v, v+1)
+}
+
+// leave gives back a slot enter took.
+func (s *copySlots) leave() {
+	if !s.give() {
+		s.handOver()
+	}
+}
+
+// give gives back a slot if nobody waits for it: the request path's.
+func (s *copySlots) give() bool {
+	v := s.state.Load()
+	return v < oneWaiter && s.state.CompareAndSwap(v, v-1)
+}
+
+func (s *copySlots) wait(ctx context.Context, done <-chan struct{}) error {
+	s.mu.Lock()
+	for {
+		v := s.state.Load()
+		if v < s.max {
+			if s.state.CompareAndSwap(v, v+1) {
+				s.mu.Unlock()
+				return nil
+			}
+			continue
+		}
+		if s.state.CompareAndSwap(v, v+oneWaiter) {
+			break
+		}
 	}
 	ch := make(chan struct{})
 	s.queue = append(s.queue, ch)
@@ -55,36 +97,40 @@ func (s *copySlots) enter(ctx context.Context, done <-chan struct{}) error {
 		err = errReleased
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if i := slices.Index(s.queue, ch); i >= 0 {
 		s.queue = slices.Delete(s.queue, i, i+1)
+		s.state.Add(^uint64(oneWaiter - 1)) // less one waiter
+		s.mu.Unlock()
 		return err
 	}
+	s.mu.Unlock()
 	// The slot was handed over as the wait ended: pass it on.
-	s.leaveLocked()
+	s.leave()
 	return err
 }
 
-// leave gives back a slot enter took.
-func (s *copySlots) leave() {
-	s.mu.Lock()
-	s.leaveLocked()
-	s.mu.Unlock()
-}
-
-func (s *copySlots) leaveLocked() {
-	if len(s.queue) > 0 {
-		close(s.queue[0]) // the slot changes hands: n stays
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
-		return
-	}
-	s.n--
-}
-
-// state reports the copies in progress and waiting, for tests.
-func (s *copySlots) state() (n, waiting int) {
+// handOver is leave with waiters: the first one queued gets the slot.
+func (s *copySlots) handOver() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.n, len(s.queue)
+	for {
+		v := s.state.Load()
+		if v < oneWaiter { // the waiters gave up meanwhile
+			if s.state.CompareAndSwap(v, v-1) {
+				return
+			}
+			continue
+		}
+		close(s.queue[0]) // the slot changes hands: the copies stay as many
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.state.Add(^uint64(oneWaiter - 1)) // less one waiter
+		return
+	}
+}
+
+// counts reports the copies in progress and the waiters, for tests.
+func (s *copySlots) counts() (n, waiting int) {
+	v := s.state.Load()
+	return int(uint32(v)), int(v >> 32)
 }

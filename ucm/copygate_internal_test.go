@@ -3,6 +3,9 @@ package ucm
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -28,7 +31,7 @@ func TestCopySlotsOrderAndCancel(t *testing.T) {
 			}
 			got <- i
 		}()
-		for _, w := s.state(); w != i+1; _, w = s.state() {
+		for _, w := s.counts(); w != i+1; _, w = s.counts() {
 			time.Sleep(time.Millisecond) // each queued before the next starts
 		}
 	}
@@ -44,7 +47,7 @@ func TestCopySlotsOrderAndCancel(t *testing.T) {
 	if g := <-got; g != 2 {
 		t.Fatalf("second slot handed to waiter %d, want 2", g)
 	}
-	if n, w := s.state(); n != 1 || w != 0 {
+	if n, w := s.counts(); n != 1 || w != 0 {
 		t.Fatalf("%d in progress, %d waiting; want 1, 0", n, w)
 	}
 
@@ -54,7 +57,7 @@ func TestCopySlotsOrderAndCancel(t *testing.T) {
 		gone := make(chan struct{})
 		res := make(chan error, 1)
 		go func() { res <- s.enter(context.Background(), gone) }()
-		for _, w := s.state(); w != 1; _, w = s.state() {
+		for _, w := s.counts(); w != 1; _, w = s.counts() {
 			time.Sleep(10 * time.Microsecond)
 		}
 		close(gone)
@@ -65,16 +68,54 @@ func TestCopySlotsOrderAndCancel(t *testing.T) {
 		}
 		if err != nil {
 			// gave up: the slot went back
-			if n, w := s.state(); n != 0 || w != 0 {
+			if n, w := s.counts(); n != 0 || w != 0 {
 				t.Fatalf("after a release: %d in progress, %d waiting; want 0, 0", n, w)
 			}
-		} else if n, w := s.state(); n != 1 || w != 0 {
+		} else if n, w := s.counts(); n != 1 || w != 0 {
 			t.Fatalf("after a handover: %d in progress, %d waiting; want 1, 0", n, w)
 		}
-		if n, _ := s.state(); n == 0 {
+		if n, _ := s.counts(); n == 0 {
 			if err := s.enter(context.Background(), done); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// Many copies at once, some of them giving up while they wait: never more
+// than max hold a slot, and once all are done none does and none waits.
+func TestCopySlotsStress(t *testing.T) {
+	const max, workers, rounds = 3, 16, 300
+	s := &copySlots{max: max}
+	var in, most atomic.Int32
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				ctx, cancel := context.WithCancel(context.Background())
+				if (w+r)%7 == 0 {
+					cancel() // gives up at once if it has to wait
+				}
+				if s.take() || s.wait(ctx, done) == nil {
+					n := in.Add(1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					runtime.Gosched()
+					in.Add(-1)
+					if !s.give() {
+						s.handOver()
+					}
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > max {
+		t.Errorf("%d copies held slots at once, max %d", m, max)
+	}
+	if n, w := s.counts(); n != 0 || w != 0 {
+		t.Errorf("after all: %d in progress, %d waiting; want 0, 0", n, w)
 	}
 }

@@ -151,7 +151,7 @@ func (b *Budget) take(uid uint32, c charge) error {
 	u := b.users[uid]
 	fresh := u == nil
 	if fresh {
-		u = &usage{copies: &copySlots{max: b.lim.UserCopies}}
+		u = &usage{copies: &copySlots{max: uint64(b.lim.UserCopies)}}
 	}
 	switch {
 	case c.files > 0 && u.files+c.files > b.lim.UserFiles:

@@ -41,16 +41,17 @@ func (c *call) done() {
 	calls.Put(c)
 }
 
-// enterCopy waits for one of the file's user's copy slots (copySlots):
-// what stands between a copy that hangs and the daemon's threads.
-func (c *call) enterCopy(what string) error {
-	if err := c.f.copies.enter(c.ctx, c.f.done); err != nil {
+// Every copy holds one of the file's user's copy slots (copySlots), what
+// stands between a copy that hangs and the daemon's threads: take, or
+// waitCopy if all are taken, before it; give, or handOver to a waiter,
+// after it. On the request path a free slot costs a compare-and-swap each
+// way, inlined.
+func (c *call) waitCopy(what string) error {
+	if err := c.f.copies.wait(c.ctx, c.f.done); err != nil {
 		return fmt.Errorf("%s: waiting for one of the user's %d copies in progress: %w", what, c.f.copies.max, err)
 	}
 	return nil
 }
-
-func (c *call) leaveCopy() { c.f.copies.leave() }
 
 // read is copy_from_user: n bytes at addr, or EFAULT.
 func (c *call) read(addr uint64, n int, what string) ([]byte, error) {
@@ -59,12 +60,17 @@ func (c *call) read(addr uint64, n int, what string) ([]byte, error) {
 		// unreachable, and pid 0 would be our own.
 		return nil, fmt.Errorf("%s: caller not visible: %w", what, unix.EFAULT)
 	}
-	if err := c.enterCopy(what); err != nil {
-		return nil, err
+	if !c.f.copies.take() {
+		if err := c.waitCopy(what); err != nil {
+			return nil, err
+		}
 	}
-	defer c.leaveCopy()
 	b := make([]byte, n)
-	if err := c.f.d.mem.Read(c.pid, addr, b); err != nil {
+	err := c.f.d.mem.Read(c.pid, addr, b)
+	if !c.f.copies.give() {
+		c.f.copies.handOver()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return b, nil
@@ -75,11 +81,16 @@ func (c *call) write(addr uint64, b []byte, what string) error {
 	if c.pid <= 0 {
 		return fmt.Errorf("%s: caller not visible: %w", what, unix.EFAULT)
 	}
-	if err := c.enterCopy(what); err != nil {
-		return err
+	if !c.f.copies.take() {
+		if err := c.waitCopy(what); err != nil {
+			return err
+		}
 	}
-	defer c.leaveCopy()
-	if err := c.f.d.mem.Write(c.pid, addr, b); err != nil {
+	err := c.f.d.mem.Write(c.pid, addr, b)
+	if !c.f.copies.give() {
+		c.f.copies.handOver()
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -91,11 +102,16 @@ func (c *call) writeSegs(segs []callermem.Seg, what []string) error {
 	if c.pid <= 0 {
 		return fmt.Errorf("%s: caller not visible: %w", what[0], unix.EFAULT)
 	}
-	if err := c.enterCopy(what[0]); err != nil {
-		return err
+	if !c.f.copies.take() {
+		if err := c.waitCopy(what[0]); err != nil {
+			return err
+		}
 	}
-	defer c.leaveCopy()
-	if i, err := callermem.WriteSegs(c.f.d.mem, c.pid, segs); err != nil {
+	i, err := callermem.WriteSegs(c.f.d.mem, c.pid, segs)
+	if !c.f.copies.give() {
+		c.f.copies.handOver()
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", what[i], err)
 	}
 	return nil
