@@ -372,10 +372,7 @@ type readerState struct {
 func (s *Server) takeReaderState() *readerState {
 	s.spareMu.Lock()
 	defer s.spareMu.Unlock()
-	if n := len(s.spare); n > 0 {
-		rs := s.spare[n-1]
-		s.spare[n-1] = nil
-		s.spare = s.spare[:n-1]
+	if rs, ok := pop(&s.spare); ok {
 		return rs
 	}
 	s.made++
@@ -386,14 +383,25 @@ func (s *Server) takeReaderState() *readerState {
 
 // takeBufLocked is a spare read buffer, or a new one.
 func (s *Server) takeBufLocked() []byte {
-	if n := len(s.spareBufs); n > 0 {
-		b := s.spareBufs[n-1]
-		s.spareBufs[n-1] = nil
-		s.spareBufs = s.spareBufs[:n-1]
+	if b, ok := pop(&s.spareBufs); ok {
 		return b
 	}
 	s.bufsMade++
 	return make([]byte, s.bufLen)
+}
+
+// pop takes the last of a spare list, leaving nothing behind to keep
+// alive.
+func pop[T any](list *[]T) (T, bool) {
+	var zero T
+	n := len(*list)
+	if n == 0 {
+		return zero, false
+	}
+	v := (*list)[n-1]
+	(*list)[n-1] = zero
+	*list = (*list)[:n-1]
+	return v, true
 }
 
 // reattach gives rs a buffer again after its handler detached it.

@@ -40,7 +40,8 @@ const oneWaiter = 1 << 32
 
 // enter takes a slot, waiting for one if all are taken. The wait ends
 // with ctx (cancelled on INTERRUPT) or done (the file's release), and then
-// enter returns the cause and holds no slot.
+// enter returns the cause and holds no slot. The request path (mem.go)
+// spells enter and leave out, so that take and give inline there.
 func (s *copySlots) enter(ctx context.Context, done <-chan struct{}) error {
 	if s.take() {
 		return nil

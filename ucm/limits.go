@@ -49,7 +49,7 @@ type Limits struct {
 	UserFiles  int
 	// UserCopies bounds a uid's copies into and out of client memory in
 	// progress at once, each a thread of the daemon for as long as it
-	// takes (copyGate); more wait their turn. 0 means DefaultUserCopies.
+	// takes (copySlots); more wait their turn. 0 means DefaultUserCopies.
 	UserCopies int
 	// MemoryBudget bounds, in bytes, what the ids, events and files of
 	// all users may cost together (estimated; see the *Cost constants).
@@ -120,8 +120,7 @@ type charge struct {
 
 // NewBudget returns an empty budget for l's per-user and daemon limits.
 func NewBudget(l Limits) *Budget {
-	l = l.withDefaults()
-	return &Budget{lim: l, users: make(map[uint32]*usage)}
+	return &Budget{lim: l.withDefaults(), users: make(map[uint32]*usage)}
 }
 
 // BudgetUsage is a snapshot of a Budget, for status.
