@@ -95,7 +95,6 @@ type stallFS struct {
 type stallFile struct {
 	fs.Inode
 	release chan struct{}
-	reads   *sync.WaitGroup
 }
 
 var (
