@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ucmd/ucmd/cuse"
 )
@@ -34,7 +35,13 @@ type copySlots struct {
 
 	mu    sync.Mutex
 	queue []chan struct{} // waiters, first come first; a slot is handed over by closing one's channel
+
+	warned atomic.Bool // a wait past slowCopyWait has been logged at Warn
 }
+
+// slowCopyWait is how long a copy may wait for a slot before the wait is
+// logged: the user's copies take microseconds, unless some of them hang.
+const slowCopyWait = time.Second
 
 const oneWaiter = 1 << 32
 
@@ -46,7 +53,7 @@ func (s *copySlots) enter(ctx context.Context, done <-chan struct{}) error {
 	if s.take() {
 		return nil
 	}
-	return s.wait(ctx, done)
+	return s.wait(ctx, done, nil)
 }
 
 // take takes a slot if one is free and nobody waits: the request path's.
@@ -68,7 +75,9 @@ func (s *copySlots) give() bool {
 	return v < oneWaiter && s.state.CompareAndSwap(v, v-1)
 }
 
-func (s *copySlots) wait(ctx context.Context, done <-chan struct{}) error {
+// wait is enter's slow path. slow, if not nil, is called once if the
+// wait lasts slowCopyWait.
+func (s *copySlots) wait(ctx context.Context, done <-chan struct{}, slow func()) error {
 	s.mu.Lock()
 	for {
 		v := s.state.Load()
@@ -88,14 +97,28 @@ func (s *copySlots) wait(ctx context.Context, done <-chan struct{}) error {
 	s.mu.Unlock()
 
 	cuse.DetachBuffer(ctx) // the command was decoded; the wait may last
+	var long <-chan time.Time
+	if slow != nil {
+		t := time.NewTimer(slowCopyWait)
+		defer t.Stop()
+		long = t.C
+	}
 	var err error
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-done:
-		err = errReleased
+wait:
+	for {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		case <-done:
+			err = errReleased
+			break wait
+		case <-long:
+			long = nil
+			slow()
+		}
 	}
 	s.mu.Lock()
 	if i := slices.Index(s.queue, ch); i >= 0 {

@@ -97,7 +97,7 @@ func TestCopySlotsStress(t *testing.T) {
 				if (w+r)%7 == 0 {
 					cancel() // gives up at once if it has to wait
 				}
-				if s.take() || s.wait(ctx, done) == nil {
+				if s.take() || s.wait(ctx, done, nil) == nil {
 					n := in.Add(1)
 					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 					}

@@ -1,6 +1,9 @@
 package ucm_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,4 +144,60 @@ func TestUserCopiesDestroyInterrupted(t *testing.T) {
 	if _, err := c.AttrID(id); err == nil {
 		t.Errorf("ATTR_ID of the id DESTROY_ID answered EFAULT for: still there")
 	}
+}
+
+// A copy that waits a second for a slot is logged: at Warn the first time
+// for the user's slots, at Debug after that.
+func TestUserCopiesSlowWaitLogged(t *testing.T) {
+	h := &hangs{open: make(chan struct{})}
+	var logs syncBuffer
+	d := fakedut.New(t, &fakedut.Options{WrapMemory: h.wrap, Limits: ucm.Limits{UserCopies: 1},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	t.Cleanup(h.release)
+	c, err := conformance.NewClient(d, false)
+	must(t, err)
+	h.armed.Store(true)
+	create := func() *cusetest.Pending {
+		return fake(c).WriteAsync(conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: c.Mem.Alloc(abi.CreateIDRespSize)}))
+	}
+	var ps []*cusetest.Pending
+	for range 3 {
+		ps = append(ps, create()) // one hangs, two wait
+	}
+	const msg = "copies into its processes' memory hang"
+	deadline := time.Now().Add(wait)
+	for strings.Count(logs.String(), msg) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=WARN msg=\"ucm: a user's "+msg); n != 1 {
+		t.Errorf("%d warnings of copies waiting, want 1:\n%s", n, out)
+	}
+	if n := strings.Count(out, "level=DEBUG msg=\"ucm: a user's "+msg); n != 1 {
+		t.Errorf("%d debug lines of copies waiting, want 1:\n%s", n, out)
+	}
+	h.release()
+	for _, p := range ps {
+		if r := replyOf(t, p); r.Errno != 0 {
+			t.Fatalf("CREATE_ID after the hang: %v", r.Errno)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

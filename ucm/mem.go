@@ -3,6 +3,7 @@ package ucm
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/ucmd/ucmd/abi"
@@ -47,10 +48,22 @@ func (c *call) done() {
 // after it. On the request path a free slot costs a compare-and-swap each
 // way, inlined.
 func (c *call) waitCopy(what string) error {
-	if err := c.f.copies.wait(c.ctx, c.f.done); err != nil {
+	if err := c.f.copies.wait(c.ctx, c.f.done, c.slowCopy); err != nil {
 		return fmt.Errorf("%s: waiting for one of the user's %d copies in progress: %w", what, c.f.copies.max, err)
 	}
 	return nil
+}
+
+// slowCopy logs, once for the user's slots, a copy that waited
+// slowCopyWait for one: the user's copies hang, and so do its commands.
+func (c *call) slowCopy() {
+	level := slog.LevelDebug
+	if c.f.copies.warned.CompareAndSwap(false, true) {
+		level = slog.LevelWarn
+	}
+	c.f.d.log.Log(context.Background(), level, "ucm: a user's copies into its processes' memory hang; its commands wait for them",
+		"uid", c.f.uid, "pid", c.pid, "copies", c.f.copies.max, "waited", slowCopyWait,
+		"cause", "a buffer whose pages do not arrive, such as a mapping of a file on a FUSE file system whose server does not answer (docs/cuse.md §3)")
 }
 
 // read is copy_from_user: n bytes at addr, or EFAULT.
