@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,6 +185,12 @@ func TestDaemonHungCopies(t *testing.T) {
 	t.Logf("ucmd's threads: %d before, %d with %d copies hanging", before, during, writers)
 	if during-before > maxHungThreads {
 		t.Errorf("one user's %d hanging copies hold %d more of ucmd's threads, want at most %d", writers, during-before, maxHungThreads)
+	}
+
+	// The operator sees it: the waits are logged, at warning level once.
+	warned := regexp.MustCompile(`level=WARN msg="ucm: a user's copies into its processes' memory hang.* uid=65534`)
+	if lines := d.log.wait(warned); len(lines) == 0 {
+		t.Errorf("no warning of the hung copies in ucmd's log")
 	}
 
 	// Other users are served meanwhile.
