@@ -1,7 +1,6 @@
 package ucm_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/ucmd/ucmd/conformance/fakedut"
 	"github.com/ucmd/ucmd/cuse/callermem"
 	"github.com/ucmd/ucmd/cuse/cusetest"
+	"github.com/ucmd/ucmd/internal/syncbuf"
 	"github.com/ucmd/ucmd/ucm"
 )
 
@@ -150,7 +150,7 @@ func TestUserCopiesDestroyInterrupted(t *testing.T) {
 // for the user's slots, at Debug after that.
 func TestUserCopiesSlowWaitLogged(t *testing.T) {
 	h := &hangs{open: make(chan struct{})}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	d := fakedut.New(t, &fakedut.Options{WrapMemory: h.wrap, Limits: ucm.Limits{UserCopies: 1},
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	t.Cleanup(h.release)
@@ -182,22 +182,4 @@ func TestUserCopiesSlowWaitLogged(t *testing.T) {
 			t.Fatalf("CREATE_ID after the hang: %v", r.Errno)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

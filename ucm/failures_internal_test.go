@@ -1,40 +1,23 @@
 package ucm
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/internal/syncbuf"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The failed-command log is a token bucket per device: a burst, then one
 // line per interval, and the lines held back are reported with the next
 // one that passes; every failure is counted by errno whatever the log.
 func TestFailuresRateLimit(t *testing.T) {
-	var buf syncBuf
+	var buf syncbuf.Buffer
 	fl := newFailures(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	now := time.Unix(1000, 0)
 	fl.now = func() time.Time { return now }
@@ -75,7 +58,7 @@ func TestFailuresRateLimit(t *testing.T) {
 // but failures still count; a cancelled call counts as EINTR, an error
 // without an errno as EIO, as cuse answers them.
 func TestFailuresQuiet(t *testing.T) {
-	var buf syncBuf
+	var buf syncbuf.Buffer
 	fl := newFailures(slog.New(slog.NewTextHandler(&buf, nil)))
 	f := &file{pid: 1}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,33 +23,16 @@ import (
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
 	"github.com/ucmd/ucmd/internal/status"
+	"github.com/ucmd/ucmd/internal/syncbuf"
 	"github.com/ucmd/ucmd/internal/sysclass"
 	"github.com/ucmd/ucmd/ucm"
 )
 
-// lockedBuffer is a log sink for a daemon's goroutines and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // hotplugDaemon starts a sim daemon of n devices whose rescans the test
 // makes (d.Rescan), logging into the returned buffer.
-func hotplugDaemon(t *testing.T, f *daemontest.Fake, run string, base daemon.Config) (*daemon.Daemon, *lockedBuffer, *int) {
+func hotplugDaemon(t *testing.T, f *daemontest.Fake, run string, base daemon.Config) (*daemon.Daemon, *syncbuf.Buffer, *int) {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	changes := new(int)
 	cfg := base
 	cfg.Fabric, cfg.RuntimeDir = daemon.FabricSim, run

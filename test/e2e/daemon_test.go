@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,35 +11,21 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/internal/syncbuf"
 )
 
 // The daemon end to end, through the real kernel's CUSE on rxe0/rxe1
 // (issue: cmd/ucmd). Each test starts its own `ucmd serve` and stops it with
 // SIGTERM, asserting a clean exit.
 
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is ucmd's log as the test reads it while ucmd writes.
+type syncBuffer struct{ syncbuf.Buffer }
 
 // wait waits up to 20 s for a match of re and returns it with its
 // submatches, or nil. Output reaches the buffer through a pipe and a
