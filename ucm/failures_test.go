@@ -1,41 +1,23 @@
 package ucm_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/conformance/fakedut"
+	"github.com/ucmd/ucmd/internal/syncbuf"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A failed command through the device: the client gets the errno it always
 // got, the debug log names the command, id, process, errno and the cause
 // chain, and the device counts it by errno; a command that succeeds logs
 // nothing.
 func TestFailedCommandLogged(t *testing.T) {
-	var buf lockedBuf
+	var buf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := newEnv(t, &fakedut.Options{Logger: log})
 	if s := buf.String(); strings.Contains(s, "command failed") {

@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/internal/syncbuf"
 )
 
 // The whole of ucmd in B: `ucmd serve` (CUSE node /dev/infiniband/ucm0 for
@@ -29,23 +29,6 @@ const (
 	portFullPassive = 7486 // our ucm listener in B
 )
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startUcmd runs `ucmd serve` (built next to the test binary) until the
 // test ends and returns the ucm node of rxe0.
 func startUcmd(t *testing.T) string {
@@ -54,7 +37,7 @@ func startUcmd(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &lockedBuf{}
+	log := &syncbuf.Buffer{}
 	cmd := exec.Command(filepath.Join(filepath.Dir(exe), "ucmd"), "serve", "--runtime-dir", t.TempDir(), "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -260,7 +243,7 @@ const (
 
 // ucmclientCmd is ucmclient (built by run.sh next to the test binary) on
 // ucmd's node for rxe0, in rdma_cm mode.
-func ucmclientCmd(t *testing.T, node string, args ...string) (*exec.Cmd, *lockedBuf) {
+func ucmclientCmd(t *testing.T, node string, args ...string) (*exec.Cmd, *syncbuf.Buffer) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -268,7 +251,7 @@ func ucmclientCmd(t *testing.T, node string, args ...string) (*exec.Cmd, *locked
 	}
 	bin := filepath.Join(filepath.Dir(exe), "ucmclient")
 	args = append([]string{"-D", node, "-d", "rxe0", "--rdma-cm", "-M", rcMsgs, "-z", rcSize, "-t", "20000", "-T", "90", "-v"}, args...)
-	out := &lockedBuf{}
+	out := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	t.Logf("B: ucmclient %s", strings.Join(args, " "))
