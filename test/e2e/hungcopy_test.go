@@ -78,7 +78,16 @@ func runStaller(args []string) error {
 	for range writers {
 		go func() {
 			// A raw write: os.File would let one write at a time through.
-			_, err := syscall.Write(int(node.Fd()), cmd) // blocks while ucmd's copy hangs
+			// It blocks while ucmd's copy hangs. A signal to the thread
+			// (the runtime's preemption, SIGURG) interrupts the wait for a
+			// copy slot: EINTR, the id gone, as after any interrupted
+			// command; the write is made again, as a client would.
+			var err error
+			for {
+				if _, err = syscall.Write(int(node.Fd()), cmd); err != syscall.EINTR {
+					break
+				}
+			}
 			fmt.Println("write returned:", err)
 		}()
 	}
@@ -156,7 +165,9 @@ func TestDaemonHungCopies(t *testing.T) {
 	if err := staller.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { staller.Process.Kill(); staller.Wait() })
+	// A killed staller waits for ucmd's answers, and they for the stall
+	// to end: end it first.
+	t.Cleanup(func() { released(); staller.Process.Kill(); staller.Wait() })
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() || lines.Text() != "STALLING" {
 		t.Fatalf("staller: %q, %v", lines.Text(), lines.Err())
