@@ -28,8 +28,7 @@ type copySlots struct {
 	max uint64
 	// state is the copies in progress (low 32 bits) and the waiters (high
 	// 32 bits). Without waiters a slot is taken and given back with one
-	// compare-and-swap each, in functions small enough to inline: the
-	// request path has room for no more. Waiters register, queue and
+	// compare-and-swap each, and no lock. Waiters register, queue and
 	// leave the queue under mu, so there len(queue) is the waiters.
 	state atomic.Uint64
 
@@ -47,8 +46,8 @@ const oneWaiter = 1 << 32
 
 // enter takes a slot, waiting for one if all are taken. The wait ends
 // with ctx (cancelled on INTERRUPT) or done (the file's release), and then
-// enter returns the cause and holds no slot. The request path (mem.go)
-// spells enter and leave out, so that take and give inline there.
+// enter returns the cause and holds no slot. (The request path, mem.go,
+// calls take and wait itself, to log a long wait.)
 func (s *copySlots) enter(ctx context.Context, done <-chan struct{}) error {
 	if s.take() {
 		return nil

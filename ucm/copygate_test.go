@@ -33,6 +33,13 @@ type hangs struct {
 func (h *hangs) wrap(m callermem.Memory) callermem.Memory { h.Memory = m; return h }
 func (h *hangs) release()                                 { h.openOnce.Do(func() { close(h.open) }) }
 
+// waitHung waits, up to the tests' bound, until n writes hang.
+func (h *hangs) waitHung(n int32) {
+	for deadline := time.Now().Add(wait); h.in.Load() < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (h *hangs) Write(pid int, addr uint64, b []byte) error {
 	if h.armed.Load() {
 		n := h.in.Add(1)
@@ -63,10 +70,7 @@ func TestUserCopiesBoundHungCopies(t *testing.T) {
 		resps = append(resps, resp)
 		pending = append(pending, fake(c).WriteAsync(conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: resp})))
 	}
-	deadline := time.Now().Add(wait)
-	for h.in.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	h.waitHung(2)
 	time.Sleep(50 * time.Millisecond) // time for a third to get in, were it let
 	if n := h.most.Load(); n != 2 {
 		t.Fatalf("%d copies of one user hung at once, want the limit of 2", n)
@@ -126,10 +130,7 @@ func TestUserCopiesDestroyInterrupted(t *testing.T) {
 	must(t, err)
 	h.armed.Store(true)
 	hung := fake(c).WriteAsync(conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 2, Response: c.Mem.Alloc(abi.CreateIDRespSize)}))
-	deadline := time.Now().Add(wait)
-	for h.in.Load() < 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	h.waitHung(1)
 	destroy := fake(c).WriteAsync(conformance.Encode(abi.CmdDestroyID, abi.DestroyIDRespSize, &abi.DestroyID{ID: id, Response: c.Mem.Alloc(abi.DestroyIDRespSize)}))
 	blocked(t, "DESTROY_ID waiting to copy", destroy)
 	d.Kernel.Interrupt(destroy.Unique)

@@ -42,17 +42,21 @@ func (c *call) done() {
 	calls.Put(c)
 }
 
-// Every copy holds one of the file's user's copy slots (copySlots), what
-// stands between a copy that hangs and the daemon's threads: take, or
-// waitCopy if all are taken, before it; give, or handOver to a waiter,
-// after it. On the request path a free slot costs a compare-and-swap each
-// way, inlined.
-func (c *call) waitCopy(what string) error {
+// enterCopy takes one of the file's user's copy slots (copySlots), what
+// stands between a copy that hangs and the daemon's threads, waiting for
+// one if all are taken; leaveCopy gives it back. A free slot costs a
+// compare-and-swap each way.
+func (c *call) enterCopy(what string) error {
+	if c.f.copies.take() {
+		return nil
+	}
 	if err := c.f.copies.wait(c.ctx, c.f.done, c.slowCopy); err != nil {
 		return fmt.Errorf("%s: waiting for one of the user's %d copies in progress: %w", what, c.f.copies.max, err)
 	}
 	return nil
 }
+
+func (c *call) leaveCopy() { c.f.copies.leave() }
 
 // slowCopy logs, once for the user's slots, a copy that waited
 // slowCopyWait for one: the user's copies hang, and so do its commands.
@@ -73,16 +77,12 @@ func (c *call) read(addr uint64, n int, what string) ([]byte, error) {
 		// unreachable, and pid 0 would be our own.
 		return nil, fmt.Errorf("%s: caller not visible: %w", what, unix.EFAULT)
 	}
-	if !c.f.copies.take() {
-		if err := c.waitCopy(what); err != nil {
-			return nil, err
-		}
+	if err := c.enterCopy(what); err != nil {
+		return nil, err
 	}
 	b := make([]byte, n)
 	err := c.f.d.mem.Read(c.pid, addr, b)
-	if !c.f.copies.give() {
-		c.f.copies.handOver()
-	}
+	c.leaveCopy()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -94,15 +94,11 @@ func (c *call) write(addr uint64, b []byte, what string) error {
 	if c.pid <= 0 {
 		return fmt.Errorf("%s: caller not visible: %w", what, unix.EFAULT)
 	}
-	if !c.f.copies.take() {
-		if err := c.waitCopy(what); err != nil {
-			return err
-		}
+	if err := c.enterCopy(what); err != nil {
+		return err
 	}
 	err := c.f.d.mem.Write(c.pid, addr, b)
-	if !c.f.copies.give() {
-		c.f.copies.handOver()
-	}
+	c.leaveCopy()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -115,15 +111,11 @@ func (c *call) writeSegs(segs []callermem.Seg, what []string) error {
 	if c.pid <= 0 {
 		return fmt.Errorf("%s: caller not visible: %w", what[0], unix.EFAULT)
 	}
-	if !c.f.copies.take() {
-		if err := c.waitCopy(what[0]); err != nil {
-			return err
-		}
+	if err := c.enterCopy(what[0]); err != nil {
+		return err
 	}
 	i, err := callermem.WriteSegs(c.f.d.mem, c.pid, segs)
-	if !c.f.copies.give() {
-		c.f.copies.handOver()
-	}
+	c.leaveCopy()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what[i], err)
 	}
