@@ -66,7 +66,7 @@ func TestUserIDLimit(t *testing.T) {
 		t.Errorf("CREATE_ID once an id was destroyed: %v", err)
 	}
 	must(t, a2.Close())
-	if _, ids, _ := d.Device.Budget().User(1000); ids != 1 {
+	if ids := d.Device.Budget().User(1000).IDs; ids != 1 {
 		t.Errorf("user 1000 holds %d ids after closing a file, want 1", ids)
 	}
 }
@@ -118,8 +118,8 @@ func TestREQFloodRejectedAtUserEventLimit(t *testing.T) {
 			t.Fatalf("REJ for id %d reason %d, want %d and 28", ev.ID, ev.U.REJ().Reason, id)
 		}
 	}
-	if _, ids, events := d.Device.Budget().User(2000); ids != 1+limit || events != limit {
-		t.Errorf("listener's user holds %d ids and %d events, want %d and %d", ids, events, 1+limit, limit)
+	if u := d.Device.Budget().User(2000); u.IDs != 1+limit || u.Events != limit {
+		t.Errorf("listener's user holds %d ids and %d events, want %d and %d", u.IDs, u.Events, 1+limit, limit)
 	}
 	if n, _ := d.CM.Count(); n != flood+1+limit {
 		t.Errorf("the CM holds %d ids, want %d: rejected connections must leave nothing", n, flood+1+limit)
@@ -129,7 +129,7 @@ func TestREQFloodRejectedAtUserEventLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, events := d.Device.Budget().User(2000); events != 0 {
+	if events := d.Device.Budget().User(2000).Events; events != 0 {
 		t.Errorf("%d events still charged after delivery", events)
 	}
 }
@@ -209,7 +209,7 @@ func TestDefaultsAdmit10000QueuedREQs(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, _, events := d.Device.Budget().User(2000)
+		events := d.Device.Budget().User(2000).Events
 		if events == n {
 			break
 		}

@@ -59,10 +59,11 @@ func (c *call) destroyID(ctx context.Context, m *abi.DestroyID) error {
 	// As in the kernel, an EFAULT here still leaves the id destroyed.
 	(&abi.DestroyIDResp{EventsReported: n}).Encode(c.out[:])
 	err = c.respond(m.Response, abi.DestroyIDRespSize)
-	if errors.Is(err, context.Canceled) {
-		// Interrupted while waiting to copy (copySlots), the id already
-		// destroyed: EINTR would say that nothing happened. The answer
-		// is the kernel's for a response it could not write.
+	if err != nil && !errors.Is(err, unix.EFAULT) {
+		// Interrupted while waiting to copy (copySlots), or refused the
+		// wait (beginWait), the id already destroyed: EINTR or ENOMEM
+		// would say that nothing happened. The answer is the kernel's
+		// for a response it could not write.
 		return fmt.Errorf("%w: %w", unix.EFAULT, err)
 	}
 	return err

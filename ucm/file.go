@@ -34,6 +34,11 @@ type file struct {
 	// the release, even behind a copy into the client that never returns.
 	done chan struct{} // closed by Release
 
+	// Commands of the file waiting, and of them those waiting for a copy
+	// slot (hung copies), for Device.Files; the uid's limit is in the
+	// Budget (beginWait).
+	waits, copyWaits atomic.Int32
+
 	mu         sync.Mutex
 	ctxs       []*ucmCtx     // the file's ids, each at its fidx (linkCtx)
 	events     []*event      // FIFO across all ids of the file

@@ -11,11 +11,12 @@ import (
 // (a handful of ids, a few queued events) but alone bound nothing: a client
 // can open as many files as its fd limit allows, on every device, from as
 // many processes as it likes. What bounds a user is the per-uid limits
-// (ids, queued events and open files across all its files of every
-// device); what bounds the daemon is the memory budget, shared by all
-// users. At the defaults one user holds at most about 64 Ki ids x 640 B +
-// 64 Ki events x ~1.4 KB ~ 135 MB, a quarter of the budget, so no single
-// user can exhaust it. One listener can still queue 65,535 REQs (each with
+// (ids, queued events, open files and waiting commands across all its
+// files of every device); what bounds the daemon is the memory budget,
+// shared by all users. At the defaults one user holds at most about
+// 64 Ki ids x 640 B + 64 Ki events x ~1.4 KB + 4 Ki waiting commands x
+// 10 KiB ~ 175 MB, a third of the budget, so no single user can exhaust
+// it. One listener can still queue 65,535 REQs (each with
 // its new connection's id), far above the 10,000 a busy server needs. The
 // kernel had no such limits.
 const (
@@ -25,6 +26,7 @@ const (
 	DefaultUserEvents   = 1 << 16
 	DefaultUserFiles    = 4096
 	DefaultUserCopies   = 16
+	DefaultUserWaits    = 4096
 	DefaultMemoryBudget = 512 << 20
 )
 
@@ -51,8 +53,15 @@ type Limits struct {
 	// progress at once, each a thread of the daemon for as long as it
 	// takes (copySlots); more wait their turn. 0 means DefaultUserCopies.
 	UserCopies int
-	// MemoryBudget bounds, in bytes, what the ids, events and files of
-	// all users may cost together (estimated; see the *Cost constants).
+	// UserWaits bounds a uid's commands waiting at once: for an event
+	// (GET_EVENT), for another command to let go of an id (DESTROY_ID)
+	// or for a copy slot. Each is a goroutine of the daemon's with its
+	// stack, where the kernel's driver let the caller's own thread wait;
+	// one per file UserFiles allows. 0 means DefaultUserWaits.
+	UserWaits int
+	// MemoryBudget bounds, in bytes, what the ids, events, files and
+	// waiting commands of all users may cost together (estimated; see
+	// the *Cost constants).
 	// 0 means DefaultMemoryBudget.
 	MemoryBudget int64
 }
@@ -76,6 +85,9 @@ func (l Limits) withDefaults() Limits {
 	if l.UserCopies <= 0 {
 		l.UserCopies = DefaultUserCopies
 	}
+	if l.UserWaits <= 0 {
+		l.UserWaits = DefaultUserWaits
+	}
 	if l.MemoryBudget <= 0 {
 		l.MemoryBudget = DefaultMemoryBudget
 	}
@@ -86,12 +98,15 @@ func (l Limits) withDefaults() Limits {
 // measured with the fake kernel (an idle id with its CM id and table
 // entries: ~570 B; an event: its 256-byte struct and queue slot, plus its
 // private data and info; a new connection's CM state, the REQ and its
-// paths, on top of its id).
+// paths, on top of its id). A waiting command is its goroutine's stack
+// and the request's state: ucmd's RSS grew by 9.2-12 KB per blocked
+// GET_EVENT in the test VM, 500 to 2,000 of them.
 const (
 	fileCost    = 2048
 	idCost      = 640
 	eventCost   = 320
 	newConnCost = 1024
+	waitCost    = 10 << 10
 )
 
 // Budget counts what every user holds, against Limits' per-user limits and
@@ -108,14 +123,14 @@ type Budget struct {
 // usage is what one uid holds. It exists while the uid has a file open
 // (nothing else outlives its files), and so do its copy slots.
 type usage struct {
-	files, ids, events int
-	copies             *copySlots
+	files, ids, events, waits int
+	copies                    *copySlots
 }
 
 // charge is one addition to or removal from a user's holdings.
 type charge struct {
-	files, ids, events int
-	bytes              int64
+	files, ids, events, waits int
+	bytes                     int64
 }
 
 // NewBudget returns an empty budget for l's per-user and daemon limits.
@@ -159,12 +174,15 @@ func (b *Budget) take(uid uint32, c charge) error {
 		return fmt.Errorf("ucm: uid %d holds %d ids: %w", uid, u.ids, unix.ENOMEM)
 	case c.events > 0 && u.events+c.events > b.lim.UserEvents:
 		return fmt.Errorf("ucm: uid %d has %d events queued: %w", uid, u.events, unix.ENOMEM)
+	case c.waits > 0 && u.waits+c.waits > b.lim.UserWaits:
+		return fmt.Errorf("ucm: uid %d has %d commands waiting: %w", uid, u.waits, unix.ENOMEM)
 	case c.bytes > 0 && b.mem+c.bytes > b.lim.MemoryBudget:
 		return fmt.Errorf("ucm: memory budget of %d bytes reached: %w", b.lim.MemoryBudget, unix.ENOMEM)
 	}
 	u.files += c.files
 	u.ids += c.ids
 	u.events += c.events
+	u.waits += c.waits
 	b.mem += c.bytes
 	if fresh {
 		b.users[uid] = u
@@ -183,8 +201,9 @@ func (b *Budget) give(uid uint32, c charge) {
 	u.files -= c.files
 	u.ids -= c.ids
 	u.events -= c.events
+	u.waits -= c.waits
 	b.mem -= c.bytes
-	if u.files == 0 && u.ids == 0 && u.events == 0 {
+	if u.files == 0 && u.ids == 0 && u.events == 0 && u.waits == 0 {
 		delete(b.users, uid)
 	}
 }
@@ -196,15 +215,22 @@ func (b *Budget) copySlots(uid uint32) *copySlots {
 	return b.users[uid].copies
 }
 
-// User returns what uid holds: open files, ids (new connections not yet
-// delivered included) and queued events.
-func (b *Budget) User(uid uint32) (files, ids, events int) {
+// UserUsage is what one uid holds.
+type UserUsage struct {
+	Files  int // open files
+	IDs    int // new connections not yet delivered included
+	Events int // queued
+	Waits  int // commands waiting (Limits.UserWaits)
+}
+
+// User returns what uid holds.
+func (b *Budget) User(uid uint32) UserUsage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if u := b.users[uid]; u != nil {
-		return u.files, u.ids, u.events
+		return UserUsage{Files: u.files, IDs: u.ids, Events: u.events, Waits: u.waits}
 	}
-	return 0, 0, 0
+	return UserUsage{}
 }
 
 // eventCharge is what a queued event costs (its new connection's id is
@@ -221,10 +247,13 @@ func idCharge(newConn bool) charge {
 	return charge{ids: 1, bytes: idCost}
 }
 
-// fileCharge is what an open file costs.
-var fileCharge = charge{files: 1, bytes: fileCost}
+// fileCharge is what an open file costs; waitCharge, a waiting command.
+var (
+	fileCharge = charge{files: 1, bytes: fileCost}
+	waitCharge = charge{waits: 1, bytes: waitCost}
+)
 
 // plus adds c and d.
 func (c charge) plus(d charge) charge {
-	return charge{c.files + d.files, c.ids + d.ids, c.events + d.events, c.bytes + d.bytes}
+	return charge{c.files + d.files, c.ids + d.ids, c.events + d.events, c.waits + d.waits, c.bytes + d.bytes}
 }

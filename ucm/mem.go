@@ -50,8 +50,16 @@ func (c *call) enterCopy(what string) error {
 	if c.f.copies.take() {
 		return nil
 	}
-	if err := c.f.copies.wait(c.ctx, c.f.done, c.slowCopy); err != nil {
-		return fmt.Errorf("%s: waiting for one of the user's %d copies in progress: %w", what, c.f.copies.max, err)
+	f := c.f
+	if err := f.beginWait(); err != nil {
+		return fmt.Errorf("%s: all of the user's %d copies in progress: %w", what, f.copies.max, err)
+	}
+	f.copyWaits.Add(1)
+	err := f.copies.wait(c.ctx, f.done, c.slowCopy)
+	f.copyWaits.Add(-1)
+	f.endWait()
+	if err != nil {
+		return fmt.Errorf("%s: waiting for one of the user's %d copies in progress: %w", what, f.copies.max, err)
 	}
 	return nil
 }

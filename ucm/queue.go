@@ -184,13 +184,18 @@ func (f *file) awaitLocked(ctx context.Context, ch <-chan struct{}) error {
 }
 
 // await waits until ch is closed, ctx is cancelled or the file is released.
-// A closed ch wins: select would pick at random among ready cases.
+// A closed ch wins: select would pick at random among ready cases. A wait
+// the user's limits do not allow fails at once (beginWait).
 func (f *file) await(ctx context.Context, ch <-chan struct{}) error {
 	select {
 	case <-ch:
 		return nil
 	default:
 	}
+	if err := f.beginWait(); err != nil {
+		return err
+	}
+	defer f.endWait()
 	cuse.DetachBuffer(ctx) // the command was decoded; a wait may last
 	select {
 	case <-ch:
@@ -200,6 +205,26 @@ func (f *file) await(ctx context.Context, ch <-chan struct{}) error {
 	case <-f.done:
 		return errReleased
 	}
+}
+
+// beginWait counts a command of the file's that is about to wait against
+// its user's Limits.UserWaits and the memory budget: ENOMEM past either.
+// A waiting command is a goroutine of ucmd's, where the kernel's driver
+// let the caller's own thread wait, so a user with many threads could
+// otherwise make the daemon hold as many stacks (docs/cuse.md §3). Every
+// wait's caller copes with a failed wait, as with an interrupted one.
+func (f *file) beginWait() error {
+	if err := f.d.budget.take(f.uid, waitCharge); err != nil {
+		return err
+	}
+	f.waits.Add(1)
+	return nil
+}
+
+// endWait ends what beginWait counted.
+func (f *file) endWait() {
+	f.waits.Add(-1)
+	f.d.budget.give(f.uid, waitCharge)
 }
 
 // errReleased ends the waits of calls still running when the file is

@@ -159,7 +159,7 @@ func TestQueuedPerID(t *testing.T) {
 			t.Fatalf("event %d is not b's in order", i)
 		}
 	}
-	if _, _, evs := f.d.budget.User(1); evs != len(bs) {
+	if evs := f.d.budget.User(1).Events; evs != len(bs) {
 		t.Errorf("budget charges %d events, want %d", evs, len(bs))
 	}
 }

@@ -16,7 +16,12 @@ type FileInfo struct {
 	Comm         string // that process's name at open; "" if unknown
 	Opened       time.Time
 	QueuedEvents int
-	IDs          []IDInfo
+	// Waiting is the file's commands waiting: GET_EVENTs for an event,
+	// DESTROY_IDs for the id's other commands, and CopyWaiting of them
+	// for one of the user's copy slots, which for long means that the
+	// user's copies hang (copySlots).
+	Waiting, CopyWaiting int
+	IDs                  []IDInfo
 }
 
 // IDInfo describes one id of a file.
@@ -46,7 +51,8 @@ func (d *Device) Files() []FileInfo {
 
 	out := make([]FileInfo, 0, len(files))
 	for _, f := range files {
-		fi := FileInfo{PID: f.pid, Comm: f.comm, Opened: f.opened}
+		fi := FileInfo{PID: f.pid, Comm: f.comm, Opened: f.opened,
+			Waiting: int(f.waits.Load()), CopyWaiting: int(f.copyWaits.Load())}
 		// What each id needs from under the two locks, side by side in
 		// slices: with tens of thousands of ids, maps keyed by id cost
 		// the daemon several times the result.

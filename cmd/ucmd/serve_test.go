@@ -36,18 +36,18 @@ func TestServeLimitFlags(t *testing.T) {
 		return cfg.Limits, err
 	}
 	l, err := parse("--max-ids", "10", "--max-events", "11", "--user-ids", "12", "--user-events", "13",
-		"--user-files", "14", "--memory-budget", "15000000")
+		"--user-files", "14", "--user-waits", "16", "--memory-budget", "15000000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ucm.Limits{MaxIDs: 10, MaxEvents: 11, UserIDs: 12, UserEvents: 13, UserFiles: 14, MemoryBudget: 15000000}
+	want := ucm.Limits{MaxIDs: 10, MaxEvents: 11, UserIDs: 12, UserEvents: 13, UserFiles: 14, UserWaits: 16, MemoryBudget: 15000000}
 	if l != want {
 		t.Errorf("limits %+v, want %+v", l, want)
 	}
 	if l, err := parse(); err != nil || l != (ucm.Limits{}) {
 		t.Errorf("no flags: %+v, %v; want zero limits (the defaults)", l, err)
 	}
-	for _, flag := range []string{"--user-ids", "--user-events", "--user-files", "--memory-budget"} {
+	for _, flag := range []string{"--user-ids", "--user-events", "--user-files", "--user-waits", "--memory-budget"} {
 		if _, err := parse(flag, "-1"); err == nil {
 			t.Errorf("%s -1 accepted", flag)
 		}

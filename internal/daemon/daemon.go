@@ -747,7 +747,8 @@ func (d *Daemon) Snapshot() status.Snapshot {
 			sd.Files = make([]status.File, 0, len(files))
 		}
 		for _, f := range files {
-			sf := status.File{PID: f.PID, Comm: f.Comm, Events: f.QueuedEvents, Opened: f.Opened.Unix()}
+			sf := status.File{PID: f.PID, Comm: f.Comm, Events: f.QueuedEvents, Opened: f.Opened.Unix(),
+				Waiting: f.Waiting, CopyWaiting: f.CopyWaiting}
 			if len(f.IDs) > 0 {
 				sf.IDs = make([]status.ID, 0, len(f.IDs))
 			}

@@ -201,6 +201,8 @@ var (
 	descIDs    = desc("ids", "ucm ids of the device's open files, by CM state (new connections not yet delivered are not counted).", "device", "state")
 	descFiles  = desc("open_files", "Open files of the device's node.", "device")
 	descEvents = desc("queued_events", "Events queued on the device's open files, not yet read by GET_EVENT.", "device")
+	descWaits  = desc("waiting_commands", "Commands waiting on the device's open files: GET_EVENTs for an event, DESTROY_IDs for the id's other commands, copies for a copy slot (status: waiting_commands).", "device")
+	descCopyW  = desc("copy_waiting_commands", "Commands waiting for one of their user's 16 copies into or out of client memory: nonzero for long, that user's copies hang (status: waiting_for_copy).", "device")
 	descErrors = desc("command_errors_total", "Commands that failed on the device, by the errno the client got (status: errors).", "device", "errno")
 	descRecvOK = desc("port_receiving", "1 while the CM receives MADs on the port, 0 once its reads failed (a removed device; status: state STOPPED).", "device", "port")
 
@@ -218,7 +220,7 @@ var states = func() []string {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descErrors, descRecvOK, descUnserved} {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descUnserved} {
 		ch <- d
 	}
 }
@@ -248,9 +250,11 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, st := range states {
 			byState[st] = 0
 		}
-		events := 0
+		events, waits, copyWaits := 0, 0, 0
 		for _, f := range d.Files {
 			events += f.Events
+			waits += f.Waiting
+			copyWaits += f.CopyWaiting
 			for _, id := range f.IDs {
 				byState[id.State]++
 			}
@@ -260,6 +264,8 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descFiles, len(d.Files))
 		gauge(descEvents, events)
+		gauge(descWaits, waits)
+		gauge(descCopyW, copyWaits)
 		for _, p := range d.Ports {
 			up := 1
 			if p.ReceiveError != "" {

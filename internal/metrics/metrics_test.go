@@ -19,7 +19,7 @@ import (
 
 // The snapshot metrics are the status snapshot's numbers, per device:
 // counters, ids per state (every state, zeros included), files, queued
-// events, failed commands by errno, and per port whether it receives.
+// events, waiting commands, failed commands by errno, and per port whether it receives.
 func TestSnapshotMetrics(t *testing.T) {
 	snap := status.Snapshot{Version: "1.2.3", Fabric: "sim", Devices: []status.Device{
 		{
@@ -27,8 +27,8 @@ func TestSnapshotMetrics(t *testing.T) {
 			Counters: status.MADCounter{Sent: 10, Received: 9, Retransmitted: 2, TimedOut: 1, Dropped: 3, SendFailed: 4},
 			Errors:   map[string]uint64{"EINVAL": 5, "EFAULT": 1},
 			Files: []status.File{
-				{Events: 2, IDs: []status.ID{{State: "LISTEN"}, {State: "ESTABLISHED"}, {State: "ESTABLISHED"}}},
-				{Events: 1, IDs: []status.ID{{State: "IDLE"}}},
+				{Events: 2, Waiting: 3, CopyWaiting: 2, IDs: []status.ID{{State: "LISTEN"}, {State: "ESTABLISHED"}, {State: "ESTABLISHED"}}},
+				{Events: 1, Waiting: 1, IDs: []status.ID{{State: "IDLE"}}},
 			},
 			Ports: []status.Port{{Num: 1, State: "ACTIVE"}, {Num: 2, State: "STOPPED", ReceiveError: "read: input/output error"}},
 		},
@@ -72,6 +72,14 @@ ucmd_open_files{device="sim1"} 0
 # TYPE ucmd_queued_events gauge
 ucmd_queued_events{device="sim0"} 3
 ucmd_queued_events{device="sim1"} 0
+# HELP ucmd_waiting_commands Commands waiting on the device's open files: GET_EVENTs for an event, DESTROY_IDs for the id's other commands, copies for a copy slot (status: waiting_commands).
+# TYPE ucmd_waiting_commands gauge
+ucmd_waiting_commands{device="sim0"} 4
+ucmd_waiting_commands{device="sim1"} 0
+# HELP ucmd_copy_waiting_commands Commands waiting for one of their user's 16 copies into or out of client memory: nonzero for long, that user's copies hang (status: waiting_for_copy).
+# TYPE ucmd_copy_waiting_commands gauge
+ucmd_copy_waiting_commands{device="sim0"} 2
+ucmd_copy_waiting_commands{device="sim1"} 0
 # HELP ucmd_port_receiving 1 while the CM receives MADs on the port, 0 once its reads failed (a removed device; status: state STOPPED).
 # TYPE ucmd_port_receiving gauge
 ucmd_port_receiving{device="sim0",port="1"} 1
@@ -91,7 +99,7 @@ ucmd_device_unserved{device="mlx5_1"} 1
 	names := []string{
 		"ucmd_cm_mads_sent_total", "ucmd_cm_mads_received_total", "ucmd_cm_retransmissions_total",
 		"ucmd_cm_timeouts_total", "ucmd_cm_mads_dropped_total", "ucmd_cm_send_errors_total",
-		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_port_receiving", "ucmd_info", "ucmd_device_info",
+		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_waiting_commands", "ucmd_copy_waiting_commands", "ucmd_port_receiving", "ucmd_info", "ucmd_device_info",
 		"ucmd_device_unserved",
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {

@@ -82,8 +82,13 @@ type File struct {
 	PID    int    `json:"pid"`            // the opener's process (thread group), not its thread
 	Comm   string `json:"comm,omitempty"` // that process's name at open
 	Events int    `json:"queued_events"`
-	IDs    []ID   `json:"ids"`
-	Opened int64  `json:"opened_unix,omitempty"`
+	// Commands waiting (GET_EVENT for an event, DESTROY_ID for the id's
+	// other commands), and of them those waiting for a copy slot: the
+	// user's copies into its memory hang (docs/cuse.md §3).
+	Waiting     int   `json:"waiting_commands"`
+	CopyWaiting int   `json:"waiting_for_copy"`
+	IDs         []ID  `json:"ids"`
+	Opened      int64 `json:"opened_unix,omitempty"`
 }
 
 // ID is one ucm id.
@@ -424,14 +429,14 @@ func WriteText(w io.Writer, s Snapshot) error {
 			c.Sent, c.Received, c.Retransmitted, c.TimedOut, c.Dropped, c.SendFailed, errnoList(d.Errors))
 	}
 
-	fmt.Fprintf(tw, "\nDEV\tPID\tCOMM\tIDS\tQUEUED\tOPENED\n")
+	fmt.Fprintf(tw, "\nDEV\tPID\tCOMM\tIDS\tQUEUED\tWAITING\tFOR-COPY\tOPENED\n")
 	for _, d := range s.Devices {
 		for _, f := range sortedFiles(d.Files) {
 			opened := "-"
 			if f.Opened != 0 {
 				opened = time.Unix(f.Opened, 0).UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", d.Name, f.PID, dash(f.Comm), len(f.IDs), f.Events, opened)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", d.Name, f.PID, dash(f.Comm), len(f.IDs), f.Events, f.Waiting, f.CopyWaiting, opened)
 		}
 	}
 

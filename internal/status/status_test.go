@@ -25,7 +25,7 @@ func sample() Snapshot {
 			Ports:    []Port{{Num: 1, LinkLayer: "Ethernet", State: "ACTIVE", GID0: "fe80::1"}},
 			Counters: MADCounter{Sent: 7, Received: 5, Retransmitted: 1, TimedOut: 0, Dropped: 2, SendFailed: 3},
 			Errors:   map[string]uint64{"EINVAL": 3, "ENOMEM": 1},
-			Files: []File{{PID: 4242, Comm: "dapltest", Events: 1, IDs: []ID{
+			Files: []File{{PID: 4242, Comm: "dapltest", Events: 1, Waiting: 3, CopyWaiting: 2, IDs: []ID{
 				{ID: 3, State: "ESTABLISHED", ServiceID: 0x0200000000001234, Port: 1, LocalQPN: 0x11, RemoteQPN: 0x12,
 					LocalCommID: 0xabcd, RemoteCommID: 0x9876, RemoteGID: "fe80::2", Events: 1},
 				{ID: 4, State: "LISTEN", ServiceID: 0x99},
@@ -107,6 +107,13 @@ func TestWriteText(t *testing.T) {
 				}
 			}
 		}
+	}
+	// The file table: its ids, queued events and waiting commands.
+	fileTable := strings.Split(out, "\n\n")[3]
+	if lines := strings.Split(strings.TrimRight(fileTable, "\n"), "\n"); len(lines) != 2 ||
+		!strings.Contains(lines[0], "QUEUED  WAITING  FOR-COPY") ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "sim0 4242 dapltest 2 1 3 2 ") {
+		t.Errorf("file table:\n%s", fileTable)
 	}
 	// The id table: a header and one line per id.
 	idTable := strings.Split(out, "\n\n")[4]

@@ -296,9 +296,9 @@ func (s *lstorm) done() bool {
 // sample records what ucm holds for the listening application; it runs
 // whenever ucm queues an event on its file (the file's Waker).
 func (s *lstorm) sample() {
-	_, ids, evs := s.lnode.ucm.Budget().User(stormUID)
-	s.peak.events = max(s.peak.events, evs)
-	s.peak.ids = max(s.peak.ids, ids)
+	u := s.lnode.ucm.Budget().User(stormUID)
+	s.peak.events = max(s.peak.events, u.Events)
+	s.peak.ids = max(s.peak.ids, u.IDs)
 	s.peak.bytes = max(s.peak.bytes, s.lnode.ucm.Budget().Usage().Bytes)
 	s.maxQueue = max(s.maxQueue, s.waiting())
 }
@@ -306,8 +306,7 @@ func (s *lstorm) sample() {
 // waiting is how many new connections wait for the application: events
 // queued in ucm (REQs, and the few others behind them) and its backlog.
 func (s *lstorm) waiting() int {
-	_, _, evs := s.lnode.ucm.Budget().User(stormUID)
-	return evs + len(s.backlog) - s.head
+	return s.lnode.ucm.Budget().User(stormUID).Events + len(s.backlog) - s.head
 }
 
 // connect sends connection c's REQ from its sender (CREATE_ID, SEND_REQ).

@@ -368,9 +368,9 @@ type leaks struct{ appEnds, ucmIDs, ucmEvents, cmIDs, cmEvents int }
 func (st *stack) leaks() leaks {
 	var l leaks
 	l.appEnds = st.live()
-	files, ids, evs := st.ucm.Budget().User(stormUID)
-	l.ucmIDs, l.ucmEvents = ids-1, evs
-	if files != 1 {
+	u := st.ucm.Budget().User(stormUID)
+	l.ucmIDs, l.ucmEvents = u.IDs-1, u.Events
+	if u.Files != 1 {
 		l.ucmIDs++ // a file lost or added: count it somewhere visible
 	}
 	for _, f := range st.ucm.Files() {
@@ -385,7 +385,7 @@ func (st *stack) leaks() leaks {
 // exit) and reports what ucm and the CM still hold after it.
 func (st *stack) close() (ucmHeld, cmHeld int) {
 	st.file.Release(context.Background())
-	files, ids, evs := st.ucm.Budget().User(stormUID)
+	u := st.ucm.Budget().User(stormUID)
 	cids, cevs := st.cm.Count()
-	return files + ids + evs + int(st.ucm.Budget().Usage().Bytes), cids + cevs
+	return u.Files + u.IDs + u.Events + u.Waits + int(st.ucm.Budget().Usage().Bytes), cids + cevs
 }

@@ -130,9 +130,10 @@ type statusJSON struct {
 			GID0  string `json:"gid0"`
 		} `json:"ports"`
 		Files []struct {
-			PID  int    `json:"pid"` // the opener's process, not its thread
-			Comm string `json:"comm"`
-			IDs  []struct {
+			PID     int    `json:"pid"` // the opener's process, not its thread
+			Comm    string `json:"comm"`
+			Waiting int    `json:"waiting_commands"`
+			IDs     []struct {
 				State string `json:"state"`
 				// A hex string ("0x..."): decoding fails if it is a number.
 				ServiceID string `json:"service_id"`

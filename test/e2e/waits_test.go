@@ -1,0 +1,185 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+)
+
+// A GET_EVENT that waits is a goroutine of ucmd's, where the kernel let
+// the caller's own thread wait, and nothing in CUSE bounds a file's
+// requests in flight: ucmd bounds a user's waiting commands itself
+// (--user-waits).
+//
+// The waiting client is this test binary re-executed as nobody: it opens
+// the node and writes GET_EVENT from many threads, with no id and so no
+// event ever to come.
+const waiterEnv = "UCMD_E2E_WAITER" // "NODE THREADS"
+
+func init() {
+	if spec := os.Getenv(waiterEnv); spec != "" {
+		if err := runWaiter(strings.Fields(spec)); err != nil {
+			fmt.Println("waiter:", err)
+			os.Exit(1)
+		}
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+}
+
+// waiterBuf holds the GET_EVENTs' buffers, which stay unwritten.
+var waiterBuf [abi.EventRespSize + 2*255]byte
+
+func runWaiter(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("want NODE THREADS, got %q", args)
+	}
+	threads, err := strconv.Atoi(args[1])
+	if err != nil {
+		return err
+	}
+	node, err := os.OpenFile(args[0], os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	base := uint64(uintptr(unsafe.Pointer(&waiterBuf[0])))
+	cmd := conformance.Encode(abi.CmdEvent, abi.EventRespSize, &abi.EventGet{
+		Response: base, Data: base + abi.EventRespSize, Info: base + abi.EventRespSize + 255, DataLen: 255, InfoLen: 255,
+	})
+	fmt.Println("WAITING")
+	for range threads {
+		go func() {
+			// A raw write (os.File lets one write at a time through),
+			// made again after EINTR (the runtime's preemption signal
+			// interrupts a wait), as a client would.
+			var err error
+			for {
+				if _, err = syscall.Write(int(node.Fd()), cmd); err != syscall.EINTR {
+					break
+				}
+			}
+			fmt.Println("write returned:", err)
+		}()
+	}
+	return nil
+}
+
+// startWaiter runs a waiter of n threads as nobody and returns it, once
+// it starts them, with its output's remaining lines.
+func startWaiter(t *testing.T, n int) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	w := exec.Command(os.Args[0], "-test.run=^$")
+	w.Env = append(os.Environ(), fmt.Sprintf("%s=/dev/infiniband/ucm0 %d", waiterEnv, n))
+	w.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := w.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Process.Kill(); w.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "WAITING" {
+		t.Fatalf("waiter: %q, %v", lines.Text(), lines.Err())
+	}
+	ch := make(chan string, n)
+	go func() {
+		defer close(ch)
+		for lines.Scan() {
+			ch <- lines.Text()
+		}
+	}()
+	return w, ch
+}
+
+// TestDaemonUserWaits: one user's GET_EVENTs past --user-waits fail with
+// ENOMEM at once; `ucmd status` shows the waiting ones; ucmd's memory
+// grows by the waits allowed, not by the user's threads; and a killed
+// client's waits (each ended by the kernel's INTERRUPT) are given back.
+func TestDaemonUserWaits(t *testing.T) {
+	const limit, threads = 200, 1000
+	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "1", "--user-waits", strconv.Itoa(limit))
+	before := rssOf(t, d.cmd.Process.Pid)
+
+	w, lines := startWaiter(t, threads)
+	for i := range threads - limit {
+		select {
+		case l := <-lines:
+			if l != "write returned: "+syscall.ENOMEM.Error() {
+				t.Fatalf("GET_EVENT %d past --user-waits %d: %q, want ENOMEM", i, limit, l)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of the %d GET_EVENTs past --user-waits %d answered", i, threads-limit, limit)
+		}
+	}
+	st, err := d.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := 0
+	for _, f := range st.Devices[0].Files {
+		waiting += f.Waiting
+	}
+	if waiting != limit {
+		t.Errorf("status: %d commands waiting, want %d", waiting, limit)
+	}
+	t.Logf("ucmd's RSS: %d kB, then %d kB with %d GET_EVENTs waiting and %d refused", before, rssOf(t, d.cmd.Process.Pid), limit, threads-limit)
+
+	// Killed, the client's waits end (INTERRUPT, EINTR) and its file is
+	// released: the user's next client may wait as much.
+	w.Process.Kill()
+	w.Wait()
+	_, lines = startWaiter(t, limit)
+	deadline := time.Now().Add(30 * time.Second)
+	for waiting = 0; waiting != limit && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if st, err = d.status(); err != nil {
+			t.Fatal(err)
+		}
+		waiting = 0
+		for _, f := range st.Devices[0].Files {
+			waiting += f.Waiting
+		}
+	}
+	if waiting != limit {
+		t.Errorf("after a killed client, its user's next one has %d GET_EVENTs waiting, want %d", waiting, limit)
+	}
+	select {
+	case l := <-lines:
+		t.Errorf("second waiter: GET_EVENT answered: %s", l)
+	default:
+	}
+}
+
+// rssOf is a process's resident set, in kB.
+func rssOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no VmRSS line in /proc/%d/status", pid)
+	return 0
+}
