@@ -13,6 +13,8 @@ import (
 // copySlots bounds one user's copies into and out of client memory in
 // progress at once (Limits.UserCopies), across every Device sharing the
 // Budget: each uid's usage has one, and its files keep a pointer to it.
+// The Budget has one more for all users' copies (Limits.Copies), since
+// one person may act as many uids.
 //
 // The kernel's ucm copied in the caller's own thread; ucmd copies in one
 // of its own (process_vm_readv/writev), and a copy can hang for as long as

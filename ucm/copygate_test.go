@@ -184,3 +184,72 @@ func TestUserCopiesSlowWaitLogged(t *testing.T) {
 		}
 	}
 }
+
+// Copies that hang are bounded across users too (Limits.Copies): one
+// person may have many uids (a user namespace on its subordinate uids),
+// and each uid's own slots would let them take as many of the daemon's
+// threads. Past the bound a copy waits whoever's it is, the wait is
+// logged, an interrupt ends it (EINTR), and the hung copies complete when
+// the hang ends.
+func TestCopiesBoundAcrossUsers(t *testing.T) {
+	h := &hangs{open: make(chan struct{})}
+	var logs syncbuf.Buffer
+	d := fakedut.New(t, &fakedut.Options{WrapMemory: h.wrap, Limits: ucm.Limits{UserCopies: 2, Copies: 3},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	t.Cleanup(h.release)
+	var pending []*cusetest.Pending
+	h.armed.Store(true)
+	for uid := uint32(2000); uid < 2003; uid++ {
+		d.Caller.Uid, d.Caller.Gid = uid, uid
+		c, err := conformance.NewClient(d, false)
+		must(t, err)
+		for range 2 {
+			pending = append(pending, fake(c).WriteAsync(conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: c.Mem.Alloc(abi.CreateIDRespSize)})))
+		}
+	}
+	h.waitHung(3)
+	time.Sleep(50 * time.Millisecond) // time for a fourth to get in, were it let
+	if n := h.most.Load(); n != 3 {
+		t.Fatalf("%d copies of 3 users hung at once, want the daemon's limit of 3", n)
+	}
+	waitCopies := 0
+	for _, f := range d.Device.Files() {
+		waitCopies += f.CopyWaiting
+	}
+	if waitCopies != 3 {
+		t.Errorf("status shows %d commands waiting for a copy, want 3", waitCopies)
+	}
+	const msg = `level=WARN msg="ucm: copies of many users into their processes' memory hang`
+	for deadline := time.Now().Add(wait); !strings.Contains(logs.String(), msg) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), msg) {
+		t.Errorf("no warning of every user's copies waiting:\n%s", logs.String())
+	}
+
+	// Interrupted, the three waiting ones answer EINTR; the hung ones
+	// cannot be, and complete once the hang ends.
+	for _, p := range pending {
+		d.Kernel.Interrupt(p.Unique)
+	}
+	var hung []*cusetest.Pending
+	eintr := 0
+	for _, p := range pending {
+		if !answered(p, 100*time.Millisecond) {
+			hung = append(hung, p)
+		} else if r := p.Wait(); r.Errno == unix.EINTR {
+			eintr++
+		} else {
+			t.Errorf("interrupted CREATE_ID waiting for a copy: %v, want EINTR", r.Errno)
+		}
+	}
+	if eintr != 3 || len(hung) != 3 {
+		t.Fatalf("interrupted: %d answered EINTR and %d hung, want 3 and 3", eintr, len(hung))
+	}
+	h.release()
+	for i, p := range hung {
+		if r := replyOf(t, p); r.Errno != 0 {
+			t.Fatalf("hung CREATE_ID %d after the hang: %v", i, r.Errno)
+		}
+	}
+}

@@ -22,6 +22,7 @@ type file struct {
 	uid, gid uint32
 	w        *writers
 	copies   *copySlots // the uid's, shared with its other files
+	all      *copySlots // every user's (Budget.copies)
 	// pid (the opener's process, not its thread), comm (that process's
 	// name, read once at open) and opened describe the opener, for
 	// Device.Files and the failed-command log.
@@ -57,6 +58,7 @@ func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 		d: d, waker: w, uid: req.Caller.Uid, gid: req.Caller.Gid,
 		w:      d.openWriters(req.Caller.Pid),
 		copies: d.budget.copySlots(req.Caller.Uid),
+		all:    d.budget.copies,
 		opened: time.Now(),
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),

@@ -26,6 +26,7 @@ const (
 	DefaultUserEvents   = 1 << 16
 	DefaultUserFiles    = 4096
 	DefaultUserCopies   = 16
+	DefaultCopies       = 1024
 	DefaultUserWaits    = 4096
 	DefaultMemoryBudget = 512 << 20
 )
@@ -53,6 +54,12 @@ type Limits struct {
 	// progress at once, each a thread of the daemon for as long as it
 	// takes (copySlots); more wait their turn. 0 means DefaultUserCopies.
 	UserCopies int
+	// Copies bounds the copies in progress of all users together, so
+	// that the threads hung copies hold stay far below the Go runtime's
+	// 10,000 whatever the number of uids: one person may have thousands
+	// (a user namespace mapped onto its subordinate uids). 0 means
+	// DefaultCopies.
+	Copies int
 	// UserWaits bounds a uid's commands waiting at once: for an event
 	// (GET_EVENT), for another command to let go of an id (DESTROY_ID)
 	// or for a copy slot. Each is a goroutine of the daemon's with its
@@ -84,6 +91,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.UserCopies <= 0 {
 		l.UserCopies = DefaultUserCopies
+	}
+	if l.Copies <= 0 {
+		l.Copies = DefaultCopies
 	}
 	if l.UserWaits <= 0 {
 		l.UserWaits = DefaultUserWaits
@@ -118,6 +128,8 @@ type Budget struct {
 	mu    sync.Mutex // a leaf: nothing is locked under it
 	mem   int64
 	users map[uint32]*usage
+
+	copies *copySlots // every user's copies: Limits.Copies
 }
 
 // usage is what one uid holds. It exists while the uid has a file open
@@ -135,7 +147,8 @@ type charge struct {
 
 // NewBudget returns an empty budget for l's per-user and daemon limits.
 func NewBudget(l Limits) *Budget {
-	return &Budget{lim: l.withDefaults(), users: make(map[uint32]*usage)}
+	l = l.withDefaults()
+	return &Budget{lim: l, users: make(map[uint32]*usage), copies: &copySlots{max: uint64(l.Copies)}}
 }
 
 // BudgetUsage is a snapshot of a Budget, for status.

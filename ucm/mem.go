@@ -42,40 +42,69 @@ func (c *call) done() {
 	calls.Put(c)
 }
 
-// enterCopy takes one of the file's user's copy slots (copySlots), what
-// stands between a copy that hangs and the daemon's threads, waiting for
-// one if all are taken; leaveCopy gives it back. A free slot costs a
-// compare-and-swap each way.
+// enterCopy takes one of the file's user's copy slots and one of every
+// user's (copySlots), what stands between copies that hang and the
+// daemon's threads, waiting for them if all are taken; leaveCopy gives
+// both back. Free slots cost a compare-and-swap each way, each.
 func (c *call) enterCopy(what string) error {
-	if c.f.copies.take() {
-		return nil
+	f := c.f
+	if f.copies.take() {
+		if f.all.take() {
+			return nil
+		}
+		f.copies.leave()
 	}
+	return c.waitCopy(what)
+}
+
+// waitCopy is enterCopy's slow path: the user's slot first, then one of
+// all users', never the other way, so that no two waits can hold what
+// the other waits for.
+func (c *call) waitCopy(what string) error {
 	f := c.f
 	if err := f.beginWait(); err != nil {
 		return fmt.Errorf("%s: all of the user's %d copies in progress: %w", what, f.copies.max, err)
 	}
 	f.copyWaits.Add(1)
-	err := f.copies.wait(c.ctx, f.done, c.slowCopy)
-	f.copyWaits.Add(-1)
-	f.endWait()
-	if err != nil {
+	defer func() {
+		f.copyWaits.Add(-1)
+		f.endWait()
+	}()
+	if err := f.copies.wait(c.ctx, f.done, c.slowCopy); err != nil {
 		return fmt.Errorf("%s: waiting for one of the user's %d copies in progress: %w", what, f.copies.max, err)
+	}
+	if err := f.all.wait(c.ctx, f.done, c.slowCopies); err != nil {
+		f.copies.leave()
+		return fmt.Errorf("%s: waiting for one of the %d copies in progress of every user: %w", what, f.all.max, err)
 	}
 	return nil
 }
 
-func (c *call) leaveCopy() { c.f.copies.leave() }
+func (c *call) leaveCopy() {
+	c.f.all.leave()
+	c.f.copies.leave()
+}
 
 // slowCopy logs, once for the user's slots, a copy that waited
 // slowCopyWait for one: the user's copies hang, and so do its commands.
 func (c *call) slowCopy() {
+	c.logSlowCopy(c.f.copies, "ucm: a user's copies into its processes' memory hang; its commands wait for them")
+}
+
+// slowCopies logs the same for all users' slots: many users' copies hang,
+// and everybody's commands wait for them.
+func (c *call) slowCopies() {
+	c.logSlowCopy(c.f.all, "ucm: copies of many users into their processes' memory hang; every user's commands wait for them")
+}
+
+func (c *call) logSlowCopy(s *copySlots, msg string) {
 	level := slog.LevelDebug
-	if c.f.copies.warned.CompareAndSwap(false, true) {
+	if s.warned.CompareAndSwap(false, true) {
 		level = slog.LevelWarn
 	}
-	c.f.d.log.Log(context.Background(), level, "ucm: a user's copies into its processes' memory hang; its commands wait for them",
-		"uid", c.f.uid, "pid", c.pid, "copies", c.f.copies.max, "waited", slowCopyWait,
-		"cause", "a buffer whose pages do not arrive, such as a mapping of a file on a FUSE file system whose server does not answer (docs/cuse.md §3)")
+	c.f.d.log.Log(context.Background(), level, msg,
+		"uid", c.f.uid, "pid", c.pid, "copies", s.max, "waited", slowCopyWait,
+		"cause", "buffers whose pages do not arrive, such as a mapping of a file on a FUSE file system whose server does not answer (docs/cuse.md §3)")
 }
 
 // read is copy_from_user: n bytes at addr, or EFAULT.
