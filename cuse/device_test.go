@@ -17,6 +17,8 @@ import (
 //	"block"   blocks until "unblock" or ctx is done (then returns ctx.Err())
 //	"unblock" releases every blocked write
 //	"wait"    like block, but EAGAIN when the request is O_NONBLOCK
+//	"hang"    blocks until "unblock", whatever ctx (a copy into a client
+//	          that never returns)
 //	"ready"   makes the file readable and wakes its pollers twice
 //	anything else is accepted and recorded.
 type testDev struct {
@@ -87,6 +89,9 @@ func (h *testHandle) Write(ctx context.Context, req cuse.Request, data []byte) (
 			d.mu.Unlock()
 			return 0, ctx.Err()
 		}
+	case "hang":
+		d.entered <- req.Unique
+		<-unblock
 	case "unblock":
 		d.mu.Lock()
 		close(d.unblock)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -462,6 +463,10 @@ func (s *Server) writeReply(unique uint64, status int32, fixed, payload []byte) 
 		// The kernel no longer waits for this request: it was aborted
 		// or interrupted and already completed. Normal.
 		s.log.Debug("cuse: reply to a request the kernel dropped", "unique", unique)
+	case errors.Is(err, os.ErrClosed):
+		// A handler that outlived shutdown (shutdownGrace): the kernel
+		// aborted its request with the channel.
+		s.log.Debug("cuse: reply after the channel was closed", "unique", unique)
 	default:
 		s.log.Warn("cuse: writing reply", "unique", unique, "err", err)
 	}

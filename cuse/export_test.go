@@ -18,6 +18,14 @@ func FakeYields(n *atomic.Int64) (advance func(time.Duration), restore func()) {
 		func() { yield, readerClock = oldYield, oldClock }
 }
 
+// SetShutdownGrace sets how long a stopping Server waits for its
+// handlers, until restore.
+func SetShutdownGrace(d time.Duration) (restore func()) {
+	old := shutdownGrace
+	shutdownGrace = d
+	return func() { shutdownGrace = old }
+}
+
 // YieldAfter is how long a busy reader goes between yields.
 const YieldAfter = yieldAfter
 

@@ -227,9 +227,10 @@ func parseHeader(h *fuse.InHeader, msg []byte) ([]byte, error) {
 
 // Serve reads and serves requests until Close is called (it then returns
 // ErrServerClosed) or the channel fails (the kernel aborted the connection
-// or the other end went away). Before returning it cancels and waits for
-// every request in flight, so each has been answered, and releases the
-// handles of files still open.
+// or the other end went away). Before returning it cancels every request
+// in flight and waits for its answer (only shutdownGrace for a handler
+// stuck where no cancellation reaches), and releases the handles of files
+// still open.
 func (s *Server) Serve() error {
 	s.mu.Lock()
 	switch {
@@ -340,6 +341,9 @@ func (s *Server) reader() {
 // maxIdle already are: readers that answer at once (a burst released
 // together) must not all pass the look above and all come back, or more
 // would wait in read(2), each holding a P, than MaxBlockedReaders says.
+// Nor once the server stops: counted first and then looking, a reader
+// either sees stopping or is seen idle by wakeReaders, which stopped
+// first and then looks, so none reads after wakeReaders saw none idle.
 func (s *Server) rejoin() bool {
 	for {
 		n := s.idle.Load()
@@ -347,9 +351,14 @@ func (s *Server) rejoin() bool {
 			return false
 		}
 		if s.idle.CompareAndSwap(n, n+1) {
-			return true
+			break
 		}
 	}
+	if s.stopping.Load() {
+		s.idle.Add(-1)
+		return false
+	}
+	return true
 }
 
 // readerState is what a reader reads into: its buffer, of bufLen bytes
@@ -492,25 +501,24 @@ var yield = goyield
 //go:linkname goyield runtime.goyield
 func goyield()
 
-// wakeReaders waits for the readers to return, waking those blocked in
-// read(2): on a socketpair with shutdown(2); on /dev/cuse, where nothing
-// else interrupts that read, by opening the device node, once per blocked
-// reader: each open is a request, answered ENODEV (see open), after which
-// its reader returns. Should that not work (the node is gone), it writes
-// the device's abort attribute, which ends the connection as closing the
-// channel would. Readers still blocked after that are left alone, and the
-// channel is not closed under them.
+// wakeReaders waits until no reader is in read(2) or on its way there,
+// waking those blocked in it: on a socketpair with shutdown(2); on
+// /dev/cuse, where nothing else interrupts that read, by opening the
+// device node, once per blocked reader: each open is a request, answered
+// ENODEV (see open), after which its reader returns. Should that not work
+// (the node is gone), it writes the device's abort attribute, which ends
+// the connection as closing the channel would. Readers still blocked
+// after that are left alone, and the channel is not closed under them.
+// Readers serving a request are not waited for here: their handler may
+// never return (shutdown).
 func (s *Server) wakeReaders() {
 	done := make(chan struct{})
 	go func() {
 		s.readers.Wait()
 		close(done)
 	}()
-	if s.ch.shutdownRead() {
-		<-done
-		return
-	}
-	tick := time.NewTicker(10 * time.Millisecond)
+	socket := s.ch.shutdownRead()
+	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(wakeTimeout)
 	aborted := false
@@ -519,6 +527,12 @@ func (s *Server) wakeReaders() {
 		case <-done:
 			return
 		case <-tick.C:
+			if s.idle.Load() == 0 {
+				return
+			}
+			if socket {
+				continue
+			}
 			// One open in flight per blocked reader: an open blocks
 			// until a reader answers it.
 			for s.opening.Load() < s.idle.Load() {
@@ -616,10 +630,31 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// shutdown answers every request in flight and releases the open files.
+// shutdownGrace is how long shutdown waits for the handlers it cancelled.
+// A handler answers at once when cancelled, unless it is stuck where no
+// cancellation reaches, such as a copy into a client whose memory never
+// arrives (docs/cuse.md §3); a daemon that waited for that could not be
+// stopped, nor tell its connections' peers. A variable for the test.
+var shutdownGrace = 5 * time.Second
+
+// shutdown answers every request in flight, waiting up to shutdownGrace
+// for them, and releases the open files. A handler still running after
+// that is left to the kernel, which aborts its request when the channel
+// is closed; if it ever returns, its reply finds the channel closed.
 func (s *Server) shutdown() {
 	s.inflight.cancelAll()
-	s.handlers.Wait()
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+		s.log.Warn("cuse: requests still served after they were cancelled; releasing the open files without them",
+			"node", s.cfg.node(), "waited", shutdownGrace,
+			"cause", "a copy into or out of a client that does not return, such as a buffer whose pages never arrive (docs/cuse.md §3)")
+	}
 	s.filesMu.Lock()
 	files := s.files
 	s.files = make(map[uint64]*file)

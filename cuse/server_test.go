@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/cusetest"
+	"github.com/ucmd/ucmd/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -298,6 +301,49 @@ func TestShutdownAnswersInFlightAndReleases(t *testing.T) {
 	}
 	if n := d.releasedCount(); n != 2 {
 		t.Fatalf("%d handles released at shutdown, want 2", n)
+	}
+}
+
+// A handler that never returns (a copy into a client whose memory never
+// arrives) does not keep the server from stopping: after a grace period
+// Serve releases the open files anyway, the channel is closed (the
+// request is then the kernel's to abort), and the hung handler, once it
+// returns, writes nothing.
+func TestShutdownLeavesHungHandler(t *testing.T) {
+	defer cuse.SetShutdownGrace(50 * time.Millisecond)()
+	d := newTestDev()
+	// Not the test's log: the hung handler logs after the test.
+	var logs syncbuf.Buffer
+	k := cusetest.Start(t, d, &cusetest.Options{Config: cuse.Config{
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	p := f.WriteAsync(alice, []byte("hang"))
+	d.awaitBlocked(t, p.Unique)
+	defer func() {
+		d.mu.Lock()
+		close(d.unblock) // the hang ends, after the test
+		d.unblock = make(chan struct{})
+		d.mu.Unlock()
+	}()
+
+	closed := make(chan error, 1)
+	go func() { closed <- k.Close() }()
+	select {
+	case err := <-closed:
+		if err != cuse.ErrServerClosed {
+			t.Fatalf("Serve returned %v, want ErrServerClosed", err)
+		}
+	case <-time.After(cusetest.DefaultTimeout):
+		t.Fatal("Close did not return while a handler hangs")
+	}
+	if r := p.Wait(); r.Errno != unix.ECONNABORTED {
+		t.Fatalf("hung write at shutdown = %v, want ECONNABORTED", r.Errno)
+	}
+	if n := d.releasedCount(); n != 1 {
+		t.Fatalf("%d handles released at shutdown, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "level=WARN msg=\"cuse: requests still served after they were cancelled") {
+		t.Errorf("no warning of the handler left behind:\n%s", logs.String())
 	}
 }
 

@@ -272,7 +272,9 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	case <-ctx.Done():
 		cfg.Logger.Info("shutting down")
 		sdnotify.Notify(sdnotify.Stopping)
-		return d.Close()
+		err := d.Close()
+		cfg.Logger.Info("stopped")
+		return err
 	case err := <-d.Failed():
 		sdnotify.Notify(sdnotify.Stopping)
 		d.Close()

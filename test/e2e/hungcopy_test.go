@@ -134,8 +134,19 @@ func (f *stallFile) Read(context.Context, fs.FileHandle, []byte, int64) (fuse.Re
 	return nil, syscall.EIO
 }
 
-func TestDaemonHungCopies(t *testing.T) {
-	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "1")
+// stall is a client as nobody whose copies hang: writers threads write
+// CREATE_ID with the response in a mapping of a stallFS file.
+type stall struct {
+	staller  *exec.Cmd
+	lines    *bufio.Scanner // the staller's output after STALLING
+	released func()         // ends the stall; idempotent
+}
+
+// startStall mounts a stallFS, starts the staller against d's ucm0, and
+// waits until every write has reached ucmd: CREATE_ID makes the id
+// before it copies the answer out.
+func startStall(t *testing.T, d *daemon, writers int) *stall {
+	t.Helper()
 	release := make(chan struct{})
 	// Outside t.TempDir, whose 0700 directory nobody cannot search.
 	mnt, err := os.MkdirTemp("", "ucmd-stall-")
@@ -150,48 +161,53 @@ func TestDaemonHungCopies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mount the stalling file system: %v", err)
 	}
-	released := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(func() { released(); srv.Unmount() })
+	st := &stall{released: sync.OnceFunc(func() { close(release) })}
+	t.Cleanup(func() { st.released(); srv.Unmount() })
 
-	before := threadsOf(t, d.cmd.Process.Pid)
-	const writers = 100
-	staller := exec.Command(os.Args[0], "-test.run=^$")
-	staller.Env = append(os.Environ(), fmt.Sprintf("%s=/dev/infiniband/ucm0 %s %d", stallerEnv, filepath.Join(mnt, "stall"), writers))
-	staller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := staller.StdoutPipe()
+	st.staller = exec.Command(os.Args[0], "-test.run=^$")
+	st.staller.Env = append(os.Environ(), fmt.Sprintf("%s=/dev/infiniband/ucm0 %s %d", stallerEnv, filepath.Join(mnt, "stall"), writers))
+	st.staller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := st.staller.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := staller.Start(); err != nil {
+	if err := st.staller.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// A killed staller waits for ucmd's answers, and they for the stall
 	// to end: end it first.
-	t.Cleanup(func() { released(); staller.Process.Kill(); staller.Wait() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() || lines.Text() != "STALLING" {
-		t.Fatalf("staller: %q, %v", lines.Text(), lines.Err())
+	t.Cleanup(func() { st.released(); st.staller.Process.Kill(); st.staller.Wait() })
+	st.lines = bufio.NewScanner(out)
+	if !st.lines.Scan() || st.lines.Text() != "STALLING" {
+		t.Fatalf("staller: %q, %v", st.lines.Text(), st.lines.Err())
 	}
 
-	// Every write has reached ucmd once its id exists: CREATE_ID makes
-	// the id before it copies the answer out.
 	waitIDs := time.Now().Add(60 * time.Second)
 	for ids := 0; ids < writers; {
 		if time.Now().After(waitIDs) {
 			t.Fatalf("%d of the %d stalled CREATE_IDs made their id", ids, writers)
 		}
 		time.Sleep(50 * time.Millisecond)
-		st, err := d.status()
+		s, err := d.status()
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = 0
-		for _, f := range st.Devices[0].Files {
-			if f.PID == staller.Process.Pid {
+		for _, f := range s.Devices[0].Files {
+			if f.PID == st.staller.Process.Pid {
 				ids = len(f.IDs)
 			}
 		}
 	}
+	return st
+}
+
+func TestDaemonHungCopies(t *testing.T) {
+	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "1")
+	before := threadsOf(t, d.cmd.Process.Pid)
+	const writers = 100
+	st := startStall(t, d, writers)
+	staller, lines, released := st.staller, st.lines, st.released
 	during := threadsOf(t, d.cmd.Process.Pid)
 	t.Logf("ucmd's threads: %d before, %d with %d copies hanging", before, during, writers)
 	if during-before > maxHungThreads {
@@ -233,6 +249,26 @@ func TestDaemonHungCopies(t *testing.T) {
 	if _, err := d.status(); err != nil {
 		t.Errorf("ucmd after the stall: %v", err)
 	}
+}
+
+// TestDaemonStopsWithHungCopies: ucmd stops on SIGTERM while a user's
+// copies hang, which no cancellation reaches. Its CUSE servers wait a
+// grace period for those requests and then release the files without
+// them, so the daemon's shutdown completes (with a warning) instead of
+// waiting for the user; the process ends once the kernel lets the hung
+// threads go, here when the stall ends.
+func TestDaemonStopsWithHungCopies(t *testing.T) {
+	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "1")
+	st := startStall(t, d, 20)
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if m := d.log.wait(regexp.MustCompile(`level=WARN msg="cuse: requests still served after they were cancelled`)); m == nil {
+		t.Errorf("no warning of requests left behind at shutdown")
+	}
+	if m := d.log.wait(regexp.MustCompile(`level=INFO msg=stopped`)); m == nil {
+		t.Fatalf("ucmd's shutdown did not complete while copies hang")
+	}
+	st.released()
+	d.stop()
 }
 
 // maxHungThreads is what one user's hanging copies may cost ucmd in
