@@ -36,22 +36,9 @@ import (
 // that way: without a bound, a user's blocked copies took a thread each,
 // until the Go runtime's limit of 10,000 ended the daemon.
 //
-// The stalling client is this test binary re-executed as nobody: it maps
-// the file, and writes CREATE_ID from many threads with the response in
-// the mapping.
-const stallerEnv = "UCMD_E2E_STALLER" // "NODE MAPPED-FILE WRITERS"
-
-func init() {
-	if spec := os.Getenv(stallerEnv); spec != "" {
-		if err := runStaller(strings.Fields(spec)); err != nil {
-			fmt.Println("staller:", err)
-			os.Exit(1)
-		}
-		for {
-			time.Sleep(time.Hour)
-		}
-	}
-}
+// The stalling client is a child in the role "staller" (child_test.go):
+// it maps the file, and writes CREATE_ID from many threads with the
+// response in the mapping.
 
 func runStaller(args []string) error {
 	if len(args) != 3 {
@@ -74,24 +61,7 @@ func runStaller(args []string) error {
 	if err != nil {
 		return err
 	}
-	cmd := conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: addr})
-	for range writers {
-		go func() {
-			// A raw write: os.File would let one write at a time through.
-			// It blocks while ucmd's copy hangs. A signal to the thread
-			// (the runtime's preemption, SIGURG) interrupts the wait for a
-			// copy slot: EINTR, the id gone, as after any interrupted
-			// command; the write is made again, as a client would.
-			var err error
-			for {
-				if _, err = syscall.Write(int(node.Fd()), cmd); err != syscall.EINTR {
-					break
-				}
-			}
-			fmt.Println("write returned:", err)
-		}()
-	}
-	fmt.Println("STALLING")
+	writeFromThreads(node, conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: addr}), writers)
 	return nil
 }
 
@@ -138,7 +108,7 @@ func (f *stallFile) Read(context.Context, fs.FileHandle, []byte, int64) (fuse.Re
 // CREATE_ID with the response in a mapping of a stallFS file.
 type stall struct {
 	staller  *exec.Cmd
-	lines    *bufio.Scanner // the staller's output after STALLING
+	lines    *bufio.Scanner // the staller's output after READY
 	released func()         // ends the stall; idempotent
 }
 
@@ -164,23 +134,10 @@ func startStall(t *testing.T, d *daemon, writers int) *stall {
 	st := &stall{released: sync.OnceFunc(func() { close(release) })}
 	t.Cleanup(func() { st.released(); srv.Unmount() })
 
-	st.staller = exec.Command(os.Args[0], "-test.run=^$")
-	st.staller.Env = append(os.Environ(), fmt.Sprintf("%s=/dev/infiniband/ucm0 %s %d", stallerEnv, filepath.Join(mnt, "stall"), writers))
-	st.staller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := st.staller.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.staller.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// A killed staller waits for ucmd's answers, and they for the stall
-	// to end: end it first.
-	t.Cleanup(func() { st.released(); st.staller.Process.Kill(); st.staller.Wait() })
-	st.lines = bufio.NewScanner(out)
-	if !st.lines.Scan() || st.lines.Text() != "STALLING" {
-		t.Fatalf("staller: %q, %v", st.lines.Text(), st.lines.Err())
-	}
+	// to end: end it first (cleanups run last registered first).
+	st.staller, st.lines = startChild(t, "staller", "/dev/infiniband/ucm0", filepath.Join(mnt, "stall"), writers)
+	t.Cleanup(st.released)
 
 	waitIDs := time.Now().Add(60 * time.Second)
 	for ids := 0; ids < writers; {
@@ -267,8 +224,17 @@ func TestDaemonStopsWithHungCopies(t *testing.T) {
 	if m := d.log.wait(regexp.MustCompile(`level=INFO msg=stopped`)); m == nil {
 		t.Fatalf("ucmd's shutdown did not complete while copies hang")
 	}
+	// Its process ends once the kernel lets the hung threads go. No
+	// second SIGTERM (d.stop): serve has restored the default action.
 	st.released()
-	d.stop()
+	select {
+	case <-d.exited:
+		if d.err != nil {
+			t.Errorf("ucmd serve exited with %v", d.err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Errorf("ucmd did not exit within 15 s of the stall's end")
+	}
 }
 
 // maxHungThreads is what one user's hanging copies may cost ucmd in

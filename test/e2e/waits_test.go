@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,22 +22,9 @@ import (
 // requests in flight: ucmd bounds a user's waiting commands itself
 // (--user-waits).
 //
-// The waiting client is this test binary re-executed as nobody: it opens
-// the node and writes GET_EVENT from many threads, with no id and so no
-// event ever to come.
-const waiterEnv = "UCMD_E2E_WAITER" // "NODE THREADS"
-
-func init() {
-	if spec := os.Getenv(waiterEnv); spec != "" {
-		if err := runWaiter(strings.Fields(spec)); err != nil {
-			fmt.Println("waiter:", err)
-			os.Exit(1)
-		}
-		for {
-			time.Sleep(time.Hour)
-		}
-	}
-}
+// The waiting client is a child in the role "waiter" (child_test.go): it
+// opens the node and writes GET_EVENT from many threads, with no id and
+// so no event ever to come.
 
 // waiterBuf holds the GET_EVENTs' buffers, which stay unwritten.
 var waiterBuf [abi.EventRespSize + 2*255]byte
@@ -59,43 +45,15 @@ func runWaiter(args []string) error {
 	cmd := conformance.Encode(abi.CmdEvent, abi.EventRespSize, &abi.EventGet{
 		Response: base, Data: base + abi.EventRespSize, Info: base + abi.EventRespSize + 255, DataLen: 255, InfoLen: 255,
 	})
-	fmt.Println("WAITING")
-	for range threads {
-		go func() {
-			// A raw write (os.File lets one write at a time through),
-			// made again after EINTR (the runtime's preemption signal
-			// interrupts a wait), as a client would.
-			var err error
-			for {
-				if _, err = syscall.Write(int(node.Fd()), cmd); err != syscall.EINTR {
-					break
-				}
-			}
-			fmt.Println("write returned:", err)
-		}()
-	}
+	writeFromThreads(node, cmd, threads)
 	return nil
 }
 
-// startWaiter runs a waiter of n threads as nobody and returns it, once
-// it starts them, with its output's remaining lines.
+// startWaiter runs a waiter of n threads and returns it, once it starts
+// them, with its output's remaining lines.
 func startWaiter(t *testing.T, n int) (*exec.Cmd, <-chan string) {
 	t.Helper()
-	w := exec.Command(os.Args[0], "-test.run=^$")
-	w.Env = append(os.Environ(), fmt.Sprintf("%s=/dev/infiniband/ucm0 %d", waiterEnv, n))
-	w.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := w.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Process.Kill(); w.Wait() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() || lines.Text() != "WAITING" {
-		t.Fatalf("waiter: %q, %v", lines.Text(), lines.Err())
-	}
+	w, lines := startChild(t, "waiter", "/dev/infiniband/ucm0", n)
 	ch := make(chan string, n)
 	go func() {
 		defer close(ch)
