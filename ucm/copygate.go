@@ -24,8 +24,10 @@ import (
 // daemon dies. With the slots one user's hung copies hold at most
 // UserCopies threads; that user's further copies wait here, parked
 // goroutines holding no thread, in the order they came, until a copy ends,
-// the client is interrupted (EINTR) or the file is released. Nothing else
-// waits while holding a slot, so the slots cannot deadlock.
+// the client is interrupted (EINTR) or the file is released. The only
+// wait made while holding a slot is a copy's for one of all users' slots
+// while it holds its uid's, and a holder of one of all users' waits for
+// nothing, so the slots cannot deadlock.
 type copySlots struct {
 	max uint64
 	// state is the copies in progress (low 32 bits) and the waiters (high
