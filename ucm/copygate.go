@@ -48,24 +48,14 @@ const slowCopyWait = time.Second
 
 const oneWaiter = 1 << 32
 
-// enter takes a slot, waiting for one if all are taken. The wait ends
-// with ctx (cancelled on INTERRUPT) or done (the file's release), and then
-// enter returns the cause and holds no slot. (The request path, mem.go,
-// calls take and wait itself, to log a long wait.)
-func (s *copySlots) enter(ctx context.Context, done <-chan struct{}) error {
-	if s.take() {
-		return nil
-	}
-	return s.wait(ctx, done, nil)
-}
-
-// take takes a slot if one is free and nobody waits: the request path's.
+// take takes a slot if one is free and nobody waits; wait is the slow
+// path (call.enterCopy).
 func (s *copySlots) take() bool {
 	v := s.state.Load() // below max: no waiter, and a slot free
 	return v < s.max && s.state.CompareAndSwap(v, v+1)
 }
 
-// leave gives back a slot enter took.
+// leave gives back a slot take or wait took.
 func (s *copySlots) leave() {
 	if !s.give() {
 		s.handOver()
@@ -78,8 +68,10 @@ func (s *copySlots) give() bool {
 	return v < oneWaiter && s.state.CompareAndSwap(v, v-1)
 }
 
-// wait is enter's slow path. slow, if not nil, is called once if the
-// wait lasts slowCopyWait.
+// wait is take's slow path: it takes a slot, waiting for one if all are
+// taken, until ctx (cancelled on INTERRUPT) or done (the file's release)
+// ends the wait, and then returns the cause and holds no slot. slow, if
+// not nil, is called once if the wait lasts slowCopyWait.
 func (s *copySlots) wait(ctx context.Context, done <-chan struct{}, slow func()) error {
 	s.mu.Lock()
 	for {

@@ -10,6 +10,16 @@ import (
 	"time"
 )
 
+// enter takes a slot as call.enterCopy takes each of its two, waiting for
+// one if all are taken; the wait ends with ctx or done, and then enter
+// returns the cause and holds no slot.
+func (s *copySlots) enter(ctx context.Context, done <-chan struct{}) error {
+	if s.take() {
+		return nil
+	}
+	return s.wait(ctx, done, nil)
+}
+
 // Slots go to waiters in the order they came, handed over by leave; a
 // waiter that gives up leaves the queue, and one that gives up as its
 // slot arrives passes the slot on.

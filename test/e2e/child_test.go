@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,15 +15,16 @@ import (
 )
 
 // Some tests need a client of another user that blocks many threads in
-// write(2) on a node: this test binary, re-executed as nobody in a role.
-// The child prints "READY" once its threads start, then one line per
-// write that returns, "write returned: ERR".
-const childEnv = "UCMD_E2E_CHILD" // "ROLE ARGS..."
+// write(2) on a node: this test binary, re-executed as nobody in a role,
+// writing the role's command from THREADS threads. The child prints
+// "READY" once its threads start, then one line per write that returns,
+// "write returned: ERR".
+const childEnv = "UCMD_E2E_CHILD" // "ROLE NODE THREADS ARGS..."
 
-// childRoles set up a child from its arguments and start its writers.
-var childRoles = map[string]func(args []string) error{
-	"staller": runStaller, // hungcopy_test.go
-	"waiter":  runWaiter,  // waits_test.go
+// childRoles make a role's command from its ARGS.
+var childRoles = map[string]func(args []string) ([]byte, error){
+	"staller": stallerCmd, // hungcopy_test.go
+	"waiter":  waiterCmd,  // waits_test.go
 }
 
 func init() {
@@ -30,18 +32,33 @@ func init() {
 	if len(spec) == 0 {
 		return
 	}
-	run := childRoles[spec[0]]
-	if run == nil {
-		fmt.Println("child: no role", spec[0])
-		os.Exit(1)
-	}
-	if err := run(spec[1:]); err != nil {
-		fmt.Printf("%s: %v\n", spec[0], err)
+	if err := runChild(spec); err != nil {
+		fmt.Printf("child %s: %v\n", spec[0], err)
 		os.Exit(1)
 	}
 	for {
 		time.Sleep(time.Hour)
 	}
+}
+
+func runChild(spec []string) error {
+	if len(spec) < 3 || childRoles[spec[0]] == nil {
+		return fmt.Errorf("want ROLE NODE THREADS ARGS..., with a known role, got %q", spec)
+	}
+	threads, err := strconv.Atoi(spec[2])
+	if err != nil {
+		return err
+	}
+	cmd, err := childRoles[spec[0]](spec[3:])
+	if err != nil {
+		return err
+	}
+	node, err := os.OpenFile(spec[1], os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	writeFromThreads(node, cmd, threads)
+	return nil
 }
 
 // writeFromThreads writes cmd to node from n goroutines, each a thread
@@ -64,13 +81,14 @@ func writeFromThreads(node *os.File, cmd []byte, n int) {
 	}
 }
 
-// startChild runs this binary as nobody in role, once its threads have
-// started, and returns it with its output's remaining lines. A test's
-// cleanup kills it.
-func startChild(t *testing.T, role string, args ...any) (*exec.Cmd, *bufio.Scanner) {
+// startChild runs this binary as nobody in role, writing to node from
+// threads threads, once they have started, and returns it with its
+// output's remaining lines. A test's cleanup kills it.
+func startChild(t *testing.T, role, node string, threads int, args ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	c := exec.Command(os.Args[0], "-test.run=^$")
-	c.Env = append(os.Environ(), strings.TrimSpace(fmt.Sprintf("%s=%s "+strings.Repeat("%v ", len(args)), append([]any{childEnv, role}, args...)...)))
+	spec := append([]string{role, node, strconv.Itoa(threads)}, args...)
+	c.Env = append(os.Environ(), childEnv+"="+strings.Join(spec, " "))
 	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := c.StdoutPipe()
 	if err != nil {

@@ -40,29 +40,22 @@ import (
 // it maps the file, and writes CREATE_ID from many threads with the
 // response in the mapping.
 
-func runStaller(args []string) error {
-	if len(args) != 3 {
-		return fmt.Errorf("want NODE FILE WRITERS, got %q", args)
+// stallerCmd is the staller's CREATE_ID, its response in a mapping of
+// the file args[0].
+func stallerCmd(args []string) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("want MAPPED-FILE, got %q", args)
 	}
-	writers, err := strconv.Atoi(args[2])
+	mf, err := os.OpenFile(args[0], os.O_RDWR, 0)
 	if err != nil {
-		return err
-	}
-	mf, err := os.OpenFile(args[1], os.O_RDWR, 0)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	m, err := syscall.Mmap(int(mf.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("mmap %s: %w", args[1], err)
+		return nil, fmt.Errorf("mmap %s: %w", args[0], err)
 	}
 	addr := uint64(uintptr(unsafe.Pointer(&m[0])))
-	node, err := os.OpenFile(args[0], os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	writeFromThreads(node, conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: addr}), writers)
-	return nil
+	return conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: addr}), nil
 }
 
 // stallFS is one file, "stall", whose reads are answered only once
@@ -136,7 +129,7 @@ func startStall(t *testing.T, d *daemon, writers int) *stall {
 
 	// A killed staller waits for ucmd's answers, and they for the stall
 	// to end: end it first (cleanups run last registered first).
-	st.staller, st.lines = startChild(t, "staller", "/dev/infiniband/ucm0", filepath.Join(mnt, "stall"), writers)
+	st.staller, st.lines = startChild(t, "staller", "/dev/infiniband/ucm0", writers, filepath.Join(mnt, "stall"))
 	t.Cleanup(st.released)
 
 	waitIDs := time.Now().Add(60 * time.Second)

@@ -29,24 +29,15 @@ import (
 // waiterBuf holds the GET_EVENTs' buffers, which stay unwritten.
 var waiterBuf [abi.EventRespSize + 2*255]byte
 
-func runWaiter(args []string) error {
-	if len(args) != 2 {
-		return fmt.Errorf("want NODE THREADS, got %q", args)
-	}
-	threads, err := strconv.Atoi(args[1])
-	if err != nil {
-		return err
-	}
-	node, err := os.OpenFile(args[0], os.O_RDWR, 0)
-	if err != nil {
-		return err
+// waiterCmd is the waiter's GET_EVENT.
+func waiterCmd(args []string) ([]byte, error) {
+	if len(args) != 0 {
+		return nil, fmt.Errorf("want no arguments, got %q", args)
 	}
 	base := uint64(uintptr(unsafe.Pointer(&waiterBuf[0])))
-	cmd := conformance.Encode(abi.CmdEvent, abi.EventRespSize, &abi.EventGet{
+	return conformance.Encode(abi.CmdEvent, abi.EventRespSize, &abi.EventGet{
 		Response: base, Data: base + abi.EventRespSize, Info: base + abi.EventRespSize + 255, DataLen: 255, InfoLen: 255,
-	})
-	writeFromThreads(node, cmd, threads)
-	return nil
+	}), nil
 }
 
 // startWaiter runs a waiter of n threads and returns it, once it starts
