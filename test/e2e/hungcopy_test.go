@@ -236,21 +236,26 @@ func TestDaemonStopsWithHungCopies(t *testing.T) {
 // more) started while the hung ones were taken.
 const maxHungThreads = ucm.DefaultUserCopies + sysmon.MaxIdleReaders + 1
 
-func threadsOf(t *testing.T, pid int) int {
+// threadsOf is a process's threads.
+func threadsOf(t *testing.T, pid int) int { return procStatus(t, pid, "Threads") }
+
+// procStatus is the number in the line named of /proc/PID/status (for
+// sizes, in kB).
+func procStatus(t *testing.T, pid int, name string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
+		if v, ok := strings.CutPrefix(l, name+":"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return n
 		}
 	}
-	t.Fatalf("no Threads line in /proc/%d/status", pid)
+	t.Fatalf("no %s line in /proc/%d/status", name, pid)
 	return 0
 }

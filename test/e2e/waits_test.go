@@ -4,10 +4,8 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -114,21 +112,4 @@ func TestDaemonUserWaits(t *testing.T) {
 }
 
 // rssOf is a process's resident set, in kB.
-func rssOf(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no VmRSS line in /proc/%d/status", pid)
-	return 0
-}
+func rssOf(t *testing.T, pid int) int { return procStatus(t, pid, "VmRSS") }
