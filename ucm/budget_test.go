@@ -2,15 +2,21 @@ package ucm_test
 
 import (
 	"encoding/binary"
+	"log/slog"
+	"maps"
+	"regexp"
+	"slices"
+	"testing"
 	"time"
 
-	"testing"
+	"github.com/ucmd/ucmd/internal/syncbuf"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/conformance/fakedut"
 	"github.com/ucmd/ucmd/ucm"
-	"golang.org/x/sys/unix"
 )
 
 // Issue 12.3: limits per user (uid) across files, and a daemon-wide
@@ -227,6 +233,53 @@ func TestDefaultsAdmit10000QueuedREQs(t *testing.T) {
 	for i := range n {
 		if _, err := b.GetEvent(); err != nil {
 			t.Fatalf("GET_EVENT %d: %v", i, err)
+		}
+	}
+}
+
+// Every refusal by a limit is counted by the limit's flag name, and
+// logged: at Warn for the first of each limit, naming the knob and the
+// uid, at Debug for the next ones (a client past its limit retries in a
+// loop). Budget.Users lists what each user holds.
+func TestRefusalsCountedAndLogged(t *testing.T) {
+	var logs syncbuf.Buffer
+	d := fakedut.New(t, &fakedut.Options{Limits: ucm.Limits{UserIDs: 3, MaxIDs: 2},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	b := d.Device.Budget()
+	if r := b.Refusals(); r != nil {
+		t.Fatalf("refusals before any: %v", r)
+	}
+	a1, a2 := clientAs(t, d, 1000), clientAs(t, d, 1000)
+	for range 2 {
+		_, err := a1.CreateID(0)
+		must(t, err)
+	}
+	_, err := a1.CreateID(0)
+	wantErrno(t, "CREATE_ID past --max-ids", err, unix.ENOMEM)
+	_, err = a2.CreateID(0)
+	must(t, err)
+	for range 3 {
+		_, err = a2.CreateID(0)
+		wantErrno(t, "CREATE_ID past --user-ids", err, unix.ENOMEM)
+	}
+	clientAs(t, d, 2000)
+
+	want := map[string]uint64{"max-ids": 1, "user-ids": 3}
+	if got := b.Refusals(); !maps.Equal(got, want) {
+		t.Errorf("refusals %v, want %v", got, want)
+	}
+	wantUsers := []ucm.UserUsage{{UID: 1000, Files: 2, IDs: 3}, {UID: 2000, Files: 1}}
+	if got := b.Users(); !slices.Equal(got, wantUsers) {
+		t.Errorf("users %+v, want %+v", got, wantUsers)
+	}
+	out := logs.String()
+	for _, tc := range []struct {
+		level, limit string
+		n            int
+	}{{"WARN", "--max-ids", 1}, {"WARN", "--user-ids", 1}, {"DEBUG", "--user-ids", 2}, {"DEBUG", "--max-ids", 0}} {
+		re := regexp.MustCompile(`level=` + tc.level + ` msg="ucm: a limit refused a user" limit=` + tc.limit + ` max=\d+ uid=1000 `)
+		if n := len(re.FindAllString(out, -1)); n != tc.n {
+			t.Errorf("%d %s lines of %s refusals, want %d:\n%s", n, tc.level, tc.limit, tc.n, out)
 		}
 	}
 }

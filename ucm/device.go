@@ -78,12 +78,12 @@ func New(cfg Config) (*Device, error) {
 	if d.ids == nil {
 		d.ids = NewIDTable()
 	}
-	d.budget = cfg.Budget
-	if d.budget == nil {
-		d.budget = NewBudget(cfg.Limits)
-	}
 	if d.log == nil {
 		d.log = slog.Default()
+	}
+	d.budget = cfg.Budget
+	if d.budget == nil {
+		d.budget = NewBudget(cfg.Limits, d.log)
 	}
 	d.handler = d.handle
 	d.threadGroup = cfg.ThreadGroup

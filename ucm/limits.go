@@ -1,8 +1,13 @@
 package ucm
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -104,6 +109,40 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// Limit names one of Limits' bounds, as `ucmd serve`'s flag names it, so
+// that status, the metrics and the log point the operator at the knob.
+type Limit uint8
+
+const (
+	LimitMaxIDs Limit = iota
+	LimitMaxEvents
+	LimitUserIDs
+	LimitUserEvents
+	LimitUserFiles
+	LimitUserWaits
+	LimitMemoryBudget
+	NumLimits
+)
+
+var limitNames = [NumLimits]string{
+	LimitMaxIDs: "max-ids", LimitMaxEvents: "max-events", LimitUserIDs: "user-ids",
+	LimitUserEvents: "user-events", LimitUserFiles: "user-files", LimitUserWaits: "user-waits",
+	LimitMemoryBudget: "memory-budget",
+}
+
+func (l Limit) String() string {
+	if l < NumLimits {
+		return limitNames[l]
+	}
+	return fmt.Sprintf("Limit(%d)", uint8(l))
+}
+
+// refusalWarnEvery is how often the log may warn that a limit refused
+// something: the first refusal of each limit is a Warn naming the uid and
+// the knob, the next within this interval only Debug (a client past its
+// limit retries in a loop), and status counts every one.
+const refusalWarnEvery = time.Minute
+
 // What the budget charges, in bytes: estimates of the heap each costs,
 // measured with the fake kernel (an idle id with its CM id and table
 // entries: ~570 B; an event: its 256-byte struct and queue slot, plus its
@@ -124,10 +163,14 @@ const (
 // the IDTable; the zero value is not usable, call NewBudget.
 type Budget struct {
 	lim Limits
+	log *slog.Logger
 
-	mu    sync.Mutex // a leaf: nothing is locked under it
-	mem   int64
-	users map[uint32]*usage
+	mu      sync.Mutex // a leaf: nothing is locked under it
+	mem     int64
+	users   map[uint32]*usage
+	refused [NumLimits]uint64
+	warned  [NumLimits]time.Time // the last Warn of each limit's refusals
+	now     func() time.Time
 
 	copies *copySlots // every user's copies: Limits.Copies
 }
@@ -145,10 +188,14 @@ type charge struct {
 	bytes                     int64
 }
 
-// NewBudget returns an empty budget for l's per-user and daemon limits.
-func NewBudget(l Limits) *Budget {
+// NewBudget returns an empty budget for l's per-user and daemon limits. It
+// logs refusals to log (nil: slog.Default()).
+func NewBudget(l Limits, log *slog.Logger) *Budget {
 	l = l.withDefaults()
-	return &Budget{lim: l, users: make(map[uint32]*usage), copies: &copySlots{max: uint64(l.Copies)}}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Budget{lim: l, log: log, users: make(map[uint32]*usage), copies: &copySlots{max: uint64(l.Copies)}, now: time.Now}
 }
 
 // BudgetUsage is a snapshot of a Budget, for status.
@@ -174,23 +221,33 @@ func (b *Budget) Usage() BudgetUsage {
 // memory budget is ENOMEM whatever the command, open included.
 func (b *Budget) take(uid uint32, c charge) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	u := b.users[uid]
 	fresh := u == nil
 	if fresh {
 		u = &usage{copies: &copySlots{max: uint64(b.lim.UserCopies)}}
 	}
+	var (
+		l   Limit
+		max int64
+		err error
+	)
 	switch {
 	case c.files > 0 && u.files+c.files > b.lim.UserFiles:
-		return fmt.Errorf("ucm: uid %d has %d files open: %w", uid, u.files, unix.EMFILE)
+		l, max, err = LimitUserFiles, int64(b.lim.UserFiles), fmt.Errorf("ucm: uid %d has %d files open: %w", uid, u.files, unix.EMFILE)
 	case c.ids > 0 && u.ids+c.ids > b.lim.UserIDs:
-		return fmt.Errorf("ucm: uid %d holds %d ids: %w", uid, u.ids, unix.ENOMEM)
+		l, max, err = LimitUserIDs, int64(b.lim.UserIDs), fmt.Errorf("ucm: uid %d holds %d ids: %w", uid, u.ids, unix.ENOMEM)
 	case c.events > 0 && u.events+c.events > b.lim.UserEvents:
-		return fmt.Errorf("ucm: uid %d has %d events queued: %w", uid, u.events, unix.ENOMEM)
+		l, max, err = LimitUserEvents, int64(b.lim.UserEvents), fmt.Errorf("ucm: uid %d has %d events queued: %w", uid, u.events, unix.ENOMEM)
 	case c.waits > 0 && u.waits+c.waits > b.lim.UserWaits:
-		return fmt.Errorf("ucm: uid %d has %d commands waiting: %w", uid, u.waits, unix.ENOMEM)
+		l, max, err = LimitUserWaits, int64(b.lim.UserWaits), fmt.Errorf("ucm: uid %d has %d commands waiting: %w", uid, u.waits, unix.ENOMEM)
 	case c.bytes > 0 && b.mem+c.bytes > b.lim.MemoryBudget:
-		return fmt.Errorf("ucm: memory budget of %d bytes reached: %w", b.lim.MemoryBudget, unix.ENOMEM)
+		l, max, err = LimitMemoryBudget, b.lim.MemoryBudget, fmt.Errorf("ucm: memory budget of %d bytes reached: %w", b.lim.MemoryBudget, unix.ENOMEM)
+	}
+	if err != nil {
+		warn := b.count(l)
+		b.mu.Unlock()
+		b.logRefusal(warn, l, uid, max, err)
+		return err
 	}
 	u.files += c.files
 	u.ids += c.ids
@@ -200,7 +257,59 @@ func (b *Budget) take(uid uint32, c charge) error {
 	if fresh {
 		b.users[uid] = u
 	}
+	b.mu.Unlock()
 	return nil
+}
+
+// count counts a refusal by l and says whether to log it at Warn: the
+// first of l's in refusalWarnEvery. b.mu is held.
+func (b *Budget) count(l Limit) (warn bool) {
+	b.refused[l]++
+	now := b.now()
+	if !b.warned[l].IsZero() && now.Sub(b.warned[l]) < refusalWarnEvery {
+		return false
+	}
+	b.warned[l] = now
+	return true
+}
+
+// logRefusal logs a refusal by l (whose value is max) of what uid asked
+// for, outside b.mu: a log writer may block.
+func (b *Budget) logRefusal(warn bool, l Limit, uid uint32, max int64, err error) {
+	level := slog.LevelDebug
+	if warn {
+		level = slog.LevelWarn
+	}
+	b.log.Log(context.Background(), level, "ucm: a limit refused a user",
+		"limit", "--"+l.String(), "max", max, "uid", uid, "err", err,
+		"note", "ucmd status counts every refusal; more of this limit's are logged at debug level for a minute")
+}
+
+// fileRefused counts a refusal by a per-file limit (MaxIDs, MaxEvents), whose
+// check is the file's own, not the Budget's. It returns err.
+func (b *Budget) fileRefused(l Limit, uid uint32, max int, err error) error {
+	b.mu.Lock()
+	warn := b.count(l)
+	b.mu.Unlock()
+	b.logRefusal(warn, l, uid, int64(max), err)
+	return err
+}
+
+// Refusals returns how many times each limit refused something, by name
+// ("user-waits"); limits that never refused are absent.
+func (b *Budget) Refusals() map[string]uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var m map[string]uint64
+	for l, n := range b.refused {
+		if n > 0 {
+			if m == nil {
+				m = make(map[string]uint64)
+			}
+			m[Limit(l).String()] = n
+		}
+	}
+	return m
 }
 
 // give returns what take charged.
@@ -230,6 +339,7 @@ func (b *Budget) copySlots(uid uint32) *copySlots {
 
 // UserUsage is what one uid holds.
 type UserUsage struct {
+	UID    uint32
 	Files  int // open files
 	IDs    int // new connections not yet delivered included
 	Events int // queued
@@ -241,9 +351,25 @@ func (b *Budget) User(uid uint32) UserUsage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if u := b.users[uid]; u != nil {
-		return UserUsage{Files: u.files, IDs: u.ids, Events: u.events, Waits: u.waits}
+		return u.snapshot(uid)
 	}
-	return UserUsage{}
+	return UserUsage{UID: uid}
+}
+
+// Users returns what every uid holding anything holds, by uid.
+func (b *Budget) Users() []UserUsage {
+	b.mu.Lock()
+	out := make([]UserUsage, 0, len(b.users))
+	for uid, u := range b.users {
+		out = append(out, u.snapshot(uid))
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(a, b UserUsage) int { return cmp.Compare(a.UID, b.UID) })
+	return out
+}
+
+func (u *usage) snapshot(uid uint32) UserUsage {
+	return UserUsage{UID: uid, Files: u.files, IDs: u.ids, Events: u.events, Waits: u.waits}
 }
 
 // eventCharge is what a queued event costs (its new connection's id is

@@ -20,7 +20,8 @@ func (f *file) addCtx(c *ucmCtx) error {
 		return errGone
 	}
 	if len(f.ctxs) >= f.d.limits.MaxIDs {
-		return fmt.Errorf("ucm: file has %d ids: %w", len(f.ctxs), unix.ENOMEM)
+		return f.d.budget.fileRefused(LimitMaxIDs, f.uid, f.d.limits.MaxIDs,
+			fmt.Errorf("ucm: file has %d ids: %w", len(f.ctxs), unix.ENOMEM))
 	}
 	if err := f.d.budget.take(f.uid, idCharge(c.newConn)); err != nil {
 		return err
@@ -92,7 +93,8 @@ func (f *file) enqueue(owner *ucmCtx, e *event) error {
 	}
 	if n := len(f.events); n >= f.d.limits.MaxEvents {
 		f.mu.Unlock()
-		return fmt.Errorf("ucm: %d events queued: %w", n, unix.ENOMEM)
+		return f.d.budget.fileRefused(LimitMaxEvents, f.uid, f.d.limits.MaxEvents,
+			fmt.Errorf("ucm: %d events queued: %w", n, unix.ENOMEM))
 	}
 	if err := f.d.budget.take(f.uid, eventCharge(e)); err != nil {
 		f.mu.Unlock()

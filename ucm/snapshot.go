@@ -13,6 +13,7 @@ import (
 // FileInfo describes one open file, for `ucmd status`.
 type FileInfo struct {
 	PID          int    // the process that opened it (its thread group id)
+	UID          uint32 // its opener's uid, whose limits it counts against
 	Comm         string // that process's name at open; "" if unknown
 	Opened       time.Time
 	QueuedEvents int
@@ -51,7 +52,7 @@ func (d *Device) Files() []FileInfo {
 
 	out := make([]FileInfo, 0, len(files))
 	for _, f := range files {
-		fi := FileInfo{PID: f.pid, Comm: f.comm, Opened: f.opened,
+		fi := FileInfo{PID: f.pid, UID: f.uid, Comm: f.comm, Opened: f.opened,
 			Waiting: int(f.waits.Load()), CopyWaiting: int(f.copyWaits.Load())}
 		// What each id needs from under the two locks, side by side in
 		// slices: with tens of thousands of ids, maps keyed by id cost

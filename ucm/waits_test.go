@@ -83,7 +83,7 @@ func TestUserWaitsBound(t *testing.T) {
 	}
 	must(t, other.Close())
 	replyOf(t, otherGet)
-	if u := d.Device.Budget().User(uid); u != (ucm.UserUsage{}) {
+	if u := d.Device.Budget().User(uid); u != (ucm.UserUsage{UID: uid}) {
 		t.Errorf("the user holds %+v after closing its file", u)
 	}
 	if b := d.Device.Budget().Usage().Bytes; b != 0 {

@@ -41,6 +41,8 @@ type serveFlags struct {
 	userEvents   int
 	userFiles    int
 	userWaits    int
+	userCopies   int
+	copies       int
 	memoryBudget int64
 	autoMRA      int
 	waitDevices  time.Duration
@@ -70,7 +72,9 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.userIDs, "user-ids", 0, fmt.Sprintf("most ids one user (uid) may hold over all its files, past which CREATE_ID fails with ENOMEM and new connections are rejected (0: default %d)", ucm.DefaultUserIDs))
 	fs.IntVar(&f.userEvents, "user-events", 0, fmt.Sprintf("most undelivered events one user may have queued over all its files, past which new connections are rejected and other events dropped (0: default %d)", ucm.DefaultUserEvents))
 	fs.IntVar(&f.userFiles, "user-files", 0, fmt.Sprintf("most files one user may have open on the ucm nodes, past which open fails with EMFILE (0: default %d)", ucm.DefaultUserFiles))
-	fs.IntVar(&f.userWaits, "user-waits", 0, fmt.Sprintf("most commands of one user that may wait at once (GET_EVENT for an event, DESTROY_ID for the id's other commands, a copy for one of the user's 16 copy slots), each a goroutine of the daemon's, past which the command fails with ENOMEM (0: default %d)", ucm.DefaultUserWaits))
+	fs.IntVar(&f.userWaits, "user-waits", 0, fmt.Sprintf("most commands of one user that may wait at once (GET_EVENT for an event, DESTROY_ID for the id's other commands, a copy for a copy slot), each a goroutine of the daemon's, past which the command fails with ENOMEM (0: default %d)", ucm.DefaultUserWaits))
+	fs.IntVar(&f.userCopies, "user-copies", 0, fmt.Sprintf("most copies into or out of client memory one user may have in progress at once, each a thread of the daemon's for as long as the copy takes (one into memory the client's own file system serves may hang); more wait their turn (0: default %d)", ucm.DefaultUserCopies))
+	fs.IntVar(&f.copies, "copies", 0, fmt.Sprintf("most copies into or out of client memory all users together may have in progress at once; more wait their turn (0: default %d)", ucm.DefaultCopies))
 	fs.IntVar(&f.autoMRA, "auto-mra", 0, "`TIMEOUT`: answer a retransmitted REQ whose connection the application has not accepted yet with an MRA of this service timeout (5-bit IBTA time, 4.096 µs·2^TIMEOUT; 24, rdma_cm's, is about 69 s), so that a slow acceptor's peers do not time out; SEND_MRA, SEND_REP and SEND_REJ behave as without it (0: off, the kernel ib_cm's behaviour)")
 	fs.DurationVar(&f.monitorSlack, "monitor-slack", sysmon.DefaultSlack, "timer slack of the Go runtime's monitor thread, which the threads it starts inherit (/proc/TID/timerslack_ns, which takes CAP_SYS_NICE): how late the kernel may end its sleeps, which spares it most of its wake-ups (docs/perf.md, \"The runtime monitor's sleeps\"); 0 leaves the kernel's 50µs")
 	// For performance work (docs/perf.md), not for operators.
@@ -161,8 +165,17 @@ func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, err
 	if err != nil || mode > 0o777 || mode == 0 {
 		return daemon.Config{}, fmt.Errorf("--mode %q: want octal permissions such as 0666", f.mode)
 	}
-	if f.maxIDs < 0 || f.maxEvents < 0 || f.userIDs < 0 || f.userEvents < 0 || f.userFiles < 0 || f.userWaits < 0 || f.memoryBudget < 0 {
-		return daemon.Config{}, fmt.Errorf("--max-ids, --max-events, --user-ids, --user-events, --user-files, --user-waits and --memory-budget cannot be negative")
+	for _, l := range []struct {
+		flag string
+		v    int64
+	}{
+		{"max-ids", int64(f.maxIDs)}, {"max-events", int64(f.maxEvents)}, {"user-ids", int64(f.userIDs)},
+		{"user-events", int64(f.userEvents)}, {"user-files", int64(f.userFiles)}, {"user-waits", int64(f.userWaits)},
+		{"user-copies", int64(f.userCopies)}, {"copies", int64(f.copies)}, {"memory-budget", f.memoryBudget},
+	} {
+		if l.v < 0 {
+			return daemon.Config{}, fmt.Errorf("--%s %d: cannot be negative (0 is the default)", l.flag, l.v)
+		}
 	}
 	cfg := daemon.Config{
 		Fabric:       f.fabric,
@@ -185,7 +198,7 @@ func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, err
 	cfg.Limits = ucm.Limits{
 		MaxIDs: f.maxIDs, MaxEvents: f.maxEvents,
 		UserIDs: f.userIDs, UserEvents: f.userEvents, UserFiles: f.userFiles, UserWaits: f.userWaits,
-		MemoryBudget: f.memoryBudget,
+		UserCopies: f.userCopies, Copies: f.copies, MemoryBudget: f.memoryBudget,
 	}
 	return cfg, nil
 }

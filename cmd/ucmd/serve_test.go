@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,20 +37,21 @@ func TestServeLimitFlags(t *testing.T) {
 		return cfg.Limits, err
 	}
 	l, err := parse("--max-ids", "10", "--max-events", "11", "--user-ids", "12", "--user-events", "13",
-		"--user-files", "14", "--user-waits", "16", "--memory-budget", "15000000")
+		"--user-files", "14", "--user-waits", "16", "--user-copies", "17", "--copies", "18", "--memory-budget", "15000000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ucm.Limits{MaxIDs: 10, MaxEvents: 11, UserIDs: 12, UserEvents: 13, UserFiles: 14, UserWaits: 16, MemoryBudget: 15000000}
+	want := ucm.Limits{MaxIDs: 10, MaxEvents: 11, UserIDs: 12, UserEvents: 13, UserFiles: 14, UserWaits: 16,
+		UserCopies: 17, Copies: 18, MemoryBudget: 15000000}
 	if l != want {
 		t.Errorf("limits %+v, want %+v", l, want)
 	}
 	if l, err := parse(); err != nil || l != (ucm.Limits{}) {
 		t.Errorf("no flags: %+v, %v; want zero limits (the defaults)", l, err)
 	}
-	for _, flag := range []string{"--user-ids", "--user-events", "--user-files", "--user-waits", "--memory-budget"} {
-		if _, err := parse(flag, "-1"); err == nil {
-			t.Errorf("%s -1 accepted", flag)
+	for _, flag := range []string{"--max-ids", "--max-events", "--user-ids", "--user-events", "--user-files", "--user-waits", "--user-copies", "--copies", "--memory-budget"} {
+		if _, err := parse(flag, "-1"); err == nil || !strings.Contains(err.Error(), flag+" -1") {
+			t.Errorf("%s -1: %v, want an error naming it", flag, err)
 		}
 	}
 }

@@ -18,13 +18,17 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 		Long: `Show what the running ucmd serves, read from its control socket
 (<runtime-dir>/ucmd.sock; root only, or also the group of serve's
 --status-group): per device its ports, MAD counters and failed commands by
-errno; per open file the opener's process (pid and name); and, like
+errno; the memory charged against serve's --memory-budget, the refusals
+by limit, and per user (uid) what it holds over every node; per open file
+the opener's process (pid and name) and uid, its queued events and waiting
+commands; and, like
 rdma resource show cm_id, one line per id: device, port, id, pid, process
 name, state, service id, local and remote QPN and comm id, remote GID.
 
 Filters, as with rdma: dev NAME (the RDMA device or the node, ucm0),
 pid N (the opener's process), state STATE (ESTABLISHED, LISTEN, ...). In
---json, 64-bit values (service ids) are hex strings.`,
+--json, 64-bit values (service ids) are hex strings. The limits are the
+whole daemon's, whatever the filter.`,
 		Example: `  sudo ucmd status
   sudo ucmd status dev ucm0 state established
   sudo ucmd status pid 4242 --json | jq '.devices[].files[].ids[].service_id'`,

@@ -215,6 +215,11 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	cfg.Env = cfg.Env.withDefaults()
 	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1), kick: make(chan struct{}, 1)}
 	d.trace = trace.NewHub(d.traceOwners, d.log)
+	// One id space and one budget for every device, as the kernel had one
+	// ctx_id_table: a user's limits and the memory budget span them all.
+	// Made first: the metrics endpoint answers while ucmd waits for devices.
+	d.ids = ucm.NewIDTable()
+	d.budget = ucm.NewBudget(cfg.Limits, d.log)
 	// What the flags name is checked first (a bad --device is a bad flag,
 	// whatever else is missing), then the environment.
 	statusOpts, err := statusOptions(cfg.StatusGroup)
@@ -251,10 +256,6 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.FixedNumbers && len(devs) > MaxFixed {
 		return early(fmt.Errorf("--fixed-numbers: %d devices, but only %d minors (231:224-255) exist", len(devs), MaxFixed))
 	}
-	// One id space and one budget for every device, as the kernel had one
-	// ctx_id_table: a user's limits and the memory budget span them all.
-	d.ids = ucm.NewIDTable()
-	d.budget = ucm.NewBudget(cfg.Limits)
 	for i, dev := range devs {
 		if err := d.serve(ctx, i, dev); err != nil {
 			d.Close()
@@ -747,7 +748,7 @@ func (d *Daemon) Snapshot() status.Snapshot {
 			sd.Files = make([]status.File, 0, len(files))
 		}
 		for _, f := range files {
-			sf := status.File{PID: f.PID, Comm: f.Comm, Events: f.QueuedEvents, Opened: f.Opened.Unix(),
+			sf := status.File{PID: f.PID, UID: f.UID, Comm: f.Comm, Events: f.QueuedEvents, Opened: f.Opened.Unix(),
 				Waiting: f.Waiting, CopyWaiting: f.CopyWaiting}
 			if len(f.IDs) > 0 {
 				sf.IDs = make([]status.ID, 0, len(f.IDs))
@@ -785,7 +786,20 @@ func (d *Daemon) Snapshot() status.Snapshot {
 	d.mu.Lock()
 	snap.Unserved = slices.Clone(d.unserved)
 	d.mu.Unlock()
+	snap.Limits = budgetStatus(d.budget)
 	return snap
+}
+
+// budgetStatus is the budget as status shows it.
+func budgetStatus(b *ucm.Budget) status.Limits {
+	u := b.Usage()
+	l := status.Limits{MemoryCharged: u.Bytes, MemoryBudget: u.Limit, Refused: b.Refusals()}
+	users := b.Users()
+	l.Users = make([]status.User, len(users))
+	for i, uu := range users {
+		l.Users[i] = status.User{UID: uu.UID, Files: uu.Files, IDs: uu.IDs, Events: uu.Events, Waiting: uu.Waits}
+	}
+	return l
 }
 
 func formatGUID(g uint64) string {

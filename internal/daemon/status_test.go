@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
 	"github.com/ucmd/ucmd/internal/status"
+	"github.com/ucmd/ucmd/ucm"
 )
 
 // Status on the fake machine: a file's pid is the opener's process (not
@@ -100,6 +102,68 @@ func TestStatusIDs(t *testing.T) {
 		if !strings.Contains(l, daemontest.ProcessName) || !strings.HasPrefix(l[col:], "LISTEN") && !strings.HasPrefix(l[col:], "IDLE") {
 			t.Errorf("id line %q: no process name, or STATE not under its header", l)
 		}
+	}
+}
+
+// Status shows the limits across every device: each file's uid, what the
+// uid holds over both devices, the memory charged against the budget, and
+// a refusal counted by the limit's flag name, in the JSON and the text.
+func TestStatusLimits(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	start(t, f, daemon.Config{SimDevices: 2, RuntimeDir: run, Limits: ucm.Limits{UserIDs: 2, MemoryBudget: 1 << 20}})
+	var clients []*conformance.Client
+	for _, node := range []string{"infiniband/ucm0", "infiniband/ucm1"} {
+		dut, err := f.DUT(node, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := conformance.NewClient(dut, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.CreateID(0); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	if _, err := clients[0].CreateID(0); conformance.Errno(err) != unix.ENOMEM {
+		t.Fatalf("third CREATE_ID of the user, past --user-ids 2: %v", err)
+	}
+
+	snap := fetch(t, run)
+	l := snap.Limits
+	if l.MemoryBudget != 1<<20 || l.MemoryCharged <= 0 || l.MemoryCharged >= 1<<20 {
+		t.Errorf("memory charged %d of %d, want some of 1 MiB", l.MemoryCharged, l.MemoryBudget)
+	}
+	wantUser := status.User{UID: 1000, Files: 2, IDs: 2}
+	if len(l.Users) != 1 || l.Users[0] != wantUser {
+		t.Errorf("users %+v, want [%+v]", l.Users, wantUser)
+	}
+	if len(l.Refused) != 1 || l.Refused["user-ids"] != 1 {
+		t.Errorf("refused %v, want user-ids 1", l.Refused)
+	}
+	for _, d := range snap.Devices {
+		if len(d.Files) != 1 || d.Files[0].UID != 1000 {
+			t.Errorf("%s's files %+v, want one of uid 1000", d.Name, d.Files)
+		}
+	}
+	b, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"refused":{"user-ids":1}`, `"users":[{"uid":1000,"files":2,"ids":2,`, `"memory_budget":1048576`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON lacks %s: %s", want, b)
+		}
+	}
+	var text bytes.Buffer
+	if err := status.WriteText(&text, snap); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`\n[0-9.]+KiB +1\.0MiB +1 +user-ids=1\n`).MatchString(text.String()) {
+		t.Errorf("text lacks the budget and the refusal:\n%s", text.String())
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/internal/status"
+	"github.com/ucmd/ucmd/ucm"
 )
 
 // Namespace prefixes every metric of ucmd's own.
@@ -202,9 +203,14 @@ var (
 	descFiles  = desc("open_files", "Open files of the device's node.", "device")
 	descEvents = desc("queued_events", "Events queued on the device's open files, not yet read by GET_EVENT.", "device")
 	descWaits  = desc("waiting_commands", "Commands waiting on the device's open files: GET_EVENTs for an event, DESTROY_IDs for the id's other commands, copies for a copy slot (status: waiting_commands).", "device")
-	descCopyW  = desc("copy_waiting_commands", "Commands waiting for one of their user's 16 copies into or out of client memory: nonzero for long, that user's copies hang (status: waiting_for_copy).", "device")
+	descCopyW  = desc("copy_waiting_commands", "Commands waiting for a copy slot (--user-copies of their user's, --copies of all users'): nonzero for long, some user's copies into or out of client memory hang (status: waiting_for_copy).", "device")
 	descErrors = desc("command_errors_total", "Commands that failed on the device, by the errno the client got (status: errors).", "device", "errno")
 	descRecvOK = desc("port_receiving", "1 while the CM receives MADs on the port, 0 once its reads failed (a removed device; status: state STOPPED).", "device", "port")
+
+	descCharged  = desc("memory_charged_bytes", "What all users' files, ids, events and waiting commands cost the daemon, as the memory budget estimates it (status: limits.memory_charged).")
+	descBudget   = desc("memory_budget_bytes", "The memory budget, --memory-budget (status: limits.memory_budget).")
+	descUsers    = desc("users", "Users (uids) holding a file, id, event or waiting command (status: limits.users).")
+	descRefusals = desc("limit_refusals_total", "What each limit refused, by its ucmd serve flag (user-ids, ..., memory-budget): a command's ENOMEM or EMFILE, a new connection rejected, an event dropped (status: limits.refused).", "limit")
 
 	descUnserved = desc("device_unserved", "Always 1: an RDMA device found but not served, tried again later (status: unserved; e.g. the kernel's ib_cm owns its CM class).", "device")
 )
@@ -220,7 +226,7 @@ var states = func() []string {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descUnserved} {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descCharged, descBudget, descUsers, descRefusals, descUnserved} {
 		ch <- d
 	}
 }
@@ -277,4 +283,22 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range s.Unserved {
 		ch <- prometheus.MustNewConstMetric(descUnserved, prometheus.GaugeValue, 1, u.Name)
 	}
+	l := s.Limits
+	ch <- prometheus.MustNewConstMetric(descCharged, prometheus.GaugeValue, float64(l.MemoryCharged))
+	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(l.MemoryBudget))
+	ch <- prometheus.MustNewConstMetric(descUsers, prometheus.GaugeValue, float64(len(l.Users)))
+	// Every limit, zeros included, so that an alert on an increase needs
+	// no series to appear first.
+	for _, name := range limitNames {
+		ch <- prometheus.MustNewConstMetric(descRefusals, prometheus.CounterValue, float64(l.Refused[name]), name)
+	}
 }
+
+// limitNames are the limits' flag names, as ucm.Limit names them.
+var limitNames = func() []string {
+	names := make([]string, ucm.NumLimits)
+	for l := range ucm.NumLimits {
+		names[l] = l.String()
+	}
+	return names
+}()

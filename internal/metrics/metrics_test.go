@@ -33,7 +33,9 @@ func TestSnapshotMetrics(t *testing.T) {
 			Ports: []status.Port{{Num: 1, State: "ACTIVE"}, {Num: 2, State: "STOPPED", ReceiveError: "read: input/output error"}},
 		},
 		{Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002", Ports: []status.Port{{Num: 1, State: "ACTIVE"}}},
-	}, Unserved: []status.Unserved{{Name: "mlx5_1", Reason: "CM class in use"}}}
+	}, Unserved: []status.Unserved{{Name: "mlx5_1", Reason: "CM class in use"}},
+		Limits: status.Limits{MemoryCharged: 123456, MemoryBudget: 1 << 29, Users: []status.User{{UID: 0}, {UID: 1000}},
+			Refused: map[string]uint64{"user-waits": 800, "memory-budget": 2}}}
 	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return snap }))
 	const want = `
 # HELP ucmd_cm_mads_sent_total CM MADs handed to the device's endpoints, retransmissions and refused sends included (status: sent).
@@ -76,7 +78,7 @@ ucmd_queued_events{device="sim1"} 0
 # TYPE ucmd_waiting_commands gauge
 ucmd_waiting_commands{device="sim0"} 4
 ucmd_waiting_commands{device="sim1"} 0
-# HELP ucmd_copy_waiting_commands Commands waiting for one of their user's 16 copies into or out of client memory: nonzero for long, that user's copies hang (status: waiting_for_copy).
+# HELP ucmd_copy_waiting_commands Commands waiting for a copy slot (--user-copies of their user's, --copies of all users'): nonzero for long, some user's copies into or out of client memory hang (status: waiting_for_copy).
 # TYPE ucmd_copy_waiting_commands gauge
 ucmd_copy_waiting_commands{device="sim0"} 2
 ucmd_copy_waiting_commands{device="sim1"} 0
@@ -95,12 +97,30 @@ ucmd_device_info{device="sim1",node="/dev/infiniband/ucm1",node_guid="0002:c903:
 # HELP ucmd_device_unserved Always 1: an RDMA device found but not served, tried again later (status: unserved; e.g. the kernel's ib_cm owns its CM class).
 # TYPE ucmd_device_unserved gauge
 ucmd_device_unserved{device="mlx5_1"} 1
+# HELP ucmd_memory_charged_bytes What all users' files, ids, events and waiting commands cost the daemon, as the memory budget estimates it (status: limits.memory_charged).
+# TYPE ucmd_memory_charged_bytes gauge
+ucmd_memory_charged_bytes 123456
+# HELP ucmd_memory_budget_bytes The memory budget, --memory-budget (status: limits.memory_budget).
+# TYPE ucmd_memory_budget_bytes gauge
+ucmd_memory_budget_bytes 5.36870912e+08
+# HELP ucmd_users Users (uids) holding a file, id, event or waiting command (status: limits.users).
+# TYPE ucmd_users gauge
+ucmd_users 2
+# HELP ucmd_limit_refusals_total What each limit refused, by its ucmd serve flag (user-ids, ..., memory-budget): a command's ENOMEM or EMFILE, a new connection rejected, an event dropped (status: limits.refused).
+# TYPE ucmd_limit_refusals_total counter
+ucmd_limit_refusals_total{limit="max-events"} 0
+ucmd_limit_refusals_total{limit="max-ids"} 0
+ucmd_limit_refusals_total{limit="memory-budget"} 2
+ucmd_limit_refusals_total{limit="user-events"} 0
+ucmd_limit_refusals_total{limit="user-files"} 0
+ucmd_limit_refusals_total{limit="user-ids"} 0
+ucmd_limit_refusals_total{limit="user-waits"} 800
 `
 	names := []string{
 		"ucmd_cm_mads_sent_total", "ucmd_cm_mads_received_total", "ucmd_cm_retransmissions_total",
 		"ucmd_cm_timeouts_total", "ucmd_cm_mads_dropped_total", "ucmd_cm_send_errors_total",
 		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_waiting_commands", "ucmd_copy_waiting_commands", "ucmd_port_receiving", "ucmd_info", "ucmd_device_info",
-		"ucmd_device_unserved",
+		"ucmd_device_unserved", "ucmd_memory_charged_bytes", "ucmd_memory_budget_bytes", "ucmd_users", "ucmd_limit_refusals_total",
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)

@@ -41,6 +41,29 @@ type Snapshot struct {
 	// Unserved lists the devices found that could not be served (the
 	// kernel's ib_cm owns their CM class, say) and are tried again.
 	Unserved []Unserved `json:"unserved,omitempty"`
+	Limits   Limits     `json:"limits"`
+}
+
+// Limits is what the users hold against `ucmd serve`'s limits, across every
+// device: the memory budget, each uid holding anything, and how many times
+// each limit refused something (a command's ENOMEM or EMFILE, a new
+// connection rejected, an event dropped).
+type Limits struct {
+	MemoryCharged int64  `json:"memory_charged"` // bytes, estimated
+	MemoryBudget  int64  `json:"memory_budget"`  // --memory-budget
+	Users         []User `json:"users"`
+	// Refused counts refusals by the limit's flag name ("user-waits");
+	// absent when none refused anything.
+	Refused map[string]uint64 `json:"refused,omitempty"`
+}
+
+// User is what one uid holds over all its files of every device.
+type User struct {
+	UID     uint32 `json:"uid"`
+	Files   int    `json:"files"`
+	IDs     int    `json:"ids"` // new connections not yet delivered included
+	Events  int    `json:"queued_events"`
+	Waiting int    `json:"waiting_commands"`
 }
 
 // Unserved is an RDMA device ucmd found but could not serve.
@@ -80,6 +103,7 @@ type Port struct {
 // File is one open file of a ucm device.
 type File struct {
 	PID    int    `json:"pid"`            // the opener's process (thread group), not its thread
+	UID    uint32 `json:"uid"`            // the opener's, whose limits the file counts against
 	Comm   string `json:"comm,omitempty"` // that process's name at open
 	Events int    `json:"queued_events"`
 	// Commands waiting (GET_EVENT for an event, DESTROY_ID for the id's
@@ -398,7 +422,8 @@ func (f Filter) Apply(s Snapshot) Snapshot {
 
 // WriteText prints a snapshot for people, in the spirit of
 // `rdma resource show cm_id`: a table of ports, one of MAD counters and
-// failed commands, one of open files and one line per id, each table
+// failed commands, the memory budget and refusals with a table of users,
+// one of open files and one line per id, each table
 // aligned over all its rows (a header line, "-" for what is unknown).
 func WriteText(w io.Writer, s Snapshot) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -426,17 +451,26 @@ func WriteText(w io.Writer, s Snapshot) error {
 	for _, d := range s.Devices {
 		c := d.Counters
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", d.Name,
-			c.Sent, c.Received, c.Retransmitted, c.TimedOut, c.Dropped, c.SendFailed, errnoList(d.Errors))
+			c.Sent, c.Received, c.Retransmitted, c.TimedOut, c.Dropped, c.SendFailed, countList(d.Errors))
 	}
 
-	fmt.Fprintf(tw, "\nDEV\tPID\tCOMM\tIDS\tQUEUED\tWAITING\tFOR-COPY\tOPENED\n")
+	l := s.Limits
+	fmt.Fprintf(tw, "\nMEMORY-CHARGED\tMEMORY-BUDGET\tUSERS\tREFUSED-BY-LIMIT\n")
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", size(l.MemoryCharged), size(l.MemoryBudget), len(l.Users), countList(l.Refused))
+
+	fmt.Fprintf(tw, "\nUID\tFILES\tIDS\tQUEUED\tWAITING\n")
+	for _, u := range l.Users {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\n", u.UID, u.Files, u.IDs, u.Events, u.Waiting)
+	}
+
+	fmt.Fprintf(tw, "\nDEV\tPID\tUID\tCOMM\tIDS\tQUEUED\tWAITING\tFOR-COPY\tOPENED\n")
 	for _, d := range s.Devices {
 		for _, f := range sortedFiles(d.Files) {
 			opened := "-"
 			if f.Opened != 0 {
 				opened = time.Unix(f.Opened, 0).UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", d.Name, f.PID, dash(f.Comm), len(f.IDs), f.Events, f.Waiting, f.CopyWaiting, opened)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", d.Name, f.PID, f.UID, dash(f.Comm), len(f.IDs), f.Events, f.Waiting, f.CopyWaiting, opened)
 		}
 	}
 
@@ -464,8 +498,21 @@ func dash(s string) string {
 	return s
 }
 
-// errnoList is "EINVAL=3,ENOMEM=1", by name; "-" for none.
-func errnoList(m map[string]uint64) string {
+// size is n bytes for people: "512B", "5.3KiB", "1.5MiB", "2.0GiB".
+func size(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%dB", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
+}
+
+// countList is "EINVAL=3,ENOMEM=1": counts by name, sorted; "-" for none.
+func countList(m map[string]uint64) string {
 	if len(m) == 0 {
 		return "-"
 	}

@@ -25,7 +25,7 @@ func sample() Snapshot {
 			Ports:    []Port{{Num: 1, LinkLayer: "Ethernet", State: "ACTIVE", GID0: "fe80::1"}},
 			Counters: MADCounter{Sent: 7, Received: 5, Retransmitted: 1, TimedOut: 0, Dropped: 2, SendFailed: 3},
 			Errors:   map[string]uint64{"EINVAL": 3, "ENOMEM": 1},
-			Files: []File{{PID: 4242, Comm: "dapltest", Events: 1, Waiting: 3, CopyWaiting: 2, IDs: []ID{
+			Files: []File{{PID: 4242, UID: 1000, Comm: "dapltest", Events: 1, Waiting: 3, CopyWaiting: 2, IDs: []ID{
 				{ID: 3, State: "ESTABLISHED", ServiceID: 0x0200000000001234, Port: 1, LocalQPN: 0x11, RemoteQPN: 0x12,
 					LocalCommID: 0xabcd, RemoteCommID: 0x9876, RemoteGID: "fe80::2", Events: 1},
 				{ID: 4, State: "LISTEN", ServiceID: 0x99},
@@ -34,6 +34,8 @@ func sample() Snapshot {
 			Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002",
 			Ports: []Port{{Num: 1, LinkLayer: "Ethernet", State: "ACTIVE", GID0: "fe80::2"}},
 		}},
+		Limits: Limits{MemoryCharged: 3 << 19, MemoryBudget: 512 << 20, Refused: map[string]uint64{"user-waits": 800, "max-ids": 2},
+			Users: []User{{UID: 1000, Files: 1, IDs: 2, Events: 1, Waiting: 3}, {UID: 65534, Files: 2, IDs: 0, Waiting: 200}}},
 	}
 }
 
@@ -108,18 +110,29 @@ func TestWriteText(t *testing.T) {
 			}
 		}
 	}
-	// The file table: its ids, queued events and waiting commands.
-	fileTable := strings.Split(out, "\n\n")[3]
-	if lines := strings.Split(strings.TrimRight(fileTable, "\n"), "\n"); len(lines) != 2 ||
+	tables := strings.Split(out, "\n\n")
+	// The budget, and what each user holds against the limits.
+	if lines := strings.Split(strings.TrimRight(tables[3], "\n"), "\n"); len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], "MEMORY-CHARGED") ||
+		strings.Join(strings.Fields(lines[1]), " ") != "1.5MiB 512.0MiB 2 max-ids=2,user-waits=800" {
+		t.Errorf("budget table:\n%s", tables[3])
+	}
+	if lines := strings.Split(strings.TrimRight(tables[4], "\n"), "\n"); len(lines) != 3 ||
+		!strings.HasPrefix(lines[0], "UID") ||
+		strings.Join(strings.Fields(lines[1]), " ") != "1000 1 2 1 3" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "65534 2 0 0 200" {
+		t.Errorf("user table:\n%s", tables[4])
+	}
+	// The file table: its opener, ids, queued events and waiting commands.
+	if lines := strings.Split(strings.TrimRight(tables[5], "\n"), "\n"); len(lines) != 2 ||
 		!strings.Contains(lines[0], "QUEUED  WAITING  FOR-COPY") ||
-		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "sim0 4242 dapltest 2 1 3 2 ") {
-		t.Errorf("file table:\n%s", fileTable)
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "sim0 4242 1000 dapltest 2 1 3 2 ") {
+		t.Errorf("file table:\n%s", tables[5])
 	}
 	// The id table: a header and one line per id.
-	idTable := strings.Split(out, "\n\n")[4]
-	if lines := strings.Split(strings.TrimRight(idTable, "\n"), "\n"); len(lines) != 3 ||
+	if lines := strings.Split(strings.TrimRight(tables[6], "\n"), "\n"); len(lines) != 3 ||
 		!strings.HasPrefix(lines[0], "DEV") || !strings.Contains(lines[0], "RGID") {
-		t.Errorf("id table:\n%s", idTable)
+		t.Errorf("id table:\n%s", tables[6])
 	}
 }
 

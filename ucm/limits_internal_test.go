@@ -1,0 +1,65 @@
+package ucm
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A limit's refusals are logged at Warn at most once a minute: the first,
+// then the first a minute after the last Warn; each limit on its own
+// clock. Every one is counted.
+func TestRefusalWarnedOnceAMinute(t *testing.T) {
+	var logs bytes.Buffer
+	b := NewBudget(Limits{UserIDs: 1}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	now := time.Unix(1e9, 0)
+	b.now = func() time.Time { return now }
+	if err := b.take(7, idCharge(false)); err != nil {
+		t.Fatal(err)
+	}
+	levels := func() string {
+		var ls []string
+		for l := range strings.Lines(logs.String()) {
+			level, _, _ := strings.Cut(strings.TrimPrefix(l[strings.Index(l, "level="):], "level="), " ")
+			limit := l[strings.Index(l, "limit=")+len("limit="):]
+			limit, _, _ = strings.Cut(limit, " ")
+			ls = append(ls, level+" "+limit)
+		}
+		logs.Reset()
+		return strings.Join(ls, ", ")
+	}
+	for _, step := range []struct {
+		after time.Duration
+		l     Limit
+		want  string
+	}{
+		{0, LimitUserIDs, "WARN --user-ids"},
+		{30 * time.Second, LimitUserIDs, "DEBUG --user-ids"},
+		{0, LimitMaxIDs, "WARN --max-ids"}, // its own clock
+		{29 * time.Second, LimitUserIDs, "DEBUG --user-ids"},
+		{time.Second, LimitUserIDs, "WARN --user-ids"}, // a minute after the first Warn
+		{59 * time.Second, LimitUserIDs, "DEBUG --user-ids"},
+	} {
+		now = now.Add(step.after)
+		var err error
+		if step.l == LimitUserIDs {
+			err = b.take(7, idCharge(false))
+		} else {
+			err = b.fileRefused(step.l, 7, 1, errGone)
+		}
+		if err == nil {
+			t.Fatalf("%v: not refused", step.l)
+		}
+		if got := levels(); got != step.want {
+			t.Errorf("after %v more, %v refused: logged %q, want %q", step.after, step.l, got, step.want)
+		}
+	}
+	if got := b.Refusals(); got["user-ids"] != 5 || got["max-ids"] != 1 || len(got) != 2 {
+		t.Errorf("refusals %v, want user-ids 5 and max-ids 1", got)
+	}
+	if u := b.User(7); u.IDs != 1 {
+		t.Errorf("uid 7 holds %+v after the refusals, want its one id", u)
+	}
+}
