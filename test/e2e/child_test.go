@@ -15,7 +15,7 @@ import (
 )
 
 // Some tests need a client of another user that blocks many threads in
-// write(2) on a node: this test binary, re-executed as nobody in a role,
+// write(2) on a node: this test binary, re-executed as that user in a role,
 // writing the role's command from THREADS threads. The child prints
 // "READY" once its threads start, then one line per write that returns,
 // "write returned: ERR".
@@ -81,15 +81,19 @@ func writeFromThreads(node *os.File, cmd []byte, n int) {
 	}
 }
 
-// startChild runs this binary as nobody in role, writing to node from
-// threads threads, once they have started, and returns it with its
-// output's remaining lines. A test's cleanup kills it.
-func startChild(t *testing.T, role, node string, threads int, args ...string) (*exec.Cmd, *bufio.Scanner) {
+// nobody is the uid (and gid) the children run as unless a test needs
+// several users.
+const nobody = 65534
+
+// startChild runs this binary as uid (and gid) uid in role, writing to
+// node from threads threads, once they have started, and returns it with
+// its output's remaining lines. A test's cleanup kills it.
+func startChild(t *testing.T, role, node string, uid uint32, threads int, args ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	c := exec.Command(os.Args[0], "-test.run=^$")
 	spec := append([]string{role, node, strconv.Itoa(threads)}, args...)
 	c.Env = append(os.Environ(), childEnv+"="+strings.Join(spec, " "))
-	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	out, err := c.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +103,21 @@ func startChild(t *testing.T, role, node string, threads int, args ...string) (*
 	}
 	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 	lines := bufio.NewScanner(out)
-	if !lines.Scan() || lines.Text() != "READY" {
-		t.Fatalf("%s: %q, %v", role, lines.Text(), lines.Err())
+	ready := make(chan bool, 1)
+	go func() { ready <- lines.Scan() && lines.Text() == "READY" }()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("%s as uid %d: %q, %v", role, uid, lines.Text(), lines.Err())
+		}
+	case <-time.After(childReady):
+		c.Process.Kill() // ends the Scan
+		<-ready
+		t.Fatalf("%s as uid %d not ready within %v", role, uid, childReady)
 	}
 	return c, lines
 }
+
+// childReady is how long a child may take to open what it needs: a hang
+// there fails its test, not the whole run at its timeout.
+const childReady = time.Minute

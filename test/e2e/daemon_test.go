@@ -130,10 +130,12 @@ type statusJSON struct {
 			GID0  string `json:"gid0"`
 		} `json:"ports"`
 		Files []struct {
-			PID     int    `json:"pid"` // the opener's process, not its thread
-			Comm    string `json:"comm"`
-			Waiting int    `json:"waiting_commands"`
-			IDs     []struct {
+			PID         int    `json:"pid"` // the opener's process, not its thread
+			UID         uint32 `json:"uid"`
+			Comm        string `json:"comm"`
+			Waiting     int    `json:"waiting_commands"`
+			CopyWaiting int    `json:"waiting_for_copy"`
+			IDs         []struct {
 				State string `json:"state"`
 				// A hex string ("0x..."): decoding fails if it is a number.
 				ServiceID string `json:"service_id"`
@@ -145,6 +147,15 @@ type statusJSON struct {
 		} `json:"counters"`
 		Errors map[string]uint64 `json:"errors"` // failed commands by errno
 	} `json:"devices"`
+	Limits struct {
+		Users []struct {
+			UID     uint32 `json:"uid"`
+			Files   int    `json:"files"`
+			IDs     int    `json:"ids"`
+			Waiting int    `json:"waiting_commands"`
+		} `json:"users"`
+		Refused map[string]uint64 `json:"refused"` // by limit
+	} `json:"limits"`
 }
 
 func (d *daemon) status() (statusJSON, error) {

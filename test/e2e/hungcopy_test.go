@@ -58,8 +58,9 @@ func stallerCmd(args []string) ([]byte, error) {
 	return conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: addr}), nil
 }
 
-// stallFS is one file, "stall", whose reads are answered only once
-// release is closed, and then with EIO; interrupts change nothing.
+// stallFS is files "stall0", "stall1", ..., whose reads are answered
+// only once release is closed, and then with EIO; interrupts change
+// nothing.
 type stallFS struct {
 	fs.Inode
 	release chan struct{}
@@ -77,9 +78,16 @@ var (
 	_ fs.NodeReader    = (*stallFile)(nil)
 )
 
+// stallFiles is how many files a stallFS has, one per staller: a second
+// open of a file whose page a read holds locked would wait for that read
+// (FUSE drops the file's cached pages at open), so stallers share none.
+const stallFiles = 8
+
 func (r *stallFS) OnAdd(ctx context.Context) {
-	f := &stallFile{release: r.release}
-	r.AddChild("stall", r.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG}), false)
+	for i := range stallFiles {
+		f := &stallFile{release: r.release}
+		r.AddChild(fmt.Sprintf("stall%d", i), r.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG}), false)
+	}
 }
 
 func (f *stallFile) Getattr(_ context.Context, _ fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -97,21 +105,32 @@ func (f *stallFile) Read(context.Context, fs.FileHandle, []byte, int64) (fuse.Re
 	return nil, syscall.EIO
 }
 
-// stall is a client as nobody whose copies hang: writers threads write
-// CREATE_ID with the response in a mapping of a stallFS file.
+// stall is a stallFS mounted, and a client as nobody whose copies hang:
+// writers threads write CREATE_ID with the response in a mapping of its
+// file.
 type stall struct {
-	staller  *exec.Cmd
-	lines    *bufio.Scanner // the staller's output after READY
+	dir      string         // the mount
+	started  int            // stallers, each with a file of its own
+	staller  *exec.Cmd      // startStall's client
+	lines    *bufio.Scanner // its output after READY
 	released func()         // ends the stall; idempotent
 }
 
-// startStall mounts a stallFS, starts the staller against d's ucm0, and
-// waits until every write has reached ucmd: CREATE_ID makes the id
-// before it copies the answer out.
+// startStall mounts a stallFS and starts a staller as nobody against d's
+// ucm0 (stall.start).
 func startStall(t *testing.T, d *daemon, writers int) *stall {
 	t.Helper()
+	st := mountStall(t)
+	st.staller, st.lines = st.start(t, d, nobody, writers)
+	return st
+}
+
+// mountStall mounts a stallFS, unmounted by the test's cleanup after the
+// stall ends.
+func mountStall(t *testing.T) *stall {
+	t.Helper()
 	release := make(chan struct{})
-	// Outside t.TempDir, whose 0700 directory nobody cannot search.
+	// Outside t.TempDir, whose 0700 directory other users cannot search.
 	mnt, err := os.MkdirTemp("", "ucmd-stall-")
 	if err != nil {
 		t.Fatal(err)
@@ -124,18 +143,30 @@ func startStall(t *testing.T, d *daemon, writers int) *stall {
 	if err != nil {
 		t.Fatalf("mount the stalling file system: %v", err)
 	}
-	st := &stall{released: sync.OnceFunc(func() { close(release) })}
+	st := &stall{dir: mnt, released: sync.OnceFunc(func() { close(release) })}
 	t.Cleanup(func() { st.released(); srv.Unmount() })
+	return st
+}
 
+// start starts a staller as uid with writers threads against d's ucm0,
+// and waits until every write has reached ucmd: CREATE_ID makes the id
+// before it copies the answer out.
+func (st *stall) start(t *testing.T, d *daemon, uid uint32, writers int) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	if st.started == stallFiles {
+		t.Fatalf("more than %d stallers", stallFiles)
+	}
+	file := filepath.Join(st.dir, fmt.Sprintf("stall%d", st.started))
+	st.started++
 	// A killed staller waits for ucmd's answers, and they for the stall
 	// to end: end it first (cleanups run last registered first).
-	st.staller, st.lines = startChild(t, "staller", "/dev/infiniband/ucm0", writers, filepath.Join(mnt, "stall"))
+	staller, lines := startChild(t, "staller", "/dev/infiniband/ucm0", uid, writers, file)
 	t.Cleanup(st.released)
 
 	waitIDs := time.Now().Add(60 * time.Second)
 	for ids := 0; ids < writers; {
 		if time.Now().After(waitIDs) {
-			t.Fatalf("%d of the %d stalled CREATE_IDs made their id", ids, writers)
+			t.Fatalf("%d of the %d stalled CREATE_IDs of uid %d made their id", ids, writers, uid)
 		}
 		time.Sleep(50 * time.Millisecond)
 		s, err := d.status()
@@ -144,12 +175,12 @@ func startStall(t *testing.T, d *daemon, writers int) *stall {
 		}
 		ids = 0
 		for _, f := range s.Devices[0].Files {
-			if f.PID == st.staller.Process.Pid {
+			if f.PID == staller.Process.Pid {
 				ids = len(f.IDs)
 			}
 		}
 	}
-	return st
+	return staller, lines
 }
 
 func TestDaemonHungCopies(t *testing.T) {
@@ -198,6 +229,81 @@ func TestDaemonHungCopies(t *testing.T) {
 	}
 	if _, err := d.status(); err != nil {
 		t.Errorf("ucmd after the stall: %v", err)
+	}
+}
+
+// TestDaemonCopiesAcrossUsers: one person may be many uids (a user
+// namespace on its subordinate uids), so each uid's bound on hung copies
+// (--user-copies) is not enough: all users' copies in progress are
+// bounded too (--copies). Past it the copies of every user wait, parked,
+// holding no thread; status counts them; the wait is logged; and the
+// stall's end completes them all.
+func TestDaemonCopiesAcrossUsers(t *testing.T) {
+	const users, perUser, userCopies, copies = 3, 4, 4, 6
+	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "1",
+		"--user-copies", strconv.Itoa(userCopies), "--copies", strconv.Itoa(copies))
+	before := threadsOf(t, d.cmd.Process.Pid)
+	st := mountStall(t)
+	var all []*bufio.Scanner
+	for i := range users {
+		_, lines := st.start(t, d, nobody-uint32(i), perUser)
+		all = append(all, lines)
+	}
+
+	// Each uid is within its own bound; together they are past --copies.
+	want := users*perUser - copies
+	var s statusJSON
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if s, err = d.status(); err != nil {
+			t.Fatal(err)
+		}
+		waiting := 0
+		for _, f := range s.Devices[0].Files {
+			waiting += f.CopyWaiting
+		}
+		if waiting == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status: %d commands waiting for a copy slot, want %d (%d users' %d copies, --copies %d)",
+				waiting, want, users, users*perUser, copies)
+		}
+	}
+	if len(s.Limits.Users) != users {
+		t.Errorf("status: %d users, want %d: %+v", len(s.Limits.Users), users, s.Limits.Users)
+	}
+	// A write interrupted in its wait (EINTR) destroys its id and is made
+	// again, so a uid may hold one id fewer for a moment, never more.
+	for _, u := range s.Limits.Users {
+		if u.Files != 1 || u.IDs > perUser {
+			t.Errorf("status: uid %d holds %d files and %d ids, want 1 and at most %d", u.UID, u.Files, u.IDs, perUser)
+		}
+	}
+	during := threadsOf(t, d.cmd.Process.Pid)
+	t.Logf("ucmd's threads: %d before, %d with %d users' %d copies hanging", before, during, users, users*perUser)
+	if max := copies + sysmon.MaxIdleReaders + 1; during-before > max {
+		t.Errorf("%d hung copies past --copies %d hold %d more of ucmd's threads, want at most %d", users*perUser, copies, during-before, max)
+	}
+	if m := d.log.wait(regexp.MustCompile(`level=WARN msg="ucm: copies of many users`)); m == nil {
+		t.Errorf("no warning of the daemon's copy slots taken")
+	}
+
+	// The stall ends: every copy, hung or waiting, fails with EFAULT.
+	st.released()
+	for i, lines := range all {
+		for n := range perUser {
+			done := make(chan bool, 1)
+			go func() { done <- lines.Scan() }()
+			select {
+			case ok := <-done:
+				if !ok || !strings.Contains(lines.Text(), "bad address") {
+					t.Fatalf("uid %d's write %d after the stall: %q, %v; want EFAULT", nobody-i, n, lines.Text(), lines.Err())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("uid %d's write %d not answered within 30 s of the stall's end", nobody-i, n)
+			}
+		}
 	}
 }
 

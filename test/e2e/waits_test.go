@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
@@ -42,7 +43,7 @@ func waiterCmd(args []string) ([]byte, error) {
 // them, with its output's remaining lines.
 func startWaiter(t *testing.T, n int) (*exec.Cmd, <-chan string) {
 	t.Helper()
-	w, lines := startChild(t, "waiter", "/dev/infiniband/ucm0", n)
+	w, lines := startChild(t, "waiter", "/dev/infiniband/ucm0", nobody, n)
 	ch := make(chan string, n)
 	go func() {
 		defer close(ch)
@@ -83,6 +84,13 @@ func TestDaemonUserWaits(t *testing.T) {
 	}
 	if waiting != limit {
 		t.Errorf("status: %d commands waiting, want %d", waiting, limit)
+	}
+	// The operator sees which limit refused them, and whom.
+	if n := st.Limits.Refused["user-waits"]; n < threads-limit {
+		t.Errorf("status: %d refusals by user-waits, want at least %d", n, threads-limit)
+	}
+	if m := d.log.wait(regexp.MustCompile(`level=WARN msg="ucm: a limit refused a user" limit=--user-waits max=200 uid=65534 `)); m == nil {
+		t.Errorf("no warning naming --user-waits and the user in ucmd's log")
 	}
 	t.Logf("ucmd's RSS: %d kB, then %d kB with %d GET_EVENTs waiting and %d refused", before, rssOf(t, d.cmd.Process.Pid), limit, threads-limit)
 
