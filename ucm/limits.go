@@ -227,26 +227,26 @@ func (b *Budget) take(uid uint32, c charge) error {
 		u = &usage{copies: &copySlots{max: uint64(b.lim.UserCopies)}}
 	}
 	var (
-		l   Limit
-		max int64
-		err error
+		l     Limit
+		bound int64
+		err   error
 	)
 	switch {
 	case c.files > 0 && u.files+c.files > b.lim.UserFiles:
-		l, max, err = LimitUserFiles, int64(b.lim.UserFiles), fmt.Errorf("ucm: uid %d has %d files open: %w", uid, u.files, unix.EMFILE)
+		l, bound, err = LimitUserFiles, int64(b.lim.UserFiles), fmt.Errorf("ucm: uid %d has %d files open: %w", uid, u.files, unix.EMFILE)
 	case c.ids > 0 && u.ids+c.ids > b.lim.UserIDs:
-		l, max, err = LimitUserIDs, int64(b.lim.UserIDs), fmt.Errorf("ucm: uid %d holds %d ids: %w", uid, u.ids, unix.ENOMEM)
+		l, bound, err = LimitUserIDs, int64(b.lim.UserIDs), fmt.Errorf("ucm: uid %d holds %d ids: %w", uid, u.ids, unix.ENOMEM)
 	case c.events > 0 && u.events+c.events > b.lim.UserEvents:
-		l, max, err = LimitUserEvents, int64(b.lim.UserEvents), fmt.Errorf("ucm: uid %d has %d events queued: %w", uid, u.events, unix.ENOMEM)
+		l, bound, err = LimitUserEvents, int64(b.lim.UserEvents), fmt.Errorf("ucm: uid %d has %d events queued: %w", uid, u.events, unix.ENOMEM)
 	case c.waits > 0 && u.waits+c.waits > b.lim.UserWaits:
-		l, max, err = LimitUserWaits, int64(b.lim.UserWaits), fmt.Errorf("ucm: uid %d has %d commands waiting: %w", uid, u.waits, unix.ENOMEM)
+		l, bound, err = LimitUserWaits, int64(b.lim.UserWaits), fmt.Errorf("ucm: uid %d has %d commands waiting: %w", uid, u.waits, unix.ENOMEM)
 	case c.bytes > 0 && b.mem+c.bytes > b.lim.MemoryBudget:
-		l, max, err = LimitMemoryBudget, b.lim.MemoryBudget, fmt.Errorf("ucm: memory budget of %d bytes reached: %w", b.lim.MemoryBudget, unix.ENOMEM)
+		l, bound, err = LimitMemoryBudget, b.lim.MemoryBudget, fmt.Errorf("ucm: memory budget of %d bytes reached: %w", b.lim.MemoryBudget, unix.ENOMEM)
 	}
 	if err != nil {
 		warn := b.count(l)
 		b.mu.Unlock()
-		b.logRefusal(warn, l, uid, max, err)
+		b.logRefusal(warn, l, uid, bound, err)
 		return err
 	}
 	u.files += c.files
@@ -273,25 +273,25 @@ func (b *Budget) count(l Limit) (warn bool) {
 	return true
 }
 
-// logRefusal logs a refusal by l (whose value is max) of what uid asked
+// logRefusal logs a refusal by l (whose value is bound) of what uid asked
 // for, outside b.mu: a log writer may block.
-func (b *Budget) logRefusal(warn bool, l Limit, uid uint32, max int64, err error) {
+func (b *Budget) logRefusal(warn bool, l Limit, uid uint32, bound int64, err error) {
 	level := slog.LevelDebug
 	if warn {
 		level = slog.LevelWarn
 	}
 	b.log.Log(context.Background(), level, "ucm: a limit refused a user",
-		"limit", "--"+l.String(), "max", max, "uid", uid, "err", err,
+		"limit", "--"+l.String(), "max", bound, "uid", uid, "err", err,
 		"note", "ucmd status counts every refusal; more of this limit's are logged at debug level for a minute")
 }
 
 // fileRefused counts a refusal by a per-file limit (MaxIDs, MaxEvents), whose
 // check is the file's own, not the Budget's. It returns err.
-func (b *Budget) fileRefused(l Limit, uid uint32, max int, err error) error {
+func (b *Budget) fileRefused(l Limit, uid uint32, bound int, err error) error {
 	b.mu.Lock()
 	warn := b.count(l)
 	b.mu.Unlock()
-	b.logRefusal(warn, l, uid, int64(max), err)
+	b.logRefusal(warn, l, uid, int64(bound), err)
 	return err
 }
 
