@@ -34,6 +34,12 @@ const (
 	DefaultCopies       = 1024
 	DefaultUserWaits    = 4096
 	DefaultMemoryBudget = 512 << 20
+
+	// MaxCopies bounds Copies and UserCopies: each copy that hangs holds
+	// a thread of the daemon's, and the Go runtime ends a program that
+	// passes 10,000 threads (runtime/debug.SetMaxThreads), which leaves
+	// room for the daemon's own.
+	MaxCopies = 8192
 )
 
 // Limits bound what one open file, one user and the whole daemon may hold.
@@ -57,13 +63,14 @@ type Limits struct {
 	UserFiles  int
 	// UserCopies bounds a uid's copies into and out of client memory in
 	// progress at once, each a thread of the daemon for as long as it
-	// takes (copySlots); more wait their turn. 0 means DefaultUserCopies.
+	// takes (copySlots); more wait their turn. 0 means DefaultUserCopies;
+	// above MaxCopies means MaxCopies.
 	UserCopies int
 	// Copies bounds the copies in progress of all users together, so
 	// that the threads hung copies hold stay far below the Go runtime's
 	// 10,000 whatever the number of uids: one person may have thousands
 	// (a user namespace mapped onto its subordinate uids). 0 means
-	// DefaultCopies.
+	// DefaultCopies; above MaxCopies means MaxCopies.
 	Copies int
 	// UserWaits bounds a uid's commands waiting at once: for an event
 	// (GET_EVENT), for another command to let go of an id (DESTROY_ID)
@@ -100,6 +107,7 @@ func (l Limits) withDefaults() Limits {
 	if l.Copies <= 0 {
 		l.Copies = DefaultCopies
 	}
+	l.UserCopies, l.Copies = min(l.UserCopies, MaxCopies), min(l.Copies, MaxCopies)
 	if l.UserWaits <= 0 {
 		l.UserWaits = DefaultUserWaits
 	}

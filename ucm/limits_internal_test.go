@@ -63,3 +63,12 @@ func TestRefusalWarnedOnceAMinute(t *testing.T) {
 		t.Errorf("uid 7 holds %+v after the refusals, want its one id", u)
 	}
 }
+
+// Copies past what the Go runtime's threads allow are clamped: each hung
+// copy holds a thread.
+func TestCopiesClamped(t *testing.T) {
+	l := Limits{Copies: 1e6, UserCopies: MaxCopies + 1}.withDefaults()
+	if l.Copies != MaxCopies || l.UserCopies != MaxCopies {
+		t.Errorf("copies %d, user copies %d; want both %d", l.Copies, l.UserCopies, MaxCopies)
+	}
+}

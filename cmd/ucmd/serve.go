@@ -177,6 +177,16 @@ func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, err
 			return daemon.Config{}, fmt.Errorf("--%s %d: cannot be negative (0 is the default)", l.flag, l.v)
 		}
 	}
+	// A hung copy holds a thread: more than MaxCopies could pass the Go
+	// runtime's fatal limit, which would end every user's connections.
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{{"user-copies", f.userCopies}, {"copies", f.copies}} {
+		if l.v > ucm.MaxCopies {
+			return daemon.Config{}, fmt.Errorf("--%s %d: at most %d (each copy that hangs holds one of ucmd's threads, and the Go runtime ends a program past 10,000)", l.flag, l.v, ucm.MaxCopies)
+		}
+	}
 	cfg := daemon.Config{
 		Fabric:       f.fabric,
 		Devices:      f.devices,

@@ -54,6 +54,15 @@ func TestServeLimitFlags(t *testing.T) {
 			t.Errorf("%s -1: %v, want an error naming it", flag, err)
 		}
 	}
+	// More copies than threads the runtime allows are refused too.
+	for _, flag := range []string{"--user-copies", "--copies"} {
+		if _, err := parse(flag, "8193"); err == nil || !strings.Contains(err.Error(), flag+" 8193: at most 8192") {
+			t.Errorf("%s 8193: %v, want an error naming it and the bound", flag, err)
+		}
+		if _, err := parse(flag, "8192"); err != nil {
+			t.Errorf("%s 8192: %v", flag, err)
+		}
+	}
 }
 
 // --auto-mra reaches the daemon's Config.AutoMRA (every CM's
