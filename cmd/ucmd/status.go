@@ -13,7 +13,7 @@ import (
 func newStatusCmd(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status [dev NAME] [pid N] [state STATE]",
+		Use:   "status [dev NAME] [pid N] [state STATE] [uid N]",
 		Short: "show devices, open files, ids and MAD counters of the running daemon",
 		Long: `Show what the running ucmd serves, read from its control socket
 (<runtime-dir>/ucmd.sock; root only, or also the group of serve's
@@ -26,11 +26,13 @@ rdma resource show cm_id, one line per id: device, port, id, pid, process
 name, state, service id, local and remote QPN and comm id, remote GID.
 
 Filters, as with rdma: dev NAME (the RDMA device or the node, ucm0),
-pid N (the opener's process), state STATE (ESTABLISHED, LISTEN, ...). In
---json, 64-bit values (service ids) are hex strings. The limits are the
-whole daemon's, whatever the filter.`,
+pid N (the opener's process), state STATE (ESTABLISHED, LISTEN, ...),
+uid N (the opener's user: its files, and its line of the users). In
+--json, 64-bit values (service ids) are hex strings. The memory budget
+and the refusals are the whole daemon's, whatever the filter.`,
 		Example: `  sudo ucmd status
   sudo ucmd status dev ucm0 state established
+  sudo ucmd status uid 1000
   sudo ucmd status pid 4242 --json | jq '.devices[].files[].ids[].service_id'`,
 		Args: func(_ *cobra.Command, args []string) error {
 			_, err := status.ParseFilter(args)

@@ -347,14 +347,18 @@ type Filter struct {
 	Dev   string // device name (mlx5_0) or node (ucm0, /dev/infiniband/ucm0)
 	PID   int    // the opener's process
 	State string // id state, case-insensitive (ESTABLISHED)
+	// UID, with ByUID, selects the files of the opener's uid and that
+	// uid's line in the limits' users (uid 0 is root, not "all").
+	UID   uint32
+	ByUID bool
 }
 
 // ParseFilter reads a filter the way `rdma resource show` does: keyword
-// and value pairs, "dev ucm0 pid 4242 state established".
+// and value pairs, "dev ucm0 pid 4242 state established uid 1000".
 func ParseFilter(args []string) (Filter, error) {
 	var f Filter
 	if len(args)%2 != 0 {
-		return f, fmt.Errorf("filter %q needs a value (dev NAME, pid N, state STATE)", args[len(args)-1])
+		return f, fmt.Errorf("filter %q needs a value (dev NAME, pid N, state STATE, uid N)", args[len(args)-1])
 	}
 	for i := 0; i < len(args); i += 2 {
 		k, v := args[i], args[i+1]
@@ -369,16 +373,23 @@ func ParseFilter(args []string) (Filter, error) {
 			f.PID = n
 		case "state":
 			f.State = strings.ToUpper(v)
+		case "uid":
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return f, fmt.Errorf("uid %q: not a user id", v)
+			}
+			f.UID, f.ByUID = uint32(n), true
 		default:
-			return f, fmt.Errorf("unknown filter %q (dev NAME, pid N, state STATE)", k)
+			return f, fmt.Errorf("unknown filter %q (dev NAME, pid N, state STATE, uid N)", k)
 		}
 	}
 	return f, nil
 }
 
 // Apply returns the part of s that f selects: the devices named, their
-// files of the process, the ids in the state (and with State set, only
-// the files that hold such an id).
+// files of the process and of the user, the ids in the state (and with
+// State set, only the files that hold such an id), and the user's line
+// of the limits.
 func (f Filter) Apply(s Snapshot) Snapshot {
 	out := s
 	out.Devices = nil
@@ -389,7 +400,7 @@ func (f Filter) Apply(s Snapshot) Snapshot {
 		nd := d
 		nd.Files = nil
 		for _, fl := range d.Files {
-			if f.PID != 0 && fl.PID != f.PID {
+			if f.PID != 0 && fl.PID != f.PID || f.ByUID && fl.UID != f.UID {
 				continue
 			}
 			nf := fl
@@ -408,9 +419,19 @@ func (f Filter) Apply(s Snapshot) Snapshot {
 		}
 		out.Devices = append(out.Devices, nd)
 	}
+	// The limits are the daemon's, over every device: only a uid filter
+	// selects from them (its user).
+	if f.ByUID {
+		out.Limits.Users = nil
+		for _, u := range s.Limits.Users {
+			if u.UID == f.UID {
+				out.Limits.Users = append(out.Limits.Users, u)
+			}
+		}
+	}
 	// Unserved devices have no files or ids: only a device filter keeps them.
 	out.Unserved = nil
-	if f.PID == 0 && f.State == "" {
+	if f.PID == 0 && f.State == "" && !f.ByUID {
 		for _, u := range s.Unserved {
 			if f.Dev == "" || f.Dev == u.Name {
 				out.Unserved = append(out.Unserved, u)

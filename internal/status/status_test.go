@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,15 +179,21 @@ func TestFilter(t *testing.T) {
 	for _, tc := range []struct {
 		args       []string
 		devs, ids  int
+		users      int // the limits' users; all of sample's (2) unless uid
 		wantErrStr string
 	}{
-		{args: nil, devs: 2, ids: 2},
+		{args: nil, devs: 2, ids: 2, users: 2},
 		{args: []string{"dev", "ucm0"}, devs: 1, ids: 2},
 		{args: []string{"dev", "sim1"}, devs: 1, ids: 0},
 		{args: []string{"dev", "/dev/infiniband/ucm0", "state", "established"}, devs: 1, ids: 1},
 		{args: []string{"pid", "4242", "state", "LISTEN"}, devs: 2, ids: 1},
 		{args: []string{"pid", "1"}, devs: 2, ids: 0},
 		{args: []string{"state", "TIMEWAIT"}, devs: 2, ids: 0},
+		{args: []string{"uid", "1000"}, devs: 2, ids: 2, users: 1},
+		{args: []string{"uid", "0"}, devs: 2, ids: 0, users: 0}, // root, not all
+		{args: []string{"uid", "65534", "dev", "ucm0"}, devs: 1, ids: 0, users: 1},
+		{args: []string{"uid", "-1"}, wantErrStr: "not a user id"},
+		{args: []string{"uid", "4294967296"}, wantErrStr: "not a user id"},
 		{args: []string{"dev"}, wantErrStr: "needs a value"},
 		{args: []string{"pid", "x"}, wantErrStr: "not a process id"},
 		{args: []string{"qpn", "1"}, wantErrStr: "unknown filter"},
@@ -208,8 +215,12 @@ func TestFilter(t *testing.T) {
 				ids += len(fl.IDs)
 			}
 		}
-		if len(got.Devices) != tc.devs || ids != tc.ids {
-			t.Errorf("%v: %d devices, %d ids; want %d, %d", tc.args, len(got.Devices), ids, tc.devs, tc.ids)
+		users := 2
+		if tc.users != 0 || slices.Contains(tc.args, "uid") {
+			users = tc.users
+		}
+		if len(got.Devices) != tc.devs || ids != tc.ids || len(got.Limits.Users) != users {
+			t.Errorf("%v: %d devices, %d ids, %d users; want %d, %d, %d", tc.args, len(got.Devices), ids, len(got.Limits.Users), tc.devs, tc.ids, users)
 		}
 	}
 }
