@@ -18,6 +18,10 @@ if [ "$st" = active ] && [ "$rs" = 0 ]; then ok "ucmd.service active, no restart
   bad "ucmd.service $st ($res), $rs restarts"; journalctl -b -u ucmd.service --no-pager | tail -30 | sed 's/^/# /'
 fi
 [ "$(show ucmd.service Type)" = notify ] && ok "Type=notify" || bad "Type=$(show ucmd.service Type)"
+# The unit's thread and OOM settings reach the process.
+pid=$(show ucmd.service MainPID)
+tm=$(show ucmd.service TasksMax) adj=$(cat /proc/"$pid"/oom_score_adj 2>/dev/null)
+[ "$tm" = 10240 ] && [ "$adj" = -500 ] && ok "TasksMax=10240, oom_score_adj -500" || bad "TasksMax=$tm, oom_score_adj $adj"
 status=$(show ucmd.service StatusText)
 [ "$status" = "serving /dev/infiniband/ucm0 /dev/infiniband/ucm1" ] && ok "READY=1 with STATUS=$status" || bad "StatusText '$status'"
 for i in 0 1; do
