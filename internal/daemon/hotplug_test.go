@@ -113,11 +113,7 @@ func TestHotplugRemoveAndReturn(t *testing.T) {
 	fab := d.SimFabric()
 	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
 
-	dut, err := f.DUT("infiniband/ucm1", nil)
-	must(t, err)
-	c, err := conformance.NewClient(dut, false)
-	must(t, err)
-	defer c.Close()
+	c := client(t, f, "infiniband/ucm1")
 	for i := range userIDs {
 		if _, err := c.CreateID(uint64(i)); err != nil {
 			t.Fatal(err)

@@ -42,6 +42,22 @@ func start(t testing.TB, f *daemontest.Fake, cfg daemon.Config) *daemon.Daemon {
 	return d
 }
 
+// client opens node (infiniband/ucm0) of the fake kernel as a conformance
+// client, closed when the test ends.
+func client(t testing.TB, f *daemontest.Fake, node string) *conformance.Client {
+	t.Helper()
+	dut, err := f.DUT(node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := conformance.NewClient(dut, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func fetch(t testing.TB, runDir string) status.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
@@ -77,14 +93,7 @@ func TestServeOnFakeKernel(t *testing.T) {
 		}
 	}
 
-	dut, err := f.DUT("infiniband/ucm0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := conformance.NewClient(dut, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := client(t, f, "infiniband/ucm0")
 	id, err := c.CreateID(7)
 	if err != nil {
 		t.Fatal(err)

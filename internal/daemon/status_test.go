@@ -30,15 +30,7 @@ func TestStatusIDs(t *testing.T) {
 	f := daemontest.New(t)
 	run := t.TempDir()
 	start(t, f, daemon.Config{SimDevices: 2, RuntimeDir: run, Version: "test"})
-	dut, err := f.DUT("infiniband/ucm0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := conformance.NewClient(dut, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := client(t, f, "infiniband/ucm0")
 	const sid = 0x0100000000abcdef // above 2^53: a JSON number would lose it
 	id, err := c.CreateID(7)
 	if err != nil {
@@ -114,15 +106,7 @@ func TestStatusLimits(t *testing.T) {
 	start(t, f, daemon.Config{SimDevices: 2, RuntimeDir: run, Limits: ucm.Limits{UserIDs: 2, MemoryBudget: 1 << 20}})
 	var clients []*conformance.Client
 	for _, node := range []string{"infiniband/ucm0", "infiniband/ucm1"} {
-		dut, err := f.DUT(node, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := conformance.NewClient(dut, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := client(t, f, node)
 		if _, err := c.CreateID(0); err != nil {
 			t.Fatal(err)
 		}
