@@ -40,6 +40,10 @@ type copySlots struct {
 	queue []chan struct{} // waiters, first come first; a slot is handed over by closing one's channel
 
 	warned atomic.Bool // a wait past slowCopyWait has been logged at Warn
+
+	// parked is the slots of this uid's held by copies that wait for one
+	// of all users' (call.waitCopy): taken, but not copying.
+	parked atomic.Int32
 }
 
 // slowCopyWait is how long a copy may wait for a slot before the wait is
@@ -148,8 +152,15 @@ func (s *copySlots) handOver() {
 	}
 }
 
-// counts reports the copies in progress and the waiters, for tests.
+// counts reports the copies in progress and the waiters.
 func (s *copySlots) counts() (n, waiting int) {
 	v := s.state.Load()
 	return int(uint32(v)), int(v >> 32)
+}
+
+// copying is the copies that hold a slot and are not parked: those
+// copying now, or hung in the copy.
+func (s *copySlots) copying() int {
+	n, _ := s.counts()
+	return max(n-int(s.parked.Load()), 0)
 }

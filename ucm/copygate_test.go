@@ -2,6 +2,7 @@ package ucm_test
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -218,6 +219,18 @@ func TestCopiesBoundAcrossUsers(t *testing.T) {
 	}
 	if waitCopies != 3 {
 		t.Errorf("status shows %d commands waiting for a copy, want 3", waitCopies)
+	}
+	// Whose copies hang: the users holding the daemon's slots, not the
+	// ones waiting for them.
+	if n, max := d.Device.Budget().Copies(); n != 3 || max != 3 {
+		t.Errorf("%d copies in progress of %d, want 3 of 3", n, max)
+	}
+	var copying []int
+	for _, u := range d.Device.Budget().Users() {
+		copying = append(copying, u.Copies)
+	}
+	if !slices.Equal(copying, []int{2, 1, 0}) {
+		t.Errorf("copies in progress by uid 2000, 2001, 2002: %v, want [2 1 0]", copying)
 	}
 	const msg = `level=WARN msg="ucm: copies of many users into their processes' memory hang`
 	for deadline := time.Now().Add(wait); !strings.Contains(logs.String(), msg) && time.Now().Before(deadline); {

@@ -206,7 +206,7 @@ func NewBudget(l Limits, log *slog.Logger) *Budget {
 	return &Budget{lim: l, log: log, users: make(map[uint32]*usage), copies: &copySlots{max: uint64(l.Copies)}, now: time.Now}
 }
 
-// BudgetUsage is a snapshot of a Budget, for status.
+// BudgetUsage is a snapshot of a Budget's memory, for status.
 type BudgetUsage struct {
 	Bytes, Limit int64
 	Users        int // uids holding anything
@@ -352,6 +352,12 @@ type UserUsage struct {
 	IDs    int // new connections not yet delivered included
 	Events int // queued
 	Waits  int // commands waiting (Limits.UserWaits)
+	// Copies is the copies into or out of the uid's processes in
+	// progress (at most Limits.UserCopies), not those waiting for one of
+	// all users' slots: each takes microseconds, so a count that stays up
+	// names a user whose copies hang, who may hold all users' slots
+	// (Limits.Copies) without ever waiting for its own.
+	Copies int
 }
 
 // User returns what uid holds.
@@ -377,7 +383,14 @@ func (b *Budget) Users() []UserUsage {
 }
 
 func (u *usage) snapshot(uid uint32) UserUsage {
-	return UserUsage{UID: uid, Files: u.files, IDs: u.ids, Events: u.events, Waits: u.waits}
+	return UserUsage{UID: uid, Files: u.files, IDs: u.ids, Events: u.events, Waits: u.waits, Copies: u.copies.copying()}
+}
+
+// Copies returns all users' copies in progress and their bound
+// (Limits.Copies).
+func (b *Budget) Copies() (inProgress, max int) {
+	n, _ := b.copies.counts()
+	return n, int(b.copies.max)
 }
 
 // eventCharge is what a queued event costs (its new connection's id is

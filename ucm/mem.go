@@ -73,7 +73,10 @@ func (c *call) waitCopy(what string) error {
 	if err := f.copies.wait(c.ctx, f.done, c.slowCopy); err != nil {
 		return fmt.Errorf("%s: waiting for one of the user's %d copies in progress: %w", what, f.copies.max, err)
 	}
-	if err := f.all.wait(c.ctx, f.done, c.slowCopies); err != nil {
+	f.copies.parked.Add(1)
+	err := f.all.wait(c.ctx, f.done, c.slowCopies)
+	f.copies.parked.Add(-1)
+	if err != nil {
 		f.copies.leave()
 		return fmt.Errorf("%s: waiting for one of the %d copies in progress of every user: %w", what, f.all.max, err)
 	}
@@ -104,7 +107,8 @@ func (c *call) logSlowCopy(s *copySlots, msg string) {
 	}
 	c.f.d.log.Log(context.Background(), level, msg,
 		"uid", c.f.uid, "pid", c.pid, "copies", s.max, "waited", slowCopyWait,
-		"cause", "buffers whose pages do not arrive, such as a mapping of a file on a FUSE file system whose server does not answer (docs/cuse.md §3)")
+		"cause", "buffers whose pages do not arrive, such as a mapping of a file on a FUSE file system whose server does not answer (docs/cuse.md §3)",
+		"see", "ucmd status: each user's copies in progress (COPYING)")
 }
 
 // read is copy_from_user: n bytes at addr, or EFAULT.

@@ -794,10 +794,11 @@ func (d *Daemon) Snapshot() status.Snapshot {
 func budgetStatus(b *ucm.Budget) status.Limits {
 	u := b.Usage()
 	l := status.Limits{MemoryCharged: u.Bytes, MemoryBudget: u.Limit, Refused: b.Refusals()}
+	l.Copies, l.CopiesMax = b.Copies()
 	users := b.Users()
 	l.Users = make([]status.User, len(users))
 	for i, uu := range users {
-		l.Users[i] = status.User{UID: uu.UID, Files: uu.Files, IDs: uu.IDs, Events: uu.Events, Waiting: uu.Waits}
+		l.Users[i] = status.User{UID: uu.UID, Files: uu.Files, IDs: uu.IDs, Events: uu.Events, Waiting: uu.Waits, Copies: uu.Copies}
 	}
 	return l
 }

@@ -118,8 +118,8 @@ func TestStatusLimits(t *testing.T) {
 
 	snap := fetch(t, run)
 	l := snap.Limits
-	if l.MemoryBudget != 1<<20 || l.MemoryCharged <= 0 || l.MemoryCharged >= 1<<20 {
-		t.Errorf("memory charged %d of %d, want some of 1 MiB", l.MemoryCharged, l.MemoryBudget)
+	if l.MemoryBudget != 1<<20 || l.MemoryCharged <= 0 || l.MemoryCharged >= 1<<20 || l.Copies != 0 || l.CopiesMax != ucm.DefaultCopies {
+		t.Errorf("memory charged %d of %d, want some of 1 MiB; copies %d of %d, want none of %d", l.MemoryCharged, l.MemoryBudget, l.Copies, l.CopiesMax, ucm.DefaultCopies)
 	}
 	wantUser := status.User{UID: 1000, Files: 2, IDs: 2}
 	if len(l.Users) != 1 || l.Users[0] != wantUser {
@@ -146,7 +146,7 @@ func TestStatusLimits(t *testing.T) {
 	if err := status.WriteText(&text, snap); err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`\n[0-9.]+KiB +1\.0MiB +1 +user-ids=1\n`).MatchString(text.String()) {
+	if !regexp.MustCompile(`\n[0-9.]+KiB +1\.0MiB +0/1024 +1 +user-ids=1\n`).MatchString(text.String()) {
 		t.Errorf("text lacks the budget and the refusal:\n%s", text.String())
 	}
 }

@@ -210,6 +210,7 @@ var (
 	descCharged  = desc("memory_charged_bytes", "What all users' files, ids, events and waiting commands cost the daemon, as the memory budget estimates it (status: limits.memory_charged).")
 	descBudget   = desc("memory_budget_bytes", "The memory budget, --memory-budget (status: limits.memory_budget).")
 	descUsers    = desc("users", "Users (uids) holding a file, id, event or waiting command (status: limits.users).")
+	descCopies   = desc("copies_in_progress", "Copies into or out of client memory in progress, all users' (at most --copies): each takes microseconds, so a count that stays up is copies that hang; status's users say whose (status: limits.copies_in_progress).")
 	descRefusals = desc("limit_refusals_total", "What each limit refused, by its ucmd serve flag (user-ids, ..., memory-budget): a command's ENOMEM or EMFILE, a new connection rejected, an event dropped (status: limits.refused).", "limit")
 
 	descUnserved = desc("device_unserved", "Always 1: an RDMA device found but not served, tried again later (status: unserved; e.g. the kernel's ib_cm owns its CM class).", "device")
@@ -226,7 +227,7 @@ var states = func() []string {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descCharged, descBudget, descUsers, descRefusals, descUnserved} {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descCharged, descBudget, descUsers, descCopies, descRefusals, descUnserved} {
 		ch <- d
 	}
 }
@@ -287,6 +288,7 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCharged, prometheus.GaugeValue, float64(l.MemoryCharged))
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(l.MemoryBudget))
 	ch <- prometheus.MustNewConstMetric(descUsers, prometheus.GaugeValue, float64(len(l.Users)))
+	ch <- prometheus.MustNewConstMetric(descCopies, prometheus.GaugeValue, float64(l.Copies))
 	// Every limit, zeros included, so that an alert on an increase needs
 	// no series to appear first.
 	for _, name := range limitNames {

@@ -49,9 +49,14 @@ type Snapshot struct {
 // each limit refused something (a command's ENOMEM or EMFILE, a new
 // connection rejected, an event dropped).
 type Limits struct {
-	MemoryCharged int64  `json:"memory_charged"` // bytes, estimated
-	MemoryBudget  int64  `json:"memory_budget"`  // --memory-budget
-	Users         []User `json:"users"`
+	MemoryCharged int64 `json:"memory_charged"` // bytes, estimated
+	MemoryBudget  int64 `json:"memory_budget"`  // --memory-budget
+	// Copies into or out of client memory in progress, all users', and
+	// their bound (--copies): each takes microseconds; copies that stay
+	// in progress hang (docs/cuse.md §3), Users says whose.
+	Copies    int    `json:"copies_in_progress"`
+	CopiesMax int    `json:"copies_max"`
+	Users     []User `json:"users"`
 	// Refused counts refusals by the limit's flag name ("user-waits");
 	// absent when none refused anything.
 	Refused map[string]uint64 `json:"refused,omitempty"`
@@ -64,6 +69,7 @@ type User struct {
 	IDs     int    `json:"ids"` // new connections not yet delivered included
 	Events  int    `json:"queued_events"`
 	Waiting int    `json:"waiting_commands"`
+	Copies  int    `json:"copies_in_progress"` // at most --user-copies
 }
 
 // Unserved is an RDMA device ucmd found but could not serve.
@@ -476,12 +482,12 @@ func WriteText(w io.Writer, s Snapshot) error {
 	}
 
 	l := s.Limits
-	fmt.Fprintf(tw, "\nMEMORY-CHARGED\tMEMORY-BUDGET\tUSERS\tREFUSED-BY-LIMIT\n")
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", size(l.MemoryCharged), size(l.MemoryBudget), len(l.Users), countList(l.Refused))
+	fmt.Fprintf(tw, "\nMEMORY-CHARGED\tMEMORY-BUDGET\tCOPYING\tUSERS\tREFUSED-BY-LIMIT\n")
+	fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\n", size(l.MemoryCharged), size(l.MemoryBudget), l.Copies, l.CopiesMax, len(l.Users), countList(l.Refused))
 
-	fmt.Fprintf(tw, "\nUID\tFILES\tIDS\tQUEUED\tWAITING\n")
+	fmt.Fprintf(tw, "\nUID\tFILES\tIDS\tQUEUED\tWAITING\tCOPYING\n")
 	for _, u := range l.Users {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\n", u.UID, u.Files, u.IDs, u.Events, u.Waiting)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\n", u.UID, u.Files, u.IDs, u.Events, u.Waiting, u.Copies)
 	}
 
 	fmt.Fprintf(tw, "\nDEV\tPID\tUID\tCOMM\tIDS\tQUEUED\tWAITING\tFOR-COPY\tOPENED\n")

@@ -36,7 +36,8 @@ func sample() Snapshot {
 			Ports: []Port{{Num: 1, LinkLayer: "Ethernet", State: "ACTIVE", GID0: "fe80::2"}},
 		}},
 		Limits: Limits{MemoryCharged: 3 << 19, MemoryBudget: 512 << 20, Refused: map[string]uint64{"user-waits": 800, "max-ids": 2},
-			Users: []User{{UID: 1000, Files: 1, IDs: 2, Events: 1, Waiting: 3}, {UID: 65534, Files: 2, IDs: 0, Waiting: 200}}},
+			Copies: 16, CopiesMax: 1024,
+			Users: []User{{UID: 1000, Files: 1, IDs: 2, Events: 1, Waiting: 3}, {UID: 65534, Files: 2, IDs: 0, Waiting: 200, Copies: 16}}},
 	}
 }
 
@@ -115,13 +116,13 @@ func TestWriteText(t *testing.T) {
 	// The budget, and what each user holds against the limits.
 	if lines := strings.Split(strings.TrimRight(tables[3], "\n"), "\n"); len(lines) != 2 ||
 		!strings.HasPrefix(lines[0], "MEMORY-CHARGED") ||
-		strings.Join(strings.Fields(lines[1]), " ") != "1.5MiB 512.0MiB 2 max-ids=2,user-waits=800" {
+		strings.Join(strings.Fields(lines[1]), " ") != "1.5MiB 512.0MiB 16/1024 2 max-ids=2,user-waits=800" {
 		t.Errorf("budget table:\n%s", tables[3])
 	}
 	if lines := strings.Split(strings.TrimRight(tables[4], "\n"), "\n"); len(lines) != 3 ||
 		!strings.HasPrefix(lines[0], "UID") ||
-		strings.Join(strings.Fields(lines[1]), " ") != "1000 1 2 1 3" ||
-		strings.Join(strings.Fields(lines[2]), " ") != "65534 2 0 0 200" {
+		strings.Join(strings.Fields(lines[1]), " ") != "1000 1 2 1 3 0" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "65534 2 0 0 200 16" {
 		t.Errorf("user table:\n%s", tables[4])
 	}
 	// The file table: its opener, ids, queued events and waiting commands.

@@ -148,11 +148,13 @@ type statusJSON struct {
 		Errors map[string]uint64 `json:"errors"` // failed commands by errno
 	} `json:"devices"`
 	Limits struct {
-		Users []struct {
+		Copies int `json:"copies_in_progress"`
+		Users  []struct {
 			UID     uint32 `json:"uid"`
 			Files   int    `json:"files"`
 			IDs     int    `json:"ids"`
 			Waiting int    `json:"waiting_commands"`
+			Copies  int    `json:"copies_in_progress"`
 		} `json:"users"`
 		Refused map[string]uint64 `json:"refused"` // by limit
 	} `json:"limits"`

@@ -274,11 +274,18 @@ func TestDaemonCopiesAcrossUsers(t *testing.T) {
 		t.Errorf("status: %d users, want %d: %+v", len(s.Limits.Users), users, s.Limits.Users)
 	}
 	// A write interrupted in its wait (EINTR) destroys its id and is made
-	// again, so a uid may hold one id fewer for a moment, never more.
+	// again, so a uid may hold one id fewer for a moment, never more. The
+	// users whose copies hang are told apart from those waiting: each
+	// holds at most its --user-copies, and together they hold --copies.
+	copying := 0
 	for _, u := range s.Limits.Users {
-		if u.Files != 1 || u.IDs > perUser {
-			t.Errorf("status: uid %d holds %d files and %d ids, want 1 and at most %d", u.UID, u.Files, u.IDs, perUser)
+		if u.Files != 1 || u.IDs > perUser || u.Copies > userCopies {
+			t.Errorf("status: uid %d holds %d files, %d ids and %d copies, want 1 and at most %d and %d", u.UID, u.Files, u.IDs, u.Copies, perUser, userCopies)
 		}
+		copying += u.Copies
+	}
+	if copying != copies || s.Limits.Copies != copies {
+		t.Errorf("status: the users' copies in progress add up to %d, all users' %d; want %d (%+v)", copying, s.Limits.Copies, copies, s.Limits.Users)
 	}
 	during := threadsOf(t, d.cmd.Process.Pid)
 	t.Logf("ucmd's threads: %d before, %d with %d users' %d copies hanging", before, during, users, users*perUser)
