@@ -54,6 +54,9 @@ type serveFlags struct {
 	traceFile    string
 }
 
+// minMemoryBudget is the smallest --memory-budget taken.
+const minMemoryBudget = 1 << 20
+
 func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.fabric, "fabric", daemon.FabricUMAD, "where CM MADs go: umad (real HCAs, InfiniBand or RoCE) or sim (a built-in simulated fabric)")
 	fs.StringSliceVar(&f.devices, "device", nil, "serve only these RDMA devices (repeatable; default: every device with umad ports)")
@@ -82,7 +85,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.MarkHidden("cpuprofile")
 	fs.StringVar(&f.traceFile, "runtime-trace", "", "write a Go runtime execution trace of the whole run to `FILE` (go tool trace)")
 	fs.MarkHidden("runtime-trace")
-	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, fmt.Sprintf("bytes all users' files, ids, events and waiting commands may cost the daemon together, past which commands fail with ENOMEM (0: default %d, 512 MiB)", ucm.DefaultMemoryBudget))
+	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, fmt.Sprintf("bytes all users' files, ids, events and waiting commands may cost the daemon together, past which commands fail with ENOMEM (0: default %d, 512 MiB; at least 1 MiB)", ucm.DefaultMemoryBudget))
 }
 
 // logger writes to w, the command's stderr. When that is the journal's
@@ -176,6 +179,13 @@ func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, err
 		if l.v < 0 {
 			return daemon.Config{}, fmt.Errorf("--%s %d: cannot be negative (0 is the default)", l.flag, l.v)
 		}
+	}
+	// The budget is in bytes: a figure in MiB or GiB typed without its
+	// unit would leave no room for a single client (a file alone is
+	// charged 2 KiB), and every open would fail with ENOMEM.
+	if f.memoryBudget > 0 && f.memoryBudget < minMemoryBudget {
+		return daemon.Config{}, fmt.Errorf("--memory-budget %d: in bytes, at least %d (1 MiB); %d MiB would be %d",
+			f.memoryBudget, minMemoryBudget, f.memoryBudget, f.memoryBudget<<20)
 	}
 	// A hung copy holds a thread: more than MaxCopies could pass the Go
 	// runtime's fatal limit, which would end every user's connections.

@@ -54,6 +54,13 @@ func TestServeLimitFlags(t *testing.T) {
 			t.Errorf("%s -1: %v, want an error naming it", flag, err)
 		}
 	}
+	// A budget too small for one client is a unit forgotten.
+	if _, err := parse("--memory-budget", "512"); err == nil || !strings.Contains(err.Error(), "--memory-budget 512: in bytes, at least 1048576 (1 MiB); 512 MiB would be 536870912") {
+		t.Errorf("--memory-budget 512: %v, want an error saying it is bytes", err)
+	}
+	if _, err := parse("--memory-budget", "1048576"); err != nil {
+		t.Errorf("--memory-budget 1048576: %v", err)
+	}
 	// More copies than threads the runtime allows are refused too.
 	for _, flag := range []string{"--user-copies", "--copies"} {
 		if _, err := parse(flag, "8193"); err == nil || !strings.Contains(err.Error(), flag+" 8193: at most 8192") {
