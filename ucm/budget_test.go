@@ -268,9 +268,22 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 	if got := b.Refusals(); !maps.Equal(got, want) {
 		t.Errorf("refusals %v, want %v", got, want)
 	}
+	// Each user's share of the memory budget adds up to the budget's use.
 	wantUsers := []ucm.UserUsage{{UID: 1000, Files: 2, IDs: 3}, {UID: 2000, Files: 1}}
-	if got := b.Users(); !slices.Equal(got, wantUsers) {
+	got := b.Users()
+	var bytes int64
+	for i := range got {
+		if got[i].Bytes <= 0 {
+			t.Errorf("uid %d is charged %d bytes", got[i].UID, got[i].Bytes)
+		}
+		bytes += got[i].Bytes
+		got[i].Bytes = 0
+	}
+	if !slices.Equal(got, wantUsers) {
 		t.Errorf("users %+v, want %+v", got, wantUsers)
+	}
+	if all := b.Usage().Bytes; bytes != all {
+		t.Errorf("users charged %d bytes in all, the budget %d", bytes, all)
 	}
 	out := logs.String()
 	for _, tc := range []struct {

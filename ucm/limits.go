@@ -187,6 +187,7 @@ type Budget struct {
 // (nothing else outlives its files), and so do its copy slots.
 type usage struct {
 	files, ids, events, waits int
+	bytes                     int64 // its share of the memory budget
 	copies                    *copySlots
 }
 
@@ -261,6 +262,7 @@ func (b *Budget) take(uid uint32, c charge) error {
 	u.ids += c.ids
 	u.events += c.events
 	u.waits += c.waits
+	u.bytes += c.bytes
 	b.mem += c.bytes
 	if fresh {
 		b.users[uid] = u
@@ -332,6 +334,7 @@ func (b *Budget) give(uid uint32, c charge) {
 	u.ids -= c.ids
 	u.events -= c.events
 	u.waits -= c.waits
+	u.bytes -= c.bytes
 	b.mem -= c.bytes
 	if u.files == 0 && u.ids == 0 && u.events == 0 && u.waits == 0 {
 		delete(b.users, uid)
@@ -348,10 +351,11 @@ func (b *Budget) copySlots(uid uint32) *copySlots {
 // UserUsage is what one uid holds.
 type UserUsage struct {
 	UID    uint32
-	Files  int // open files
-	IDs    int // new connections not yet delivered included
-	Events int // queued
-	Waits  int // commands waiting (Limits.UserWaits)
+	Files  int   // open files
+	IDs    int   // new connections not yet delivered included
+	Events int   // queued
+	Waits  int   // commands waiting (Limits.UserWaits)
+	Bytes  int64 // what they cost, of the memory budget
 	// Copies is the copies into or out of the uid's processes in
 	// progress (at most Limits.UserCopies), not those waiting for one of
 	// all users' slots: each takes microseconds, so a count that stays up
@@ -383,7 +387,7 @@ func (b *Budget) Users() []UserUsage {
 }
 
 func (u *usage) snapshot(uid uint32) UserUsage {
-	return UserUsage{UID: uid, Files: u.files, IDs: u.ids, Events: u.events, Waits: u.waits, Copies: u.copies.copying()}
+	return UserUsage{UID: uid, Files: u.files, IDs: u.ids, Events: u.events, Waits: u.waits, Bytes: u.bytes, Copies: u.copies.copying()}
 }
 
 // Copies returns all users' copies in progress and their bound

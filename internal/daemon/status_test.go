@@ -121,7 +121,7 @@ func TestStatusLimits(t *testing.T) {
 	if l.MemoryBudget != 1<<20 || l.MemoryCharged <= 0 || l.MemoryCharged >= 1<<20 || l.Copies != 0 || l.CopiesMax != ucm.DefaultCopies {
 		t.Errorf("memory charged %d of %d, want some of 1 MiB; copies %d of %d, want none of %d", l.MemoryCharged, l.MemoryBudget, l.Copies, l.CopiesMax, ucm.DefaultCopies)
 	}
-	wantUser := status.User{UID: 1000, Files: 2, IDs: 2}
+	wantUser := status.User{UID: 1000, Files: 2, IDs: 2, Memory: l.MemoryCharged} // the only user
 	if len(l.Users) != 1 || l.Users[0] != wantUser {
 		t.Errorf("users %+v, want [%+v]", l.Users, wantUser)
 	}

@@ -70,6 +70,7 @@ type User struct {
 	Events  int    `json:"queued_events"`
 	Waiting int    `json:"waiting_commands"`
 	Copies  int    `json:"copies_in_progress"` // at most --user-copies
+	Memory  int64  `json:"memory_charged"`     // bytes of the budget, estimated
 }
 
 // Unserved is an RDMA device ucmd found but could not serve.
@@ -485,9 +486,9 @@ func WriteText(w io.Writer, s Snapshot) error {
 	fmt.Fprintf(tw, "\nMEMORY-CHARGED\tMEMORY-BUDGET\tCOPYING\tUSERS\tREFUSED-BY-LIMIT\n")
 	fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\n", size(l.MemoryCharged), size(l.MemoryBudget), l.Copies, l.CopiesMax, len(l.Users), countList(l.Refused))
 
-	fmt.Fprintf(tw, "\nUID\tFILES\tIDS\tQUEUED\tWAITING\tCOPYING\n")
+	fmt.Fprintf(tw, "\nUID\tFILES\tIDS\tQUEUED\tWAITING\tCOPYING\tMEMORY\n")
 	for _, u := range l.Users {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\n", u.UID, u.Files, u.IDs, u.Events, u.Waiting, u.Copies)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\n", u.UID, u.Files, u.IDs, u.Events, u.Waiting, u.Copies, size(u.Memory))
 	}
 
 	fmt.Fprintf(tw, "\nDEV\tPID\tUID\tCOMM\tIDS\tQUEUED\tWAITING\tFOR-COPY\tOPENED\n")
