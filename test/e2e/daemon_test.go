@@ -155,6 +155,7 @@ type statusJSON struct {
 			IDs     int    `json:"ids"`
 			Waiting int    `json:"waiting_commands"`
 			Copies  int    `json:"copies_in_progress"`
+			Memory  int64  `json:"memory_charged"`
 		} `json:"users"`
 		Refused map[string]uint64 `json:"refused"` // by limit
 	} `json:"limits"`
