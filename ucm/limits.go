@@ -117,6 +117,19 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// LogValue is the limits in effect (the defaults filled in), each named
+// by its `ucmd serve` flag, for the log line that says what a daemon
+// serves with.
+func (l Limits) LogValue() slog.Value {
+	l = l.withDefaults()
+	return slog.GroupValue(
+		slog.Int("max-ids", l.MaxIDs), slog.Int("max-events", l.MaxEvents),
+		slog.Int("user-ids", l.UserIDs), slog.Int("user-events", l.UserEvents),
+		slog.Int("user-files", l.UserFiles), slog.Int("user-waits", l.UserWaits),
+		slog.Int("user-copies", l.UserCopies), slog.Int("copies", l.Copies),
+		slog.Int64("memory-budget", l.MemoryBudget))
+}
+
 // Limit names one of Limits' bounds, as `ucmd serve`'s flag names it, so
 // that status, the metrics and the log point the operator at the knob.
 type Limit uint8

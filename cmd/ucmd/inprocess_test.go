@@ -194,6 +194,19 @@ func TestServeStatusConformanceInProcess(t *testing.T) {
 	}
 }
 
+// serve logs the limits it serves with, the defaults filled in, each by
+// its flag's name.
+func TestServeLogsLimits(t *testing.T) {
+	_, env := fakeMachine(t)
+	next := notifySocket(t)
+	s := serve(t, env, next, "--log-level", "info", "--user-waits", "77", "--memory-budget", "2097152")
+	for _, want := range []string{"limits.user-waits=77 ", "limits.memory-budget=2097152", "limits.user-ids=65536 ", "limits.copies=1024 "} {
+		if !strings.Contains(s.log.String(), want) {
+			t.Errorf("serve's log lacks %q:\n%s", want, s.log)
+		}
+	}
+}
+
 // serve gives every device's CUSE readers as many idle ones as the CPUs
 // allow, and adds a P for each that can wait in read(2), unless
 // GOMAXPROCS is set in the environment: then the readers still follow the

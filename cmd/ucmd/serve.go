@@ -295,7 +295,8 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	resize(d)
-	cfg.Logger.Info("ucmd ready", "version", cfg.Version, "fabric", cfg.Fabric, "nodes", d.Nodes(), "runtime_dir", cfg.RuntimeDir)
+	cfg.Logger.Info("ucmd ready", "version", cfg.Version, "fabric", cfg.Fabric, "nodes", d.Nodes(), "runtime_dir", cfg.RuntimeDir,
+		"limits", cfg.Limits)
 	// Type=notify: READY=1 only now, with every node in place (Start waits
 	// for each), so units ordered after ucmd find them.
 	if _, err := sdnotify.Notify(fmt.Sprintf("%s\nSTATUS=serving %s", sdnotify.Ready, strings.Join(d.Nodes(), " "))); err != nil {
