@@ -87,10 +87,14 @@ func TestDaemonUserWaits(t *testing.T) {
 	}
 	// The operator sees what the waits cost, which limit refused the
 	// rest, and whom: each wait is charged 10 KiB of the memory budget.
+	charged := int64(-1)
 	for _, u := range st.Limits.Users {
-		if u.UID == nobody && u.Memory < limit*10<<10 {
-			t.Errorf("status: uid %d's %d waits are charged %d bytes, want at least %d", u.UID, limit, u.Memory, limit*10<<10)
+		if u.UID == nobody {
+			charged = u.Memory
 		}
+	}
+	if charged < limit*10<<10 {
+		t.Errorf("status: uid %d's %d waits are charged %d bytes (-1: not listed), want at least %d", nobody, limit, charged, limit*10<<10)
 	}
 	if n := st.Limits.Refused["user-waits"]; n < threads-limit {
 		t.Errorf("status: %d refusals by user-waits, want at least %d", n, threads-limit)
