@@ -123,11 +123,12 @@ func (l Limits) withDefaults() Limits {
 func (l Limits) LogValue() slog.Value {
 	l = l.withDefaults()
 	return slog.GroupValue(
-		slog.Int("max-ids", l.MaxIDs), slog.Int("max-events", l.MaxEvents),
-		slog.Int("user-ids", l.UserIDs), slog.Int("user-events", l.UserEvents),
-		slog.Int("user-files", l.UserFiles), slog.Int("user-waits", l.UserWaits),
+		slog.Int(LimitMaxIDs.String(), l.MaxIDs), slog.Int(LimitMaxEvents.String(), l.MaxEvents),
+		slog.Int(LimitUserIDs.String(), l.UserIDs), slog.Int(LimitUserEvents.String(), l.UserEvents),
+		slog.Int(LimitUserFiles.String(), l.UserFiles), slog.Int(LimitUserWaits.String(), l.UserWaits),
+		// Copies past these wait; they refuse nothing, so are no Limit.
 		slog.Int("user-copies", l.UserCopies), slog.Int("copies", l.Copies),
-		slog.Int64("memory-budget", l.MemoryBudget))
+		slog.Int64(LimitMemoryBudget.String(), l.MemoryBudget))
 }
 
 // Limit names one of Limits' bounds, as `ucmd serve`'s flag names it, so

@@ -168,16 +168,24 @@ func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, err
 	if err != nil || mode > 0o777 || mode == 0 {
 		return daemon.Config{}, fmt.Errorf("--mode %q: want octal permissions such as 0666", f.mode)
 	}
+	// Each limit: not negative (0 is its default), and the copies below
+	// MaxCopies, since a hung copy holds a thread and more could pass the
+	// Go runtime's fatal limit, which would end every user's connections.
 	for _, l := range []struct {
 		flag string
 		v    int64
+		max  int64 // 0: none
 	}{
-		{"max-ids", int64(f.maxIDs)}, {"max-events", int64(f.maxEvents)}, {"user-ids", int64(f.userIDs)},
-		{"user-events", int64(f.userEvents)}, {"user-files", int64(f.userFiles)}, {"user-waits", int64(f.userWaits)},
-		{"user-copies", int64(f.userCopies)}, {"copies", int64(f.copies)}, {"memory-budget", f.memoryBudget},
+		{"max-ids", int64(f.maxIDs), 0}, {"max-events", int64(f.maxEvents), 0}, {"user-ids", int64(f.userIDs), 0},
+		{"user-events", int64(f.userEvents), 0}, {"user-files", int64(f.userFiles), 0}, {"user-waits", int64(f.userWaits), 0},
+		{"user-copies", int64(f.userCopies), ucm.MaxCopies}, {"copies", int64(f.copies), ucm.MaxCopies},
+		{"memory-budget", f.memoryBudget, 0},
 	} {
 		if l.v < 0 {
 			return daemon.Config{}, fmt.Errorf("--%s %d: cannot be negative (0 is the default)", l.flag, l.v)
+		}
+		if l.max > 0 && l.v > l.max {
+			return daemon.Config{}, fmt.Errorf("--%s %d: at most %d (each copy that hangs holds one of ucmd's threads, and the Go runtime ends a program past 10,000)", l.flag, l.v, l.max)
 		}
 	}
 	// The budget is in bytes: a figure in MiB or GiB typed without its
@@ -186,16 +194,6 @@ func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, err
 	if f.memoryBudget > 0 && f.memoryBudget < minMemoryBudget {
 		return daemon.Config{}, fmt.Errorf("--memory-budget %d: in bytes, at least %d (1 MiB); %d MiB would be %d",
 			f.memoryBudget, minMemoryBudget, f.memoryBudget, f.memoryBudget<<20)
-	}
-	// A hung copy holds a thread: more than MaxCopies could pass the Go
-	// runtime's fatal limit, which would end every user's connections.
-	for _, l := range []struct {
-		flag string
-		v    int
-	}{{"user-copies", f.userCopies}, {"copies", f.copies}} {
-		if l.v > ucm.MaxCopies {
-			return daemon.Config{}, fmt.Errorf("--%s %d: at most %d (each copy that hangs holds one of ucmd's threads, and the Go runtime ends a program past 10,000)", l.flag, l.v, ucm.MaxCopies)
-		}
 	}
 	cfg := daemon.Config{
 		Fabric:       f.fabric,
