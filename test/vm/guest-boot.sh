@@ -116,7 +116,18 @@ systemctl restart ucmd.service
 
 # --- systemd's own checks -------------------------------------------------------
 if v=$(systemd-analyze verify ucmd.service 2>&1); then ok "systemd-analyze verify ucmd.service: clean"; else bad "verify: $v"; fi
-echo "# $(systemd-analyze security ucmd.service 2>&1 | tail -1)"
+# The running unit and the installed file analysed offline (deb-test) score
+# the same only if the file says what systemd does: offline, a setting that
+# other settings imply counts as unset.
+systemd-analyze security ucmd.service >/tmp/sec-run 2>&1
+systemd-analyze security --offline=yes /lib/systemd/system/ucmd.service >/tmp/sec-off 2>&1
+run=$(tail -1 /tmp/sec-run) off=$(tail -1 /tmp/sec-off)
+if [ "${run##*: }" = "${off##*: }" ]; then
+  ok "systemd-analyze security: ${run##*: } running, the same offline"
+else
+  bad "systemd-analyze security: ${run##*: } running, ${off##*: } offline"
+  diff /tmp/sec-run /tmp/sec-off | sed 's/^/# /'
+fi
 
 # --- a clean stop ---------------------------------------------------------------
 systemctl stop ucmd.service
