@@ -109,6 +109,13 @@ func TestSixteenGoroutinesOneFile(t *testing.T) {
 	if n := d.IDs.Len(); n != 0 {
 		t.Errorf("%d ids left after close", n)
 	}
+	// Every charge given back: a leak here would refuse the user later.
+	if u := d.Device.Budget().Usage(); u.Bytes != 0 || u.Users != 0 {
+		t.Errorf("after close the budget still has %d bytes charged to %d users: %+v", u.Bytes, u.Users, d.Device.Budget().Users())
+	}
+	if n, _ := d.Device.Budget().Copies(); n != 0 {
+		t.Errorf("%d copies still in progress after close", n)
+	}
 }
 
 // churn is one worker round: a listener and an active id on the same
