@@ -37,7 +37,7 @@ func TestServeFlagsCheckedFirst(t *testing.T) {
 	}{
 		{[]string{"serve", "--fabric", "bogus"}, `--fabric "bogus": want umad`},
 		{[]string{"--fabric", "bogus"}, `--fabric "bogus"`},
-		{[]string{"serve", "--sim-devices", "-5"}, "--sim-devices -5: want at least 1"},
+		{[]string{"serve", "--sim-devices", "-5"}, "--sim-devices -5: want from 1 to 1024"},
 		{[]string{"serve", "--fabric", "sim", "--sim-devices", "0"}, "--sim-devices 0"},
 		{[]string{"serve", "--fabric", "sim", "--device", "mlx5_0"}, "--device selects"},
 		{[]string{"serve", "--device", "../x"}, `--device "../x": not an RDMA device name`},

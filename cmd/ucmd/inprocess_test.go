@@ -366,7 +366,7 @@ func TestServeFailsInProcess(t *testing.T) {
 		{"serve --wait-devices -1s", "--wait-devices -1s: cannot be negative"},
 		{"serve --rescan 1ms", "--rescan 1ms: want 0 (never) or at least 100ms"},
 		{"serve --rescan -2s", "--rescan -2s: want 0 (never) or at least 100ms"},
-		{"serve --fabric sim --sim-devices 33 --fixed-numbers", "only 32 minors"},
+		{"serve --fabric sim --sim-devices 1025", "--sim-devices 1025: want from 1 to 1024"},
 		{"serve --device ..", `--device "..": not an RDMA device name`},
 		{"serve --max-ids -1", "cannot be negative"},
 	} {

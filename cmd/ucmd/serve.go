@@ -57,6 +57,10 @@ type serveFlags struct {
 // minMemoryBudget is the smallest --memory-budget taken.
 const minMemoryBudget = 1 << 20
 
+// maxSimDevices bounds --sim-devices at the kernel ucm driver's count of
+// devices (IB_UCM_MAX_DEVICES).
+const maxSimDevices = 1024
+
 func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.fabric, "fabric", daemon.FabricUMAD, "where CM MADs go: umad (real HCAs, InfiniBand or RoCE) or sim (a built-in simulated fabric)")
 	fs.StringSliceVar(&f.devices, "device", nil, "serve only these RDMA devices (repeatable; default: every device with umad ports)")
@@ -64,7 +68,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.simIB, "sim-ib", false, "with --fabric sim: InfiniBand ports (LIDs) instead of RoCE (GIDs)")
 	fs.DurationVar(&f.waitDevices, "wait-devices", 0, "with --fabric umad: wait up to this long for the RDMA devices (every --device, else at least one) to appear with umad ports, as at boot (0: do not wait)")
 	fs.DurationVar(&f.rescan, "rescan", defaultRescan, "how often to look for RDMA devices added, removed or registered again while serving (a driver reload, a firmware reset, rdma link add/delete): a new device gets the lowest free ucmN, a removed one loses its node (0: never)")
-	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucmN as 231:224+N, the kernel driver's numbers")
+	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucm0 to ucm31 as 231:224+N, the kernel driver's numbers (later nodes, as without it, share a major the kernel picks)")
 	fs.StringVar(&f.statusGroup, "status-group", "", "`GROUP` that may read the status socket (ucmd status) besides root: mode 0660 and that group; default root only")
 	fs.StringVar(&f.metrics, "metrics-listen", "", "`HOST:PORT` to serve Prometheus metrics on at /metrics (MADs, retransmissions, timeouts, ids per state, files, queued events, failed commands, command latency and connection setup histograms; docs/metrics.md); e.g. 127.0.0.1:9435; default off, which also attaches no latency timing")
 	fs.StringVar(&f.mode, "mode", "0666", "permissions of the device nodes (the kernel driver used 0666)")
@@ -122,11 +126,8 @@ func (f *serveFlags) validate() error {
 	default:
 		return fmt.Errorf("--fabric %q: want %s (real HCAs, InfiniBand or RoCE) or %s (the built-in simulated fabric)", f.fabric, daemon.FabricUMAD, daemon.FabricSim)
 	}
-	if f.simDevices < 1 {
-		return fmt.Errorf("--sim-devices %d: want at least 1", f.simDevices)
-	}
-	if f.fixedNumbers && f.simDevices > daemon.MaxFixed && f.fabric == daemon.FabricSim {
-		return fmt.Errorf("--sim-devices %d with --fixed-numbers: only %d minors (231:224-255) exist", f.simDevices, daemon.MaxFixed)
+	if f.simDevices < 1 || f.simDevices > maxSimDevices {
+		return fmt.Errorf("--sim-devices %d: want from 1 to %d (each a node served by threads of its own)", f.simDevices, maxSimDevices)
 	}
 	if f.autoMRA < 0 || f.autoMRA > 31 {
 		return fmt.Errorf("--auto-mra %d: want an MRA service timeout from 1 to 31 (IBTA 5-bit time; 24 is rdma_cm's, about 69 s), or 0 for none", f.autoMRA)

@@ -34,13 +34,6 @@ import (
 	"github.com/ucmd/ucmd/ucm"
 )
 
-// The historic ucm device numbers: major 231, minors from 224.
-const (
-	UCMMajor     = 231
-	UCMBaseMinor = 224
-	MaxFixed     = 32 // minors 224..255
-)
-
 // Fabric names.
 const (
 	FabricUMAD = "umad"
@@ -68,8 +61,9 @@ type Config struct {
 	// a device served at start and one that appears later, whatever
 	// GOMAXPROCS is by then. 0 is cuse's default.
 	IdleReaders int
-	// FixedNumbers registers ucmN as 231:224+N like the kernel did, so a
-	// static udev rule or mknod keeps working. Otherwise the kernel picks.
+	// FixedNumbers registers ucm0 to ucm31 as 231:224+N like the kernel
+	// did, so a static udev rule or mknod keeps working; the other nodes
+	// share one major the kernel picks (devnum.go).
 	FixedNumbers bool
 	NodeMode     os.FileMode // of /dev/infiniband/ucmN; the kernel used 0666
 	DevDir       string      // "/dev"
@@ -122,6 +116,9 @@ type Env struct {
 	ThreadGroup ucm.ThreadGroupFunc
 	// ProcessName names a client process; nil is ucm.ProcProcessName.
 	ProcessName ucm.ProcessNameFunc
+	// NodeNumber reads the device number of a node Register made; nil is
+	// stat(2). Major 0 is a number not known.
+	NodeNumber func(path string) (major, minor uint32, err error)
 }
 
 // Channel is a registered CUSE device, as *cuse.Server is: Serve serves
@@ -157,6 +154,9 @@ func (e Env) withDefaults() Env {
 	if e.ProcessName == nil {
 		e.ProcessName = ucm.ProcProcessName
 	}
+	if e.NodeNumber == nil {
+		e.NodeNumber = nodeNumber
+	}
 	return e
 }
 
@@ -166,6 +166,7 @@ type Daemon struct {
 	log     *slog.Logger
 	started time.Time
 	fabric  *sim.Fabric
+	nums    *devNumbers
 	ids     *ucm.IDTable // one id space and budget for every device, served now or later
 	budget  *ucm.Budget
 	status  *status.Server
@@ -193,6 +194,7 @@ type Daemon struct {
 type served struct {
 	index int
 	node  string
+	major uint32 // of its device number; 0 if not known
 	dev   hw.Device
 	cm    *cmcore.CM
 	ucm   *ucm.Device
@@ -213,7 +215,8 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.NodeMode = 0o666
 	}
 	cfg.Env = cfg.Env.withDefaults()
-	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1), kick: make(chan struct{}, 1)}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, started: time.Now(), failed: make(chan error, 1), kick: make(chan struct{}, 1),
+		nums: &devNumbers{fixed: cfg.FixedNumbers}}
 	d.trace = trace.NewHub(d.traceOwners, d.log)
 	// One id space and one budget for every device, as the kernel had one
 	// ctx_id_table: a user's limits and the memory budget span them all.
@@ -252,9 +255,6 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	if err := cfg.Env.Preflight(); err != nil {
 		return early(err)
-	}
-	if cfg.FixedNumbers && len(devs) > MaxFixed {
-		return early(fmt.Errorf("--fixed-numbers: %d devices, but only %d minors (231:224-255) exist", len(devs), MaxFixed))
 	}
 	for i, dev := range devs {
 		if err := d.serve(ctx, i, dev); err != nil {
@@ -516,9 +516,6 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 // On error nothing of it is left.
 func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	log := d.log.With("dev", dev.Name(), "node", fmt.Sprintf("ucm%d", i))
-	if d.cfg.FixedNumbers && i >= MaxFixed {
-		return fmt.Errorf("--fixed-numbers: %s would be ucm%d, but only %d minors (231:224-255) exist", dev.Name(), i, MaxFixed)
-	}
 	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA, Observer: d.observer(), OnReceiveError: d.kickRescan})
 	if err := cm.Start(); err != nil {
 		cm.Close()
@@ -536,10 +533,15 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	name := fmt.Sprintf("infiniband/ucm%d", i)
 	// Node: where Close opens the node to wake the CUSE readers.
 	cc := cuse.Config{DevName: name, Logger: log, Node: filepath.Join(d.cfg.DevDir, name), IdleReaders: d.cfg.IdleReaders}
-	if d.cfg.FixedNumbers {
-		cc.Major, cc.Minor = UCMMajor, uint32(UCMBaseMinor+i)
-	}
+	cc.Major, cc.Minor = d.nums.want(i)
 	srv, err := d.cfg.Env.Register(ctx, cc, u)
+	if err != nil && cc.Major != 0 && cc.Major != UCMMajor {
+		// A minor of the shared major that the kernel refuses: a major
+		// of the node's own, as it would have had without sharing.
+		log.Debug("device number refused; asking for a dynamic one", "major", cc.Major, "minor", cc.Minor, "err", err)
+		cc.Major = 0
+		srv, err = d.cfg.Env.Register(ctx, cc, u)
+	}
 	if err != nil {
 		cm.Close()
 		return fmt.Errorf("register /dev/%s: %w", name, cuseHint(err))
@@ -561,11 +563,19 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 		s.stop()
 		return err
 	}
+	major, minor, err := d.cfg.Env.NodeNumber(s.node)
+	if err != nil {
+		// Not knowing it costs only the sharing: the next node asks for
+		// a dynamic major of its own.
+		log.Warn("cannot read the node's device number", "err", err)
+	}
+	s.major = major
+	d.nums.got(i, major)
 	d.mu.Lock()
 	at, _ := slices.BinarySearchFunc(d.served, i, func(o *served, i int) int { return o.index - i })
 	d.served = slices.Insert(d.served, at, s)
 	d.mu.Unlock()
-	log.Info("serving", "path", s.node)
+	log.Info("serving", "path", s.node, "devnum", fmt.Sprintf("%d:%d", major, minor))
 	return nil
 }
 

@@ -3,10 +3,12 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,28 +144,77 @@ func TestServeOnFakeKernel(t *testing.T) {
 	}
 }
 
-// --fixed-numbers registers 231:224+N, and refuses more devices than minors.
+// --fixed-numbers registers 231:224+N for ucm0 to ucm31, and the nodes
+// past them on one dynamic major, ucmN at minor N-32, as the kernel's ucm
+// did.
 func TestFixedNumbers(t *testing.T) {
 	f := daemontest.New(t)
-	start(t, f, daemon.Config{SimDevices: 2, SimIB: true, FixedNumbers: true, NodeMode: 0o660})
-	for i := range 2 {
-		name := "infiniband/ucm" + string(rune('0'+i))
-		k := f.Channel(name).Kernel
-		if k.DevName != name || k.Init.DevMajor != daemon.UCMMajor || k.Init.DevMinor != uint32(daemon.UCMBaseMinor+i) {
-			t.Errorf("%s registered as %q %d:%d", name, k.DevName, k.Init.DevMajor, k.Init.DevMinor)
+	start(t, f, daemon.Config{SimDevices: daemon.MaxFixed + 3, SimIB: true, FixedNumbers: true, NodeMode: 0o660})
+	for i := range daemon.MaxFixed + 3 {
+		name := fmt.Sprintf("infiniband/ucm%d", i)
+		want := [2]uint32{daemon.UCMMajor, uint32(daemon.UCMBaseMinor + i)}
+		if i >= daemon.MaxFixed {
+			want = [2]uint32{254, uint32(i - daemon.MaxFixed)} // the fake's first dynamic major
+		}
+		if major, minor, _ := f.Number(name); [2]uint32{major, minor} != want {
+			t.Errorf("%s registered as %d:%d, want %d:%d", name, major, minor, want[0], want[1])
 		}
 		if st, err := os.Stat(filepath.Join(f.DevDir, name)); err != nil || st.Mode().Perm() != 0o660 {
 			t.Errorf("%s: %v, %v; want --mode 0660", name, st.Mode(), err)
 		}
 	}
-
-	f = daemontest.New(t)
-	_, err := daemon.Start(t.Context(), f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: daemon.MaxFixed + 1, FixedNumbers: true, RuntimeDir: t.TempDir(), Logger: quiet()}))
-	if err == nil || !strings.Contains(err.Error(), "--fixed-numbers: 33 devices") {
-		t.Fatalf("33 devices with --fixed-numbers: %v", err)
+	k := f.Channel("infiniband/ucm1").Kernel
+	if k.Init.DevMajor != daemon.UCMMajor || k.Init.DevMinor != daemon.UCMBaseMinor+1 {
+		t.Errorf("ucm1's CUSE_INIT reply asked for %d:%d", k.Init.DevMajor, k.Init.DevMinor)
 	}
-	if f.Channel("infiniband/ucm0") != nil {
-		t.Error("a device was registered")
+}
+
+// Without --fixed-numbers the first node asks for a dynamic major and the
+// others for minors of it, so that any number of nodes take one of the
+// kernel's few dynamic majors; a minor of it the kernel refuses gets a
+// major of its own; once no node holds a minor of it, the next node asks
+// for a dynamic major again.
+func TestSharedMajor(t *testing.T) {
+	f := daemontest.New(t)
+	f.Refuse = func(cfg cuse.Config) error {
+		if cfg.Major == 254 && cfg.Minor == 2 {
+			return unix.EBUSY // another driver's minor
+		}
+		return nil
+	}
+	run := t.TempDir()
+	d, _, _ := hotplugDaemon(t, f, run, daemon.Config{SimDevices: 4})
+	asked := []uint32{0, 254, 0, 254} // the major of each CUSE_INIT reply that registered
+	for i, want := range [][2]uint32{{254, 0}, {254, 1}, {253, 2}, {254, 3}} {
+		name := fmt.Sprintf("infiniband/ucm%d", i)
+		if major, minor, _ := f.Number(name); [2]uint32{major, minor} != want {
+			t.Errorf("%s registered as %d:%d, want %d:%d", name, major, minor, want[0], want[1])
+		}
+		if k := f.Channel(name).Kernel; k.Init.DevMajor != asked[i] || k.Init.DevMinor != uint32(i) {
+			t.Errorf("%s's CUSE_INIT reply asked for %d:%d, want %d:%d", name, k.Init.DevMajor, k.Init.DevMinor, asked[i], i)
+		}
+	}
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1", "ucm2=sim2", "ucm3=sim3")
+
+	// The shared major's nodes go, then a device comes: a fresh dynamic
+	// major (the fake, as the kernel, gives the highest free one).
+	fab := d.SimFabric()
+	for _, name := range []string{"sim0", "sim1", "sim3"} {
+		must(t, fab.RemoveDevice(simDevice(t, fab, name), syscall.EIO))
+	}
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm2=sim2")
+	if _, err := fab.AddRoCE("sim9", 1); err != nil {
+		t.Fatal(err)
+	}
+	d.Rescan()
+	d.Rescan()
+	wantNodes(t, f, d, run, "ucm0=sim9", "ucm2=sim2")
+	if k := f.Channel("infiniband/ucm0").Kernel; k.Init.DevMajor != 0 {
+		t.Errorf("the first node after the shared major was released asked for major %d, want a dynamic one", k.Init.DevMajor)
+	}
+	if major, minor, _ := f.Number("infiniband/ucm0"); major != 254 || minor != 0 {
+		t.Errorf("ucm0 registered as %d:%d, want 254:0", major, minor)
 	}
 }
 

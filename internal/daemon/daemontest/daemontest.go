@@ -53,11 +53,25 @@ type Fake struct {
 	t        testing.TB
 	mu       sync.Mutex
 	channels map[string]*Channel
+	numbers  map[[2]uint32]string // device numbers registered, to their DevName
 }
+
+// dynamicMajors are the majors the fake hands out for major 0, in order,
+// as fs/char_dev.c does: the first with no minor registered.
+var dynamicMajors = func() []uint32 {
+	var m []uint32
+	for i := uint32(254); i >= 234; i-- {
+		m = append(m, i)
+	}
+	for i := uint32(511); i >= 384; i-- {
+		m = append(m, i)
+	}
+	return m
+}()
 
 // New returns a Fake with a fresh DevDir and caller memory.
 func New(t testing.TB) *Fake {
-	return &Fake{t: t, DevDir: t.TempDir(), Mem: callermem.NewFake(), channels: map[string]*Channel{}}
+	return &Fake{t: t, DevDir: t.TempDir(), Mem: callermem.NewFake(), channels: map[string]*Channel{}, numbers: map[[2]uint32]string{}}
 }
 
 // Env is the daemon.Env of the fake machine.
@@ -84,7 +98,67 @@ func (f *Fake) Env() daemon.Env {
 			}
 			return fmt.Sprintf("client%d", pid), nil
 		},
+		NodeNumber: f.nodeNumber,
 	}
+}
+
+// Number returns the device number registered as devName
+// ("infiniband/ucm0"); ok is false if none is.
+func (f *Fake) Number(devName string) (major, minor uint32, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for n, name := range f.numbers {
+		if name == devName {
+			return n[0], n[1], true
+		}
+	}
+	return 0, 0, false
+}
+
+func (f *Fake) nodeNumber(path string) (major, minor uint32, err error) {
+	rel, err := filepath.Rel(f.DevDir, path)
+	if err != nil {
+		return 0, 0, err
+	}
+	if major, minor, ok := f.Number(rel); ok {
+		return major, minor, nil
+	}
+	return 0, 0, fmt.Errorf("%s: %w", path, unix.ENOENT)
+}
+
+// number registers cfg's device number as the kernel does for CUSE: major
+// 0 takes the first dynamic major with no minor registered, any other
+// exactly Major:Minor, EBUSY if taken.
+func (f *Fake) number(cfg cuse.Config) ([2]uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := [2]uint32{cfg.Major, cfg.Minor}
+	if n[0] == 0 {
+		used := map[uint32]bool{}
+		for k := range f.numbers {
+			used[k[0]] = true
+		}
+		for _, m := range dynamicMajors {
+			if !used[m] {
+				n[0] = m
+				break
+			}
+		}
+		if n[0] == 0 {
+			return n, fmt.Errorf("no dynamic major left: %w", unix.EBUSY)
+		}
+	}
+	if name, ok := f.numbers[n]; ok {
+		return n, fmt.Errorf("%d:%d is %s's: %w", n[0], n[1], name, unix.EBUSY)
+	}
+	f.numbers[n] = cfg.DevName
+	return n, nil
+}
+
+func (f *Fake) unnumber(n [2]uint32) {
+	f.mu.Lock()
+	delete(f.numbers, n)
+	f.mu.Unlock()
 }
 
 // Config completes cfg for the fake machine: its Env and DevDir.
@@ -100,18 +174,24 @@ func (f *Fake) register(_ context.Context, cfg cuse.Config, dev cuse.Device) (da
 			return nil, err
 		}
 	}
+	num, err := f.number(cfg)
+	if err != nil {
+		return nil, err
+	}
 	k := cusetest.Start(f.t, dev, &cusetest.Options{Config: cfg, Memory: f.Mem, Timeout: Timeout})
 	// What devtmpfs would create: a file the daemon can chmod and stat.
 	node := filepath.Join(f.DevDir, cfg.DevName)
 	if err := os.MkdirAll(filepath.Dir(node), 0o755); err != nil {
 		k.Close()
+		f.unnumber(num)
 		return nil, err
 	}
 	if err := os.WriteFile(node, nil, 0o600); err != nil {
 		k.Close()
+		f.unnumber(num)
 		return nil, err
 	}
-	c := &Channel{Kernel: k, node: node, fail: make(chan error, 1), closed: make(chan struct{})}
+	c := &Channel{Kernel: k, node: node, fail: make(chan error, 1), closed: make(chan struct{}), release: func() { f.unnumber(num) }}
 	f.mu.Lock()
 	f.channels[cfg.DevName] = c
 	f.mu.Unlock()
@@ -132,11 +212,12 @@ type Channel struct {
 	// Kernel is the fake kernel the device is registered with.
 	Kernel *cusetest.Kernel
 
-	node   string
-	fail   chan error
-	once   sync.Once
-	closed chan struct{}
-	err    error
+	node    string
+	fail    chan error
+	once    sync.Once
+	closed  chan struct{}
+	err     error
+	release func() // its device number
 }
 
 // MaxBlockedReaders is the served cuse.Server's, as on a real channel
@@ -162,8 +243,10 @@ func (c *Channel) Close() error {
 		// Serve returned, which the kernel's test cleanup may have taken
 		// already (if it ran first).
 		c.err = c.Kernel.Server().Close()
-		// The kernel removes a CUSE device's node with its channel.
+		// The kernel removes a CUSE device's node and number with its
+		// channel.
 		os.Remove(c.node)
+		c.release()
 		close(c.closed)
 	})
 	return c.err
