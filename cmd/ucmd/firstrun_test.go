@@ -41,6 +41,9 @@ func TestServeFlagsCheckedFirst(t *testing.T) {
 		{[]string{"serve", "--fabric", "sim", "--sim-devices", "0"}, "--sim-devices 0"},
 		{[]string{"serve", "--fabric", "sim", "--device", "mlx5_0"}, "--device selects"},
 		{[]string{"serve", "--device", "../x"}, `--device "../x": not an RDMA device name`},
+		{[]string{"serve", "--device", ""}, `--device "": not an RDMA device name`},
+		{[]string{"--device", ""}, `--device "": not an RDMA device name`},
+		{[]string{"serve", "--device", "rxe0,"}, `--device "": not an RDMA device name`},
 		{[]string{"serve", "--mode", "999"}, "--mode"},
 		{[]string{"serve", "--auto-mra", "32"}, "--auto-mra 32: want an MRA service timeout from 1 to 31"},
 		{[]string{"serve", "--auto-mra", "-1"}, "--auto-mra -1"},
@@ -50,6 +53,12 @@ func TestServeFlagsCheckedFirst(t *testing.T) {
 		_, err := runRoot(t, append(tc.args, "--runtime-dir", t.TempDir())...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ucmd %s: %v, want an error mentioning %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	for _, args := range [][]string{{"serve"}, {"status"}, {"trace"}, {"exec", "--", "true"}} {
+		args = append([]string{args[0], "--runtime-dir", ""}, args[1:]...)
+		if _, err := runRoot(t, args...); err == nil || !strings.Contains(err.Error(), `--runtime-dir "": want a directory`) {
+			t.Errorf("ucmd %s: %v", strings.Join(args, " "), err)
 		}
 	}
 }

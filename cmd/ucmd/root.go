@@ -65,6 +65,13 @@ manager itself over the kernel's umad interface. Without a command it serves
 	}
 	root.PersistentFlags().StringVar(&g.runtimeDir, "runtime-dir", defaultRuntimeDir,
 		"directory for the control socket and the infiniband_cm class tree")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.runtimeDir == "" {
+			// Empty, the sockets would land in the working directory.
+			return fmt.Errorf(`--runtime-dir "": want a directory (default %s)`, defaultRuntimeDir)
+		}
+		return nil
+	}
 	root.AddCommand(
 		&cobra.Command{
 			Use:     "version",

@@ -29,6 +29,7 @@ import (
 type serveFlags struct {
 	fabric       string
 	devices      []string
+	deviceGiven  bool // --device was on the command line, maybe empty
 	simDevices   int
 	simIB        bool
 	fixedNumbers bool
@@ -146,6 +147,10 @@ func (f *serveFlags) validate() error {
 	if f.rescan != 0 && f.rescan < minRescan {
 		return fmt.Errorf("--rescan %v: want 0 (never) or at least %v", f.rescan, minRescan)
 	}
+	if f.deviceGiven && len(f.devices) == 0 {
+		// pflag reads "" as no names: it would serve every device.
+		return fmt.Errorf(`--device "": not an RDMA device name (such as mlx5_0 or rxe0; see /sys/class/infiniband)`)
+	}
 	if len(f.devices) > 0 && f.fabric == daemon.FabricSim {
 		return fmt.Errorf("--device selects RDMA devices of --fabric %s; with --fabric %s use --sim-devices", daemon.FabricUMAD, daemon.FabricSim)
 	}
@@ -228,6 +233,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	// kills on EPIPE at fd 2 unless SIGPIPE is ignored, and a lost log
 	// line costs less than every client's connections.
 	signal.Ignore(syscall.SIGPIPE)
+	f.deviceGiven = cmd.Flags().Changed("device")
 	cfg, err := f.config(g, cmd.ErrOrStderr())
 	if err != nil {
 		return err
