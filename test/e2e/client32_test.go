@@ -50,15 +50,7 @@ func TestDaemon32BitClient(t *testing.T) {
 			}
 		})
 	}
-	s, err := d.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dev := range s.Devices {
-		if len(dev.Files) != 0 {
-			t.Errorf("%s still has open files after the clients exited: %+v", dev.Name, dev.Files)
-		}
-	}
+	d.wantNoFiles(t)
 }
 
 // pairWith is clientPair with a binary per side: a server on ucm1 (rxe1)

@@ -49,15 +49,7 @@ func TestDaemonClientCredentials(t *testing.T) {
 			}
 		})
 	}
-	s, err := d.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dev := range s.Devices {
-		if len(dev.Files) != 0 {
-			t.Errorf("%s still has open files after the clients exited: %+v", dev.Name, dev.Files)
-		}
-	}
+	d.wantNoFiles(t)
 }
 
 // checkHighPointers: the 32-bit client's buffers lie above 2 GiB, so a

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -18,66 +19,29 @@ import (
 // host sees (the limits are per host uid: docs/cuse.md §3), and the
 // inherited-fd check must still refuse a forked child inside the container.
 func TestDaemonClientsInContainers(t *testing.T) {
-	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "2")
-	s, err := d.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.Devices) != 2 {
-		t.Fatalf("sim status: %+v", s)
-	}
-	g0, g1 := s.Devices[0].Ports[0].GID0, s.Devices[1].Ports[0].GID0
+	d, g0, g1 := startSimPair(t)
 	bin := ucmclientBin(t)
 	const srvBase, cliBase = 100000, 200000
 
-	srv := inContainer(srvBase, bin, "-D", "/dev/infiniband/ucm1", "--no-verbs", "-l", "0x2003", "-n", "1")
-	var sb syncBuffer
-	srv.Stdout, srv.Stderr = &sb, &sb
-	if err := srv.Start(); err != nil {
-		t.Fatalf("start the server in a container: %v", err)
-	}
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Wait() }()
-	t.Cleanup(func() {
-		srv.Process.Kill()
-		<-srvDone
-	})
+	srv := startBackground(t, "the server in a container",
+		inContainer(srvBase, bin, "-D", "/dev/infiniband/ucm1", "--no-verbs", "-l", "0x2003", "-n", "1"))
 	d.waitListening(t, 1)
-	checkOpener(t, d, 1, srv.Process.Pid, srvBase, "LISTEN")
+	checkOpener(t, d, 1, srv.cmd.Process.Pid, srvBase, "LISTEN")
 
 	// The client holds its connection so that status sees it.
-	cli := inContainer(cliBase, bin, "-D", "/dev/infiniband/ucm0", "--no-verbs", "-c", "-s", "0x2003",
-		"-G", g0, "-g", g1, "-n", "1", "--hold", "3000")
-	var cb syncBuffer
-	cli.Stdout, cli.Stderr = &cb, &cb
-	if err := cli.Start(); err != nil {
-		t.Fatalf("start the client in a container: %v", err)
-	}
-	cliDone := make(chan error, 1)
-	go func() { cliDone <- cli.Wait() }()
-	t.Cleanup(func() {
-		cli.Process.Kill()
-		<-cliDone
-	})
+	cli := startBackground(t, "the client in a container",
+		inContainer(cliBase, bin, "-D", "/dev/infiniband/ucm0", "--no-verbs", "-c", "-s", "0x2003",
+			"-G", g0, "-g", g1, "-n", "1", "--hold", "3000"))
 	deadline := time.Now().Add(10 * time.Second)
 	for !hasState(d, 0, "ESTABLISHED") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	checkOpener(t, d, 0, cli.Process.Pid, cliBase, "ESTABLISHED")
+	checkOpener(t, d, 0, cli.cmd.Process.Pid, cliBase, "ESTABLISHED")
 
-	for name, c := range map[string]chan error{"client": cliDone, "server": srvDone} {
-		select {
-		case err := <-c:
-			if err != nil {
-				t.Errorf("%s in a container: %v", name, err)
-			}
-			c <- err // for the cleanup
-		case <-time.After(30 * time.Second):
-			t.Errorf("%s in a container did not finish", name)
+	for _, b := range []*background{cli, srv} {
+		if err := b.wait(30 * time.Second); err != nil {
+			t.Errorf("%s: %v\n%s", b.what, err, b.out.String())
 		}
-	}
-	if t.Failed() {
-		t.Logf("server:\n%s\nclient:\n%s", sb.String(), cb.String())
 	}
 
 	t.Run("cred-check", func(t *testing.T) {
@@ -89,17 +53,42 @@ func TestDaemonClientsInContainers(t *testing.T) {
 		}
 	})
 
-	s, err = d.status()
-	if err != nil {
-		t.Fatal(err)
+	d.wantNoFiles(t)
+}
+
+// background is a command started by startBackground.
+type background struct {
+	what string
+	cmd  *exec.Cmd
+	out  syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// startBackground starts c, its output in out; the test's cleanup kills
+// it if it still runs.
+func startBackground(t *testing.T, what string, c *exec.Cmd) *background {
+	t.Helper()
+	b := &background{what: what, cmd: c, done: make(chan struct{})}
+	c.Stdout, c.Stderr = &b.out, &b.out
+	if err := c.Start(); err != nil {
+		t.Fatalf("start %s: %v", what, err)
 	}
-	for _, dev := range s.Devices {
-		if len(dev.Files) != 0 {
-			t.Errorf("%s still has open files after the containers exited: %+v", dev.Name, dev.Files)
-		}
-	}
-	if len(s.Limits.Users) != 0 {
-		t.Errorf("users still counted after the containers exited: %+v", s.Limits.Users)
+	go func() { b.err = c.Wait(); close(b.done) }()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		<-b.done
+	})
+	return b
+}
+
+// wait waits up to timeout for the command to exit, and returns how it did.
+func (b *background) wait(timeout time.Duration) error {
+	select {
+	case <-b.done:
+		return b.err
+	case <-time.After(timeout):
+		return fmt.Errorf("did not finish within %v", timeout)
 	}
 }
 

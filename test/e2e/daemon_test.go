@@ -170,6 +170,24 @@ func (d *daemon) status() (statusJSON, error) {
 	return s, json.Unmarshal([]byte(out), &s)
 }
 
+// wantNoFiles: once the clients have exited, no file is left open on any
+// node, and no user holds anything.
+func (d *daemon) wantNoFiles(t *testing.T) {
+	t.Helper()
+	s, err := d.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range s.Devices {
+		if len(dev.Files) != 0 {
+			t.Errorf("%s still has open files after the clients exited: %+v", dev.Name, dev.Files)
+		}
+	}
+	if len(s.Limits.Users) != 0 {
+		t.Errorf("users still counted after the clients exited: %+v", s.Limits.Users)
+	}
+}
+
 // waitListening waits until device dev has an id in LISTEN, so that a
 // client started next cannot race the server's LISTEN (and get REJ 8).
 func (d *daemon) waitListening(t *testing.T, dev int) {
@@ -305,19 +323,13 @@ func TestDaemonRCClients(t *testing.T) {
 		clientPair(t, d, "0x1003", []string{"-d", "rxe1", "-n", "10", "-M", "1", "-w", "0"}, []string{"-d", "rxe0", "-g", remote, "-n", "1", "-P", "10", "-M", "1", "-w", "0"})
 	})
 	// Nothing left behind once the clients are gone.
-	s, err := d.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dev := range s.Devices {
-		if len(dev.Files) != 0 {
-			t.Errorf("%s still has open files after the clients exited: %+v", dev.Name, dev.Files)
-		}
-	}
+	d.wantNoFiles(t)
 }
 
-func TestDaemonSimFabric(t *testing.T) {
-	d := startDaemon(t, "--fabric", "sim", "--sim-devices", "2")
+// startSimPair runs ucmd on two simulated devices, and returns their GIDs.
+func startSimPair(t *testing.T) (d *daemon, gid0, gid1 string) {
+	t.Helper()
+	d = startDaemon(t, "--fabric", "sim", "--sim-devices", "2")
 	s, err := d.status()
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +337,11 @@ func TestDaemonSimFabric(t *testing.T) {
 	if len(s.Devices) != 2 {
 		t.Fatalf("sim status: %+v", s)
 	}
-	g0, g1 := s.Devices[0].Ports[0].GID0, s.Devices[1].Ports[0].GID0
+	return d, s.Devices[0].Ports[0].GID0, s.Devices[1].Ports[0].GID0
+}
+
+func TestDaemonSimFabric(t *testing.T) {
+	d, g0, g1 := startSimPair(t)
 	bin := ucmclientBin(t)
 	srv := exec.Command(bin, "-D", "/dev/infiniband/ucm1", "--no-verbs", "-l", "0x2001", "-n", "1")
 	var sb syncBuffer
