@@ -87,8 +87,23 @@ func SpareProcs(base, blocked int) (procs int, raised bool) {
 }
 
 func spareProcs(base, blocked, cpus int) int {
-	return max(base, blocked+workProcs(base, cpus))
+	return max(base, readerProcs(blocked)+workProcs(base, cpus))
 }
+
+// MaxReaderProcs caps the Ps SpareProcs adds for waiting readers. A reader
+// that waits keeps its P only until the runtime's monitor takes it back,
+// after 10 ms at most; so the readers of a device idle that long hold no P,
+// and the Ps provisioned for them only sit idle, where every P costs the
+// whole process (WorkProcs). Sixty-four are the waiting readers of 7 to 12
+// devices busy at once (5 to 9 a device): a host with more RDMA devices
+// than that, as with SR-IOV functions, rarely has them all busy. In the
+// test VM, 150 simulated devices got 752 Ps uncapped and 66 capped, and
+// the capped daemon's CREATE_ID+DESTROY_ID pair on one device took 0.91
+// times as long (docs/perf.md, "Ps for many devices"). Fewer devices than
+// 7 to 12 are sized as before.
+const MaxReaderProcs = 64
+
+func readerProcs(blocked int) int { return min(blocked, MaxReaderProcs) }
 
 // WorkProcs bounds the Ps SpareProcs keeps free for work beside the
 // waiting readers: one per CPU, up to this many. Sixteen run sixteen
@@ -137,7 +152,7 @@ const MaxIdleReaders = 8
 func ProcsShort(procs, blocked int) int { return procsShort(procs, blocked, runtime.NumCPU()) }
 
 func procsShort(procs, blocked, cpus int) int {
-	return max(0, blocked+workProcs(procs, cpus)-procs)
+	return max(0, readerProcs(blocked)+workProcs(procs, cpus)-procs)
 }
 
 // slackPath is where thread tid's timer slack is read and written, in ns.

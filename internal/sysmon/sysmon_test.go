@@ -192,6 +192,11 @@ func TestProcsAndReadersByHost(t *testing.T) {
 		{cpus: 32, devices: 2, readers: 8, procs: 34, before: 98, beforeRd: 32},
 		{cpus: 128, devices: 4, readers: 8, procs: 128, before: 644, beforeRd: 128},
 		{cpus: 224, devices: 10, readers: 8, procs: 224, before: 2474, beforeRd: 224},
+		// Many devices: the readers' Ps capped (MaxReaderProcs).
+		{cpus: 2, devices: 12, readers: 4, procs: 62, before: 62, beforeRd: 4},
+		{cpus: 2, devices: 13, readers: 4, procs: 66, before: 67, beforeRd: 4},
+		{cpus: 2, devices: 150, readers: 4, procs: 66, before: 752, beforeRd: 4},
+		{cpus: 64, devices: 256, readers: 8, procs: 80, before: 16704, beforeRd: 64},
 	} {
 		base := c.cpus // GOMAXPROCS's default
 		readers := idleReaders(base, c.cpus)
@@ -207,7 +212,7 @@ func TestProcsAndReadersByHost(t *testing.T) {
 		if short := procsShort(procs, blocked, c.cpus); short != 0 {
 			t.Errorf("%d CPUs, %d devices: GOMAXPROCS %d is %d short of its own rule", c.cpus, c.devices, procs, short)
 		}
-		if free := procs - blocked; free < min(c.cpus, WorkProcs) {
+		if free := procs - readerProcs(blocked); free < min(c.cpus, WorkProcs) {
 			t.Errorf("%d CPUs, %d devices: %d Ps free beside %d waiting readers", c.cpus, c.devices, free, blocked)
 		}
 	}
@@ -239,6 +244,8 @@ func TestProcsShort(t *testing.T) {
 		{5, 0, 2, 0},
 		{128, 36, 128, 0}, // 16 free for work are enough
 		{40, 36, 128, 12},
+		{66, 750, 2, 0}, // 150 devices' readers, their Ps capped
+		{40, 750, 2, 26},
 	} {
 		if got := procsShort(c.procs, c.blocked, c.cpus); got != c.want {
 			t.Errorf("procsShort(%d, %d) with %d CPUs = %d, want %d", c.procs, c.blocked, c.cpus, got, c.want)
