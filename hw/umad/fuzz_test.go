@@ -16,7 +16,7 @@ func FuzzDeliver(f *testing.F) {
 	f.Add(good[:70])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e := &Endpoint{q: make(chan hw.Received, 1)}
+		e := &Endpoint{q: make(chan queued, 1)}
 		e.deliver(b)
 		e.deliver(b) // the second may overflow the queue of one
 		s := e.Stats()
@@ -24,7 +24,8 @@ func FuzzDeliver(f *testing.F) {
 			t.Fatalf("two packets, stats %+v", s)
 		}
 		if s.Received == 1 {
-			r := <-e.q
+			q := <-e.q
+			r := q.received()
 			if r.Src.GRH == nil && len(b) > 32 && b[32] != 0 {
 				t.Fatal("grh_present set but no GRH decoded")
 			}
