@@ -5,8 +5,11 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,5 +83,82 @@ func TestDaemonManyNodes(t *testing.T) {
 				t.Errorf("ucmd conformance %s: %v\n%s", last, err, out)
 			}
 		})
+	}
+}
+
+// Many real devices: twelve more Soft-RoCE devices on six veth pairs, 14
+// in all, are served through umad on one major, and two of the new ones
+// connect (a QP each side, RC data) through ucmd.
+func TestDaemonManyRxeDevices(t *testing.T) {
+	const pairs = 6
+	names := []string{"rxe0", "rxe1"}
+	for i := range pairs {
+		a, b := fmt.Sprintf("vma%d", i), fmt.Sprintf("vmb%d", i)
+		ipLink(t, "add", a, "type", "veth", "peer", "name", b)
+		// Registered before the daemon starts, so run after it stops.
+		t.Cleanup(func() {
+			exec.Command("rdma", "link", "delete", "r"+a).Run()
+			exec.Command("rdma", "link", "delete", "r"+b).Run()
+			exec.Command("ip", "link", "delete", a).Run()
+		})
+		for _, n := range []string{a, b} {
+			ipLink(t, "set", n, "up")
+			rdmaLink(t, "add", "r"+n, "type", "rxe", "netdev", n)
+			names = append(names, "r"+n)
+		}
+	}
+	slices.Sort(names)
+	d := startDaemon(t, "--wait-devices", "20s")
+	s := d.waitDevices(t, names...)
+	shared := uint32(0)
+	node := map[string]int{}
+	for i, dev := range s.Devices {
+		node[dev.Name] = i
+		var st unix.Stat_t
+		if err := unix.Stat(dev.Node, &st); err != nil {
+			t.Fatalf("%s: %v", dev.Node, err)
+		}
+		if shared == 0 {
+			shared = unix.Major(st.Rdev)
+		}
+		if maj, min := unix.Major(st.Rdev), unix.Minor(st.Rdev); maj != shared || min != uint32(i) {
+			t.Errorf("%s (%s) is %d:%d, want %d:%d", dev.Node, dev.Name, maj, min, shared, i)
+		}
+	}
+	gid := waitGID0(t, "rvmb0")
+	srv := startBackground(t, "the server on rvmb0", exec.Command(ucmdBin(t), "exec", "--runtime-dir", d.run, "--",
+		ucmclientBin(t), "-l", "0x1005", "-d", "rvmb0", "-n", "1"))
+	d.waitListening(t, node["rvmb0"])
+	out, err := exec.Command(ucmdBin(t), "exec", "--runtime-dir", d.run, "--",
+		ucmclientBin(t), "-c", "-s", "0x1005", "-d", "rvma0", "-g", gid, "-n", "1").CombinedOutput()
+	if err != nil {
+		t.Errorf("client on rvma0: %v\n%s", err, out)
+	}
+	if err := srv.wait(30 * time.Second); err != nil {
+		t.Errorf("%s: %v\n%s", srv.what, err, srv.out.String())
+	}
+	d.wantNoFiles(t)
+}
+
+func ipLink(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", append([]string{"link"}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("ip link %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// waitGID0 waits for a Soft-RoCE device's GID 0, which it takes from its
+// netdev's MAC once the port is up.
+func waitGID0(t *testing.T, dev string) string {
+	t.Helper()
+	path := "/sys/class/infiniband/" + dev + "/ports/1/gids/0"
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if g := strings.TrimSpace(string(b)); err == nil && strings.HasPrefix(g, "fe80:") {
+			return g
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %q, %v", path, b, err)
+		}
 	}
 }
