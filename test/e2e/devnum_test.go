@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/cuse"
 )
 
 // Many nodes share one dynamic major, as the kernel's ucm did: CUSE gives
@@ -161,4 +164,52 @@ func waitGID0(t *testing.T, dev string) string {
 			t.Fatalf("%s: %q, %v", path, b, err)
 		}
 	}
+}
+
+// A minor of the shared major that another CUSE device holds: the kernel
+// refuses it to the node that would take it, which then takes a major of
+// its own and is served.
+func TestDaemonSharedMajorMinorTaken(t *testing.T) {
+	d := startDaemon(t, "--rescan", "200ms")
+	s := d.waitDevices(t, "rxe0", "rxe1")
+	var st unix.Stat_t
+	if err := unix.Stat(s.Devices[0].Node, &st); err != nil {
+		t.Fatal(err)
+	}
+	shared := unix.Major(st.Rdev)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	other, err := cuse.Open(ctx, cuse.Config{DevName: "infiniband/ucmtaken", Major: shared, Minor: 2}, noOpens{})
+	if err != nil {
+		t.Fatalf("another CUSE device at %d:2: %v", shared, err)
+	}
+	go other.Serve()
+	defer other.Close()
+
+	// A third device, ucm2 by the lowest free number.
+	ipLink(t, "add", "vmt0", "type", "veth", "peer", "name", "vmt1")
+	t.Cleanup(func() {
+		exec.Command("rdma", "link", "delete", "rvmt0").Run()
+		exec.Command("ip", "link", "delete", "vmt0").Run()
+	})
+	ipLink(t, "set", "vmt0", "up")
+	ipLink(t, "set", "vmt1", "up")
+	rdmaLink(t, "add", "rvmt0", "type", "rxe", "netdev", "vmt0")
+	s = d.waitDevices(t, "rxe0", "rxe1", "rvmt0")
+	if err := unix.Stat(s.Devices[2].Node, &st); err != nil {
+		t.Fatal(err)
+	}
+	if maj := unix.Major(st.Rdev); maj == shared || maj == 0 {
+		t.Errorf("%s is %d:%d, want a major of its own (%d:2 is taken)", s.Devices[2].Node, maj, unix.Minor(st.Rdev), shared)
+	}
+	if !strings.Contains(d.log.String(), "device number refused; asking for a dynamic one") {
+		t.Errorf("the refused number is not logged:\n%s", d.log.String())
+	}
+}
+
+// noOpens is a CUSE device that refuses every open.
+type noOpens struct{}
+
+func (noOpens) Open(context.Context, cuse.Request, cuse.Waker) (cuse.Handle, error) {
+	return nil, unix.ENXIO
 }
