@@ -582,7 +582,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 		log.Warn("cannot read the node's device number", "err", err)
 	}
 	s.major = major
-	d.nums.got(i, major)
+	d.nums.got(major)
 	d.mu.Lock()
 	at, _ := slices.BinarySearchFunc(d.served, i, func(o *served, i int) int { return o.index - i })
 	d.served = slices.Insert(d.served, at, s)

@@ -51,11 +51,11 @@ func (n *devNumbers) want(i int) (major, minor uint32) {
 	return n.shared, uint32(i)
 }
 
-// got records the major ucmN was registered with (0: not known, as when the
-// node is not a device file). A dynamic major becomes the shared one if
-// there is none.
-func (n *devNumbers) got(i int, major uint32) {
-	if major == 0 || n.fixed && i < MaxFixed {
+// got records the major a node was registered with (0: not known, as when
+// the node is not a device file). A dynamic major becomes the shared one
+// if there is none.
+func (n *devNumbers) got(major uint32) {
+	if major == 0 || major == UCMMajor {
 		return
 	}
 	n.mu.Lock()
@@ -69,13 +69,10 @@ func (n *devNumbers) got(i int, major uint32) {
 }
 
 // gone records that a node registered with major was removed.
-func (n *devNumbers) gone(i int, major uint32) {
-	if major == 0 || n.fixed && i < MaxFixed {
-		return
-	}
+func (n *devNumbers) gone(major uint32) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if major == n.shared {
+	if major != 0 && major == n.shared {
 		if n.on--; n.on == 0 {
 			n.shared = 0
 		}

@@ -217,7 +217,7 @@ func (d *Daemon) retire(s *served, why string) {
 	if err := s.stop(); err != nil {
 		attrs = append(attrs, "err", err)
 	}
-	d.nums.gone(s.index, s.major)
+	d.nums.gone(s.major)
 	if d.metrics != nil {
 		d.metrics.Forget(s.dev.Name())
 	}

@@ -69,9 +69,9 @@ func SetSlack(d time.Duration) (int, error) {
 
 // SpareProcs raises GOMAXPROCS so that blocked, the CUSE reader threads
 // that can wait in read(2) at once, each holding one of the runtime's Ps
-// (at most MaxReaderProcs of them counted), leave WorkProcs of them free: with no P left idle, the runtime's monitor
-// thread retakes one from a blocked reader every 20 µs and wakes a thread
-// for it, about 1.4 extra context switches per request in the test VM
+// (at most MaxReaderProcs of them counted), leave WorkProcs of them free:
+// with no P left idle, the runtime's monitor thread retakes one from a
+// blocked reader every 20 µs and wakes a thread for it, about 1.4 extra context switches per request in the test VM
 // (docs/perf.md, "The request path"). The readers use no CPU while they
 // wait, so the Ps they hold are not counted against the machine's cores.
 // An explicit GOMAXPROCS is left as it is. base is the setting before

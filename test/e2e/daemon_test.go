@@ -282,30 +282,22 @@ func TestDaemonConformance(t *testing.T) {
 // (rxe0), both through `ucmd exec` so they find their node the libibcm way.
 func clientPair(t *testing.T, d *daemon, sid string, serverArgs, clientArgs []string) (srvOut, cliOut string) {
 	t.Helper()
+	return clientPairOn(t, d, 1, sid, serverArgs, clientArgs)
+}
+
+// clientPairOn is clientPair with the server on node ucmN.
+func clientPairOn(t *testing.T, d *daemon, node int, sid string, serverArgs, clientArgs []string) (srvOut, cliOut string) {
+	t.Helper()
 	bin := ucmclientBin(t)
-	srv := exec.Command(ucmdBin(t), append([]string{"exec", "--runtime-dir", d.run, "--", bin, "-l", sid}, serverArgs...)...)
-	var sb syncBuffer
-	srv.Stdout, srv.Stderr = &sb, &sb
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Wait() }()
-	d.waitListening(t, 1)
+	srv := startBackground(t, "server", exec.Command(ucmdBin(t), append([]string{"exec", "--runtime-dir", d.run, "--", bin, "-l", sid}, serverArgs...)...))
+	d.waitListening(t, node)
 	cli := exec.Command(ucmdBin(t), append([]string{"exec", "--runtime-dir", d.run, "--", bin, "-c", "-s", sid}, clientArgs...)...)
 	out, cerr := cli.CombinedOutput()
-	var serr error
-	select {
-	case serr = <-done:
-	case <-time.After(60 * time.Second):
-		srv.Process.Kill()
-		serr = <-done
-		t.Errorf("server did not finish")
-	}
+	serr := srv.wait(60 * time.Second)
 	if cerr != nil || serr != nil {
-		t.Errorf("client: %v\n%s\nserver: %v\n%s", cerr, out, serr, sb.String())
+		t.Errorf("client: %v\n%s\nserver: %v\n%s", cerr, out, serr, srv.out.String())
 	}
-	return sb.String(), string(out)
+	return srv.out.String(), string(out)
 }
 
 func TestDaemonRCClients(t *testing.T) {
@@ -343,17 +335,12 @@ func startSimPair(t *testing.T) (d *daemon, gid0, gid1 string) {
 func TestDaemonSimFabric(t *testing.T) {
 	d, g0, g1 := startSimPair(t)
 	bin := ucmclientBin(t)
-	srv := exec.Command(bin, "-D", "/dev/infiniband/ucm1", "--no-verbs", "-l", "0x2001", "-n", "1")
-	var sb syncBuffer
-	srv.Stdout, srv.Stderr = &sb, &sb
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
+	srv := startBackground(t, "server", exec.Command(bin, "-D", "/dev/infiniband/ucm1", "--no-verbs", "-l", "0x2001", "-n", "1"))
 	d.waitListening(t, 1)
 	out, cerr := exec.Command(bin, "-D", "/dev/infiniband/ucm0", "--no-verbs", "-c", "-s", "0x2001", "-G", g0, "-g", g1, "-n", "1").CombinedOutput()
-	serr := srv.Wait()
+	serr := srv.wait(60 * time.Second)
 	if cerr != nil || serr != nil {
-		t.Errorf("client: %v\n%s\nserver: %v\n%s", cerr, out, serr, sb.String())
+		t.Errorf("client: %v\n%s\nserver: %v\n%s", cerr, out, serr, srv.out.String())
 	}
 }
 

@@ -96,19 +96,8 @@ func TestDaemonManyRxeDevices(t *testing.T) {
 	const pairs = 6
 	names := []string{"rxe0", "rxe1"}
 	for i := range pairs {
-		a, b := fmt.Sprintf("vma%d", i), fmt.Sprintf("vmb%d", i)
-		ipLink(t, "add", a, "type", "veth", "peer", "name", b)
-		// Registered before the daemon starts, so run after it stops.
-		t.Cleanup(func() {
-			exec.Command("rdma", "link", "delete", "r"+a).Run()
-			exec.Command("rdma", "link", "delete", "r"+b).Run()
-			exec.Command("ip", "link", "delete", a).Run()
-		})
-		for _, n := range []string{a, b} {
-			ipLink(t, "set", n, "up")
-			rdmaLink(t, "add", "r"+n, "type", "rxe", "netdev", n)
-			names = append(names, "r"+n)
-		}
+		// Added before the daemon starts, so removed after it stops.
+		names = append(names, vethRXE(t, fmt.Sprintf("vma%d", i), fmt.Sprintf("vmb%d", i), true)...)
 	}
 	slices.Sort(names)
 	d := startDaemon(t, "--wait-devices", "20s")
@@ -129,18 +118,34 @@ func TestDaemonManyRxeDevices(t *testing.T) {
 		}
 	}
 	gid := waitGID0(t, "rvmb0")
-	srv := startBackground(t, "the server on rvmb0", exec.Command(ucmdBin(t), "exec", "--runtime-dir", d.run, "--",
-		ucmclientBin(t), "-l", "0x1005", "-d", "rvmb0", "-n", "1"))
-	d.waitListening(t, node["rvmb0"])
-	out, err := exec.Command(ucmdBin(t), "exec", "--runtime-dir", d.run, "--",
-		ucmclientBin(t), "-c", "-s", "0x1005", "-d", "rvma0", "-g", gid, "-n", "1").CombinedOutput()
-	if err != nil {
-		t.Errorf("client on rvma0: %v\n%s", err, out)
-	}
-	if err := srv.wait(30 * time.Second); err != nil {
-		t.Errorf("%s: %v\n%s", srv.what, err, srv.out.String())
-	}
+	clientPairOn(t, d, node["rvmb0"], "0x1005", []string{"-d", "rvmb0", "-n", "1"}, []string{"-d", "rvma0", "-g", gid, "-n", "1"})
 	d.wantNoFiles(t)
+}
+
+// vethRXE adds a veth pair a–b, up, with a Soft-RoCE device "r"+a on a
+// (and "r"+b on b if both), and returns the devices' names; t.Cleanup
+// removes them all.
+func vethRXE(t *testing.T, a, b string, both bool) []string {
+	t.Helper()
+	ipLink(t, "add", a, "type", "veth", "peer", "name", b)
+	ends := []string{a}
+	if both {
+		ends = append(ends, b)
+	}
+	t.Cleanup(func() {
+		for _, n := range ends {
+			exec.Command("rdma", "link", "delete", "r"+n).Run()
+		}
+		exec.Command("ip", "link", "delete", a).Run()
+	})
+	ipLink(t, "set", a, "up")
+	ipLink(t, "set", b, "up")
+	var names []string
+	for _, n := range ends {
+		rdmaLink(t, "add", "r"+n, "type", "rxe", "netdev", n)
+		names = append(names, "r"+n)
+	}
+	return names
 }
 
 func ipLink(t *testing.T, args ...string) {
@@ -187,14 +192,7 @@ func TestDaemonSharedMajorMinorTaken(t *testing.T) {
 	defer other.Close()
 
 	// A third device, ucm2 by the lowest free number.
-	ipLink(t, "add", "vmt0", "type", "veth", "peer", "name", "vmt1")
-	t.Cleanup(func() {
-		exec.Command("rdma", "link", "delete", "rvmt0").Run()
-		exec.Command("ip", "link", "delete", "vmt0").Run()
-	})
-	ipLink(t, "set", "vmt0", "up")
-	ipLink(t, "set", "vmt1", "up")
-	rdmaLink(t, "add", "rvmt0", "type", "rxe", "netdev", "vmt0")
+	vethRXE(t, "vmt0", "vmt1", false)
 	s = d.waitDevices(t, "rxe0", "rxe1", "rvmt0")
 	if err := unix.Stat(s.Devices[2].Node, &st); err != nil {
 		t.Fatal(err)
