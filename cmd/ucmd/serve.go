@@ -321,7 +321,8 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	}
 }
 
-// Rescan bounds: a look costs a few dozen sysfs reads (docs/hotplug.md).
+// Rescan bounds: a look costs two directory reads in sysfs, more when
+// something changed (docs/hotplug.md).
 const (
 	defaultRescan = 2 * time.Second
 	minRescan     = 100 * time.Millisecond

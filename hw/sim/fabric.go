@@ -74,6 +74,7 @@ type Fabric struct {
 	nextLID   uint16
 	nextAgent uint32
 	added     int // devices ever added: default names and GUIDs stay unique after a removal
+	gen       uint64
 }
 
 // link is a directed pair of ports.
@@ -153,6 +154,7 @@ func (f *Fabric) AddDevice(c DeviceConfig) (*Device, error) {
 	}
 	f.devices = append(f.devices, d)
 	f.added++
+	f.gen++
 	return d, nil
 }
 
@@ -171,6 +173,7 @@ func (f *Fabric) RemoveDevice(d *Device, err error) error {
 	}
 	f.devices = slices.Delete(f.devices, i, i+1)
 	f.unindex(d)
+	f.gen++
 	d.goneErr = fmt.Errorf("sim: %s removed: %w", d.name, err)
 	close(d.gone)
 	return nil
@@ -209,6 +212,14 @@ func (f *Fabric) Devices() []*Device {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]*Device(nil), f.devices...)
+}
+
+// Generation changes whenever a device is added or removed, as a real
+// device listing does (umad.Listing).
+func (f *Fabric) Generation() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen
 }
 
 // Knobs returns the current fault-injection settings.

@@ -186,6 +186,7 @@ type Daemon struct {
 	watchStop context.CancelFunc
 	watchDone chan struct{}
 	pending   map[string]*pendingDevice
+	last      lastLook
 	// kick asks for a rescan now: a CM's port stopped receiving, which is
 	// what a removed device does.
 	kick chan struct{}

@@ -265,6 +265,78 @@ func TestHotplugRefusedDevice(t *testing.T) {
 	}
 }
 
+// A rescan reads the devices only when their listing changed, a device
+// not served is due for a try, a port stopped, or every FullLookEvery
+// looks; otherwise what the last full look found stands (82 rxe devices
+// cost 330 sysfs opens a look).
+func TestHotplugLooksWhenListingChanges(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d, _, _ := hotplugDaemon(t, f, run, daemon.Config{SimDevices: 1})
+	fab := d.SimFabric()
+	full := func(want int64, what string) {
+		t.Helper()
+		if got := d.FullLooks(); got != want {
+			t.Fatalf("%s: %d full looks, want %d", what, got, want)
+		}
+	}
+	d.Rescan()
+	full(1, "the first rescan")
+	for range daemon.FullLookEvery - 1 {
+		d.Rescan()
+	}
+	full(1, "nothing changed")
+	d.Rescan()
+	full(2, "FullLookEvery looks")
+	d.RescanForced()
+	full(3, "a forced look")
+
+	// Added: a full look sees it, the next (settling) one serves it.
+	if _, err := fab.AddRoCE("sim1", 1); err != nil {
+		t.Fatal(err)
+	}
+	d.Rescan()
+	d.Rescan()
+	full(5, "a device added and served")
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
+	d.Rescan()
+	full(5, "served")
+
+	// Refused: tried on the look that settles it, then not read again
+	// until its retry delay has passed.
+	if _, err := fab.AddDevice(sim.DeviceConfig{Name: "taken", Ports: []sim.PortConfig{{KernelCM: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	d.Rescan()
+	d.Rescan()
+	full(7, "a device added and refused")
+	if un := d.Snapshot().Unserved; len(un) != 1 || un[0].Name != "taken" {
+		t.Fatalf("unserved: %+v", un)
+	}
+	d.Rescan()
+	full(7, "a refused device waiting for its retry")
+
+	// Stopped ports are seen without a full look.
+	simDevice(t, fab, "sim1").Port(1).FailReceive(errors.New("read /dev/infiniband/umad1: input/output error"))
+	for deadline := time.Now().Add(waitFor); d.Snapshot().Devices[1].Ports[0].State != "STOPPED"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the port did not stop")
+		}
+	}
+	d.Rescan()
+	full(7, "a port stopped")
+	wantNodes(t, f, d, run, "ucm0=sim0")
+	d.Rescan() // still listed: settled, served again
+	full(8, "a device served again")
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
+
+	// Removed.
+	must(t, fab.RemoveDevice(simDevice(t, fab, "sim0"), syscall.EIO))
+	d.Rescan()
+	full(9, "a device removed")
+	wantNodes(t, f, d, run, "ucm1=sim1")
+}
+
 // watchingDaemon starts a sim daemon of n devices that rescans by itself
 // every interval; each change's nodes arrive on the channel.
 func watchingDaemon(t *testing.T, f *daemontest.Fake, run string, n int, every time.Duration) (*daemon.Daemon, <-chan []string) {
