@@ -414,8 +414,12 @@ func TestRemoveDevice(t *testing.T) {
 		_, err := eb.Recv(context.Background())
 		recvd <- err
 	}()
+	gen := f.Generation()
 	if err := f.RemoveDevice(bd, syscall.EIO); err != nil {
 		t.Fatal(err)
+	}
+	if f.Generation() == gen {
+		t.Error("a removal left the fabric's generation as it was")
 	}
 	select {
 	case err := <-recvd:
@@ -440,13 +444,23 @@ func TestRemoveDevice(t *testing.T) {
 	if c := a.Counters(); c.Unroutable != 1 {
 		t.Errorf("a MAD to the removed device: counters %+v, want it unroutable", c)
 	}
+	gen = f.Generation()
 	if err := f.RemoveDevice(bd, syscall.EIO); err == nil {
 		t.Error("removing a device twice succeeded")
+	}
+	if _, err := f.AddIB("a", 1); err == nil {
+		t.Error("a second device named a was added")
+	}
+	if f.Generation() != gen {
+		t.Error("refused changes moved the fabric's generation")
 	}
 	if got := f.Devices(); len(got) != 1 || got[0].Name() != "a" {
 		t.Errorf("devices after the removal: %v", got)
 	}
 	again := mustDev(t)(f.AddIB("b", 1))
+	if f.Generation() == gen {
+		t.Error("an addition left the fabric's generation as it was")
+	}
 	if again.NodeGUID() == bd.NodeGUID() || again.NodeGUID() == a.Device().NodeGUID() {
 		t.Errorf("re-added device's GUID %#x repeats one in use or removed", again.NodeGUID())
 	}
