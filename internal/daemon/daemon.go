@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -201,6 +202,9 @@ type served struct {
 	ucm   *ucm.Device
 	srv   Channel
 	done  chan struct{} // closed when srv.Serve has returned
+	// broken is set when the kernel ended srv's channel (an abort): the
+	// rescan retires the device, then serves it again (hotplug.go).
+	broken atomic.Bool
 }
 
 // umadQueueLen is each umad endpoint's receive queue. cmcore takes the
@@ -564,7 +568,16 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	go func() {
 		defer d.wg.Done()
 		defer close(s.done)
-		if err := srv.Serve(); err != nil && !errors.Is(err, cuse.ErrServerClosed) {
+		err := srv.Serve()
+		switch {
+		case err == nil || errors.Is(err, cuse.ErrServerClosed):
+		case d.cfg.Rescan > 0:
+			// Only this node's clients lose their files; the rescan
+			// makes the node again on a new channel.
+			log.Error("CUSE channel failed; serving the device again on a new one", "err", err)
+			s.broken.Store(true)
+			d.kickRescan(0, err)
+		default:
 			log.Error("CUSE channel failed; the device is gone", "err", err)
 			select {
 			case d.failed <- fmt.Errorf("/dev/%s: CUSE channel failed: %w", name, err):
@@ -688,8 +701,10 @@ func (d *Daemon) writeClassTree() error {
 }
 
 // Failed delivers the first failure of a device's CUSE channel (the kernel
-// aborted the connection, e.g. `echo 1 > /sys/fs/fuse/connections/N/abort`):
-// the device is gone and the daemon should exit so that it is restarted.
+// aborted the connection, e.g. `echo 1 > /sys/fs/fuse/connections/N/abort`)
+// when the daemon does not rescan (Config.Rescan 0): the device is gone and
+// the daemon should exit so that it is restarted. A daemon that rescans
+// serves the device again instead (docs/hotplug.md).
 func (d *Daemon) Failed() <-chan error { return d.failed }
 
 // MaxBlockedReaders is the sum of the CUSE servers' MaxBlockedReaders:

@@ -19,14 +19,16 @@ import (
 // hot-plugged. The kernel's ib_ucm followed its devices (an ib_client's
 // add and remove callbacks): a new device got the lowest free ucmN, a
 // removed one lost its node. ucmd does the same by looking at the devices
-// every Config.Rescan, and at once when a port stops receiving
-// (docs/hotplug.md):
+// every Config.Rescan, and at once when a port stops receiving or a CUSE
+// channel fails (docs/hotplug.md):
 //
 //   - a served device is retired when it is no longer listed, when every
 //     one of its ports has stopped receiving (its umad files fail with EIO
 //     once it is gone, which also catches a removal and re-add between two
-//     looks), or when it is listed with another identity (node GUID or umad
-//     files); retiring closes its CUSE channel, so its node goes, its open
+//     looks), when it is listed with another identity (node GUID or umad
+//     files), or when the kernel ended its CUSE channel (an abort: the
+//     device, still listed, is then served again like a new one); retiring
+//     closes its CUSE channel, so its node goes, its open
 //     files are released and their ids destroyed, and clients still holding
 //     the node get ENOTCONN from the kernel;
 //   - a device not served is served once two looks in a row have seen it
@@ -201,6 +203,8 @@ func (d *Daemon) rescan(ctx context.Context, force bool) {
 		why := ""
 		dev, listed := byName[s.dev.Name()]
 		switch {
+		case s.broken.Load():
+			why = "its CUSE channel failed"
 		case !listed:
 			why = "the device is gone"
 		case s.cm.Stopped():

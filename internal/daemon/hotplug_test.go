@@ -337,6 +337,46 @@ func TestHotplugLooksWhenListingChanges(t *testing.T) {
 	wantNodes(t, f, d, run, "ucm1=sim1")
 }
 
+// A daemon that rescans serves a device whose CUSE channel the kernel
+// aborted again on a new one, and keeps running: the other nodes' clients
+// keep their files and ids, and Failed reports nothing.
+func TestHotplugChannelFailure(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d, changed := watchingDaemon(t, f, run, 2, 5*time.Millisecond)
+	c0 := client(t, f, "infiniband/ucm0")
+	if _, err := c0.CreateID(1); err != nil {
+		t.Fatal(err)
+	}
+	c1 := client(t, f, "infiniband/ucm1")
+	if _, err := c1.CreateID(2); err != nil {
+		t.Fatal(err)
+	}
+	old := f.Channel("infiniband/ucm1")
+	old.Fail(errors.New("connection aborted"))
+	nextChange(t, changed, 1, "ucm1's channel failed")
+	nextChange(t, changed, 2, "ucm1 served again")
+	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim1")
+	if f.Channel("infiniband/ucm1") == old {
+		t.Fatal("ucm1 is served on the channel that failed")
+	}
+	select {
+	case err := <-d.Failed():
+		t.Fatalf("Failed: %v", err)
+	default:
+	}
+	// ucm0's file and id are as they were; the new ucm1 serves.
+	if _, err := c0.CreateID(3); err != nil {
+		t.Fatal(err)
+	}
+	if files := d.Snapshot().Devices[0].Files; len(files) != 1 || len(files[0].IDs) != 2 {
+		t.Errorf("ucm0's files after ucm1's channel failed: %+v", files)
+	}
+	if _, err := client(t, f, "infiniband/ucm1").CreateID(4); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // watchingDaemon starts a sim daemon of n devices that rescans by itself
 // every interval; each change's nodes arrive on the channel.
 func watchingDaemon(t *testing.T, f *daemontest.Fake, run string, n int, every time.Duration) (*daemon.Daemon, <-chan []string) {

@@ -307,7 +307,8 @@ func TestStartBadRuntimeDir(t *testing.T) {
 	}
 }
 
-// A channel the kernel aborts is reported on Failed, once.
+// Without rescans, a channel the kernel aborts is reported on Failed,
+// once: the daemon is to exit and be restarted.
 func TestChannelFailure(t *testing.T) {
 	f := daemontest.New(t)
 	d := start(t, f, daemon.Config{SimDevices: 2})

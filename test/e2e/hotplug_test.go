@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ucmd/ucmd/abi"
 )
 
 // rxe1 is test/vm/guest-rdma.sh's second Soft-RoCE device, on veth1 (GID 0
@@ -141,6 +143,90 @@ func TestDaemonHotplug(t *testing.T) {
 		t.Errorf("ucm1/ibdev after rxe1 came back: %q, %v", out, err)
 	}
 	clientPair(t, d, "0x3002", []string{"-d", "rxe1", "-n", "1"}, []string{"-d", "rxe0", "-g", rxe1GID, "-n", "1"})
+}
+
+// TestDaemonChannelAbort: the kernel aborts ucm1's CUSE connection, as an
+// operator unsticks a FUSE file system (here through /sys/class/cuse). The
+// GET_EVENT blocked on ucm1 fails with ECONNABORTED and the file then with
+// ENOTCONN, as the kernel answers; ucmd keeps running, serves rxe1 again on
+// a new channel, and the file on ucm0 keeps its listening id.
+func TestDaemonChannelAbort(t *testing.T) {
+	d := startDaemon(t, "--rescan", "200ms")
+	c0 := openClient(t, "/dev/infiniband/ucm0")
+	id0, err := c0.CreateID(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c0.Listen(id0, 0x3101, 0); err != nil {
+		t.Fatal(err)
+	}
+	c1 := openClient(t, "/dev/infiniband/ucm1")
+	if _, err := c1.CreateID(1); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := c1.GetEvent()
+		got <- err
+	}()
+	d.waitWaiting(t, 1) // the GET_EVENT is the daemon's, blocked
+
+	if err := os.WriteFile("/sys/class/cuse/infiniband!ucm1/abort", []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, unix.ECONNABORTED) {
+			t.Errorf("GET_EVENT blocked on ucm1 when its channel was aborted: %v, want ECONNABORTED", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("GET_EVENT blocked on ucm1 was not woken by the abort")
+	}
+	if _, err := c1.CreateID(2); !errors.Is(err, unix.ENOTCONN) {
+		t.Errorf("CREATE_ID on a file of the aborted channel: %v, want ENOTCONN", err)
+	}
+	if d.log.wait(regexp.MustCompile(`msg="stopped serving an RDMA device" dev=rxe1 .*why="its CUSE channel failed"`)) == nil {
+		t.Fatal("the log lacks rxe1's retirement for its failed channel")
+	}
+	if d.log.wait(regexp.MustCompile(`(?s)msg=serving dev=rxe1 .*msg=serving dev=rxe1 `)) == nil {
+		t.Fatal("rxe1 was not served again")
+	}
+	d.waitDevices(t, "rxe0", "rxe1")
+	select {
+	case <-d.exited:
+		t.Fatalf("ucmd exited after the abort: %v", d.err)
+	default:
+	}
+	s, err := d.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Devices[0].Files; len(f) != 1 || len(f[0].IDs) != 1 || f[0].IDs[0].State != "LISTEN" {
+		t.Errorf("ucm0's files after ucm1's abort: %+v", f)
+	}
+	// The new ucm1 connects to the listener on ucm0, found the libibcm way.
+	cli := startBackground(t, "client", exec.Command(ucmdBin(t), "exec", "--runtime-dir", d.run, "--", ucmclientBin(t), "-c", "-s", "0x3101", "-d", "rxe1", "-g", "fe80::ff:fe00:1", "-n", "1"))
+	if ev, err := c0.GetEvent(); err != nil || ev.Event != abi.CMREQReceived {
+		t.Errorf("ucm0's listener after ucm1's abort: %+v, %v (client: %s)", ev, err, cli.out.String())
+	}
+}
+
+// waitWaiting waits until a file on node ucmN has a command the daemon
+// holds (a GET_EVENT blocked for an event).
+func (d *daemon) waitWaiting(t *testing.T, node int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s, err := d.status()
+		if err != nil || len(s.Devices) <= node {
+			continue
+		}
+		for _, f := range s.Devices[node].Files {
+			if f.Waiting > 0 {
+				return
+			}
+		}
+	}
+	t.Fatalf("no command waiting on ucm%d", node)
 }
 
 // TestDaemonHotplugKernelCM: with the kernel's ib_cm loaded after ucmd
