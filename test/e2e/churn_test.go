@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ucmd/ucmd/hw/umad"
-	"github.com/ucmd/ucmd/internal/metrics/metricstest"
 )
 
 // A daemon that has served a few hundred connections with QPs, and seen
@@ -204,25 +201,10 @@ func fdList(pid int) string {
 	return b.String()
 }
 
-// goroutines reads go_goroutines from the daemon's metrics, on a
-// connection closed after the answer (a kept-alive one would hold a file
-// and a goroutine of the daemon's).
+// goroutines reads go_goroutines from the daemon's metrics.
 func goroutines(t *testing.T, addr string) int {
 	t.Helper()
-	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s, %v", resp.Status, err)
-	}
-	fams, err := metricstest.Parse(strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, fams := scrapeMetrics(t, addr)
 	n := metric(fams, "go_goroutines")
 	if n < 0 {
 		t.Fatal("no go_goroutines in the metrics")

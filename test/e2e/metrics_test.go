@@ -39,10 +39,13 @@ func (d *daemon) metricsAddr(t *testing.T) string {
 	return m[1]
 }
 
-// scrapeMetrics GETs /metrics and returns its text and families.
+// scrapeMetrics GETs /metrics and returns its text and families. The
+// connection is closed after the answer: a kept-alive one would hold a
+// file and a goroutine of the daemon's (TestDaemonChurnLeavesNothing
+// counts them).
 func scrapeMetrics(t *testing.T, addr string) (string, map[string]*dto.MetricFamily) {
 	t.Helper()
-	c := http.Client{Timeout: 30 * time.Second}
+	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
