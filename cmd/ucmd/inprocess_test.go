@@ -333,17 +333,38 @@ func TestServeOutlivesClosedStderr(t *testing.T) {
 	}
 }
 
-// A CUSE channel the kernel aborts ends serve with that error.
+// With --rescan 0, a CUSE channel the kernel aborts ends serve with that
+// error: nothing would serve the device again.
 func TestServeChannelFails(t *testing.T) {
 	f, env := fakeMachine(t)
 	next := notifySocket(t)
-	s := serve(t, env, next, "--sim-devices", "1", "--log-json")
+	s := serve(t, env, next, "--sim-devices", "1", "--log-json", "--rescan", "0")
 	f.Channel("infiniband/ucm0").Fail(errors.New("connection aborted"))
 	if err := s.wait(t); err == nil || !strings.Contains(err.Error(), "/dev/infiniband/ucm0: CUSE channel failed: connection aborted") {
 		t.Fatalf("serve after the channel failed: %v", err)
 	}
 	if msg := next(); msg != "STOPPING=1" {
 		t.Errorf("sd_notify: %q", msg)
+	}
+}
+
+// Otherwise serve goes on, and the device is served again on a new
+// channel (docs/hotplug.md).
+func TestServeChannelFailsServedAgain(t *testing.T) {
+	f, env := fakeMachine(t)
+	next := notifySocket(t)
+	s := serve(t, env, next, "--sim-devices", "2", "--rescan", "100ms")
+	old := f.Channel("infiniband/ucm0")
+	old.Fail(errors.New("connection aborted"))
+	for deadline := time.Now().Add(waitFor); f.Channel("infiniband/ucm0") == old || f.Channel("infiniband/ucm0") == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("ucm0 was not served again")
+		}
+	}
+	select {
+	case err := <-s.done:
+		t.Fatalf("serve returned: %v", err)
+	default:
 	}
 }
 
