@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -379,4 +380,43 @@ func BenchmarkUMADRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// umad.Listing on the kernel's sysfs: the same while nothing changes, and
+// another once rxe1 is deleted and added again under its old name, with
+// its old umad file, because sysfs numbers the new class links afresh
+// (what the daemon's rescans rely on to skip reading the devices:
+// docs/hotplug.md).
+func TestUMADListingSeesReregistration(t *testing.T) {
+	list := func() string {
+		t.Helper()
+		s, err := umad.Listing(umad.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	names := func(s string) string { return regexp.MustCompile(`=\d+`).ReplaceAllString(s, "") }
+	before := list()
+	for _, want := range []string{" rxe0=", " rxe1=", " umad0=", " umad1="} {
+		if !strings.Contains(before, want) {
+			t.Fatalf("listing %q lacks %s", before, want)
+		}
+	}
+	if again := list(); again != before {
+		t.Fatalf("nothing changed, but the listing went from %q to %q", before, again)
+	}
+	deleteRXE1(t)
+	if gone := list(); strings.Contains(gone, " rxe1=") {
+		t.Fatalf("listing after rxe1 was deleted: %q", gone)
+	}
+	addRXE1(t)
+	after := list()
+	if names(after) != names(before) {
+		t.Fatalf("names listed before %q and after %q differ", names(before), names(after))
+	}
+	if after == before {
+		t.Fatalf("rxe1 registered again, but the listing is the same: %q", after)
+	}
+	t.Logf("before: %q\nafter:  %q", before, after)
 }
