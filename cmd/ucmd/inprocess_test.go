@@ -333,6 +333,21 @@ func TestServeOutlivesClosedStderr(t *testing.T) {
 	}
 }
 
+// Under a unit with WatchdogSec=, serve pings systemd's watchdog from
+// READY=1 on.
+func TestServeFeedsWatchdog(t *testing.T) {
+	_, env := fakeMachine(t)
+	next := notifySocket(t)
+	t.Setenv("WATCHDOG_USEC", "20000")
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+	serve(t, env, next, "--sim-devices", "1")
+	for range 3 {
+		if msg := next(); msg != "WATCHDOG=1" {
+			t.Fatalf("sd_notify after READY=1: %q, want WATCHDOG=1", msg)
+		}
+	}
+}
+
 // With --rescan 0, a CUSE channel the kernel aborts ends serve with that
 // error: nothing would serve the device again.
 func TestServeChannelFails(t *testing.T) {

@@ -307,6 +307,17 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if _, err := sdnotify.Notify(fmt.Sprintf("%s\nSTATUS=serving %s", sdnotify.Ready, strings.Join(d.Nodes(), " "))); err != nil {
 		cfg.Logger.Warn("sd_notify READY=1", "err", err)
 	}
+	// systemd's watchdog counts from READY=1; ping at half its interval,
+	// as sd_watchdog_enabled(3) advises.
+	if every, ok, err := sdnotify.WatchdogInterval(); err != nil {
+		cfg.Logger.Warn("systemd watchdog not fed", "err", err)
+	} else if ok {
+		cfg.Logger.Debug("feeding systemd's watchdog", "interval", every)
+		go watchdog(ctx, every/2, func() { d.Snapshot() }, func() error {
+			_, err := sdnotify.Notify(sdnotify.Watchdog)
+			return err
+		}, cfg.Logger)
+	}
 	select {
 	case <-ctx.Done():
 		cfg.Logger.Info("shutting down")

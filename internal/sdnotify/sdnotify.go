@@ -6,15 +6,50 @@ package sdnotify
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"net"
 	"os"
+	"strconv"
+	"time"
 )
 
 // Standard messages.
 const (
 	Ready    = "READY=1"
 	Stopping = "STOPPING=1"
+	// Watchdog is the keep-alive of a unit with WatchdogSec=.
+	Watchdog = "WATCHDOG=1"
 )
+
+// WatchdogInterval is the unit's WatchdogSec=, within which systemd
+// expects a Watchdog message, as sd_watchdog_enabled(3) reads it:
+// $WATCHDOG_USEC, unless $WATCHDOG_PID names another process (the
+// variables were inherited). ok is false without a watchdog; a value
+// systemd would not set is an error.
+func WatchdogInterval() (d time.Duration, ok bool, err error) {
+	return watchdogInterval(os.Getenv("WATCHDOG_USEC"), os.Getenv("WATCHDOG_PID"), os.Getpid())
+}
+
+func watchdogInterval(usec, pid string, self int) (time.Duration, bool, error) {
+	if usec == "" {
+		return 0, false, nil
+	}
+	if pid != "" {
+		p, err := strconv.Atoi(pid)
+		if err != nil || p <= 0 {
+			return 0, false, fmt.Errorf("sdnotify: WATCHDOG_PID %q is not a process id", pid)
+		}
+		if p != self {
+			return 0, false, nil
+		}
+	}
+	u, err := strconv.ParseUint(usec, 10, 64)
+	if err != nil || u == 0 || u > uint64(math.MaxInt64/int64(time.Microsecond)) {
+		return 0, false, fmt.Errorf("sdnotify: WATCHDOG_USEC %q is not a positive number of microseconds", usec)
+	}
+	return time.Duration(u) * time.Microsecond, true, nil
+}
 
 // Notify sends state (newline-separated VAR=value lines) to systemd. It
 // reports whether a message was sent: false, nil when $NOTIFY_SOCKET is unset.

@@ -36,3 +36,26 @@ func TestNotify(t *testing.T) {
 		t.Error("a relative NOTIFY_SOCKET accepted")
 	}
 }
+
+func TestWatchdogInterval(t *testing.T) {
+	for _, c := range []struct {
+		usec, pid string
+		want      time.Duration
+		ok, err   bool
+	}{
+		{usec: "", want: 0},
+		{usec: "60000000", want: time.Minute, ok: true},
+		{usec: "60000000", pid: "42", want: time.Minute, ok: true},
+		{usec: "60000000", pid: "43"}, // inherited from another service's process
+		{usec: "60000000", pid: "x", err: true},
+		{usec: "0", err: true},
+		{usec: "-5", err: true},
+		{usec: "1s", err: true},
+		{usec: "99999999999999999999", err: true},
+	} {
+		d, ok, err := watchdogInterval(c.usec, c.pid, 42)
+		if d != c.want || ok != c.ok || (err != nil) != c.err {
+			t.Errorf("WATCHDOG_USEC=%q WATCHDOG_PID=%q: %v, %v, %v; want %v, %v, error %v", c.usec, c.pid, d, ok, err, c.want, c.ok, c.err)
+		}
+	}
+}

@@ -114,6 +114,46 @@ fi
 cp /tmp/default-ucmd /etc/default/ucmd
 systemctl restart ucmd.service
 
+# --- systemd's watchdog -----------------------------------------------------------
+# The unit's WatchdogSec=60s, shortened by a drop-in: ucmd pings while it
+# is well; a ucmd that stops answering (SIGSTOP, as a deadlock would) is
+# restarted, and its SIGABRT dump reaches the journal.
+[ "$(show ucmd.service WatchdogUSec)" = 1min ] && ok "WatchdogSec=60s" || bad "WatchdogUSec=$(show ucmd.service WatchdogUSec)"
+mkdir -p /run/systemd/system/ucmd.service.d
+printf '[Service]\nWatchdogSec=3s\n' > /run/systemd/system/ucmd.service.d/watchdog.conf
+systemctl daemon-reload
+systemctl restart ucmd.service
+r0=$(show ucmd.service NRestarts) pid0=$(show ucmd.service MainPID)
+sleep 5
+wd=$(show ucmd.service WatchdogTimestampMonotonic) act=$(show ucmd.service ActiveEnterTimestampMonotonic)
+if [ "$(show ucmd.service ActiveState)" = active ] && [ "$(show ucmd.service MainPID)" = "$pid0" ] && [ "$wd" -gt "$act" ]; then
+  ok "WatchdogSec=3s: ucmd pings (last $(( (wd - act) / 1000 )) ms after it was ready) and runs on"
+else
+  bad "WatchdogSec=3s: $(show ucmd.service ActiveState), pid $pid0 -> $(show ucmd.service MainPID), watchdog at $wd, active at $act"
+fi
+kill -STOP "$pid0"
+i=0
+until journalctl -b -u ucmd.service -o cat | grep -q 'Watchdog timeout'; do
+  i=$((i + 1)); [ $i -lt 150 ] || break
+  sleep 0.1
+done
+kill -CONT "$pid0"
+i=0
+until [ "$(show ucmd.service ActiveState)" = active ] && [ "$(show ucmd.service MainPID)" != "$pid0" ] && [ "$(show ucmd.service MainPID)" != 0 ]; do
+  i=$((i + 1)); [ $i -lt 300 ] || break
+  sleep 0.1
+done
+r1=$(show ucmd.service NRestarts)
+if [ "$(show ucmd.service ActiveState)" = active ] && [ "$r1" -gt "$r0" ] && journalctl -b -u ucmd.service -o cat | grep -q '^SIGABRT: abort'; then
+  ok "a stopped ucmd: watchdog timeout, SIGABRT with its goroutines in the journal, restarted ($r0 -> $r1 restarts)"
+else
+  bad "a stopped ucmd: $(show ucmd.service ActiveState), restarts $r0 -> $r1"
+  journalctl -b -u ucmd.service --no-pager | grep -v '^ *goroutine\|^\s' | tail -15 | sed 's/^/# /'
+fi
+rm -r /run/systemd/system/ucmd.service.d
+systemctl daemon-reload
+systemctl restart ucmd.service
+
 # --- systemd's own checks -------------------------------------------------------
 if v=$(systemd-analyze verify ucmd.service 2>&1); then ok "systemd-analyze verify ucmd.service: clean"; else bad "verify: $v"; fi
 # The running unit and the installed file analysed offline (deb-test) score
