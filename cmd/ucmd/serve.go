@@ -313,7 +313,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		cfg.Logger.Warn("systemd watchdog not fed", "err", err)
 	} else if ok {
 		cfg.Logger.Debug("feeding systemd's watchdog", "interval", every)
-		go watchdog(ctx, every/2, func() { d.Snapshot() }, func() error {
+		go watchdog(ctx, every/2, d.Probe, func() error {
 			_, err := sdnotify.Notify(sdnotify.Watchdog)
 			return err
 		}, cfg.Logger)

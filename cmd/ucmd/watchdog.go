@@ -8,14 +8,11 @@ import (
 
 // watchdog feeds systemd's watchdog (the unit's WatchdogSec=) while the
 // daemon is well: every period it runs check, and pings once check has
-// returned. check takes a status snapshot, which takes every lock a
-// command or a MAD takes (each device's files and ids, its CM, the id
-// table, the budget) and none that a client can hold: copies into a
-// client's memory and waits for events hold no lock (docs/design.md
-// §4.2). So a deadlock
-// stops the pings, and systemd restarts ucmd after WatchdogSec, with
-// SIGABRT by default, whose dump of every goroutine goes to the journal;
-// no client can bring that about by being slow.
+// returned. check is daemon.Probe, which takes every lock a command or a
+// MAD takes and none that a client can hold. So a deadlock stops the
+// pings, and systemd restarts ucmd after WatchdogSec, with SIGABRT by
+// default, whose dump of every goroutine goes to the journal; no client
+// can bring that about by being slow.
 //
 // A check that has not returned after a period is logged once; no other
 // check starts until it returns, and pings resume only then.

@@ -719,6 +719,21 @@ func (d *Daemon) MaxBlockedReaders() int {
 	return n
 }
 
+// Probe takes, one at a time, every lock that a command or a MAD takes
+// (the daemon's, each device's CM and files and ids, the budget) and lets
+// it go at once; none is one a client can hold, since copies into a
+// client's memory and waits for events hold no lock (docs/design.md
+// §4.2). So it returns unless the daemon is deadlocked: the health check
+// after which `ucmd serve` pings systemd's watchdog. A status snapshot
+// takes the same locks, but allocates some 160 bytes an id.
+func (d *Daemon) Probe() {
+	for _, s := range d.servedNow() {
+		s.cm.Probe()
+		s.ucm.Probe()
+	}
+	d.budget.Probe()
+}
+
 // Nodes returns the device nodes served, in order.
 func (d *Daemon) Nodes() []string {
 	var out []string
