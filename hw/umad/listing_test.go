@@ -2,6 +2,7 @@ package umad
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +103,30 @@ func TestAppendDirentsMalformed(t *testing.T) {
 		if err := appendDirents(buf, &b); err == nil {
 			t.Errorf("%s: no error, listed %q", name, b.String())
 		}
+	}
+}
+
+// More entries than one getdents64 call returns (its buffer is 8 KiB): each
+// listed once, as 600 Soft-RoCE devices would be.
+func TestListingManyEntries(t *testing.T) {
+	root := t.TempDir()
+	ib := filepath.Join(root, "class/infiniband")
+	const n = 600
+	for i := range n {
+		if err := os.MkdirAll(filepath.Join(ib, fmt.Sprintf("rxe_with_a_long_name_%03d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Listing(Options{SysfsRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if c := strings.Count(s, fmt.Sprintf(" rxe_with_a_long_name_%03d=", i)); c != 1 {
+			t.Fatalf("device %d listed %d times", i, c)
+		}
+	}
+	if len(s) < 8192 {
+		t.Fatalf("listing of %d bytes: not more than one call's worth", len(s))
 	}
 }
