@@ -312,7 +312,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if every, ok, err := sdnotify.WatchdogInterval(); err != nil {
 		cfg.Logger.Warn("systemd watchdog not fed", "err", err)
 	} else if ok {
-		cfg.Logger.Debug("feeding systemd's watchdog", "interval", every)
+		cfg.Logger.Info("feeding systemd's watchdog", "interval", every)
 		go watchdog(ctx, every/2, d.Probe, func() error {
 			_, err := sdnotify.Notify(sdnotify.Watchdog)
 			return err
