@@ -363,11 +363,7 @@ func TestDaemonShutdownWakesBlockedClients(t *testing.T) {
 	if _, err := c.CreateID(1); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		_, err := c.GetEvent() // blocks: nothing will happen on this id
-		got <- err
-	}()
+	got := getEventAsync(c) // blocks: nothing will happen on this id
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case err := <-got:

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
 )
 
 // rxe1 is test/vm/guest-rdma.sh's second Soft-RoCE device, on veth1 (GID 0
@@ -99,24 +100,13 @@ func TestDaemonHotplug(t *testing.T) {
 	if err := c.Listen(id, 0x3001, 0); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		_, err := c.GetEvent()
-		got <- err
-	}()
+	got := getEventAsync(c)
 
 	deleteRXE1(t)
 	d.waitDevices(t, "rxe0")
-	select {
-	case err := <-got:
-		// The daemon answers what it had read as the kernel answers
-		// what it had not: ECONNABORTED (cuse: errShutdown).
-		if !errors.Is(err, unix.ECONNABORTED) {
-			t.Errorf("GET_EVENT blocked on ucm1 when rxe1 went: %v, want ECONNABORTED", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("GET_EVENT blocked on ucm1 was not woken when rxe1 went")
-	}
+	// The daemon answers what it had read as the kernel answers what it
+	// had not: ECONNABORTED (cuse: errShutdown).
+	wantWoken(t, got, unix.ECONNABORTED, "on ucm1 when rxe1 went")
 	if _, err := c.CreateID(2); !errors.Is(err, unix.ENOTCONN) {
 		t.Errorf("CREATE_ID on the file of a removed device: %v, want ENOTCONN", err)
 	}
@@ -166,24 +156,13 @@ func TestDaemonChannelAbort(t *testing.T) {
 	if _, err := c1.CreateID(1); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		_, err := c1.GetEvent()
-		got <- err
-	}()
+	got := getEventAsync(c1)
 	d.waitWaiting(t, 1) // the GET_EVENT is the daemon's, blocked
 
 	if err := os.WriteFile("/sys/class/cuse/infiniband!ucm1/abort", []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-got:
-		if !errors.Is(err, unix.ECONNABORTED) {
-			t.Errorf("GET_EVENT blocked on ucm1 when its channel was aborted: %v, want ECONNABORTED", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("GET_EVENT blocked on ucm1 was not woken by the abort")
-	}
+	wantWoken(t, got, unix.ECONNABORTED, "on ucm1 when its channel was aborted")
 	if _, err := c1.CreateID(2); !errors.Is(err, unix.ENOTCONN) {
 		t.Errorf("CREATE_ID on a file of the aborted channel: %v, want ENOTCONN", err)
 	}
@@ -210,6 +189,30 @@ func TestDaemonChannelAbort(t *testing.T) {
 	cli := startBackground(t, "client", exec.Command(ucmdBin(t), "exec", "--runtime-dir", d.run, "--", ucmclientBin(t), "-c", "-s", "0x3101", "-d", "rxe1", "-g", "fe80::ff:fe00:1", "-n", "1"))
 	if ev, err := c0.GetEvent(); err != nil || ev.Event != abi.CMREQReceived {
 		t.Errorf("ucm0's listener after ucm1's abort: %+v, %v (client: %s)", ev, err, cli.out.String())
+	}
+}
+
+// getEventAsync sends a GET_EVENT on c from another goroutine; its error
+// arrives on the channel.
+func getEventAsync(c *conformance.Client) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.GetEvent()
+		got <- err
+	}()
+	return got
+}
+
+// wantWoken waits up to 20 s for the GET_EVENT of got to fail with want.
+func wantWoken(t *testing.T, got <-chan error, want error, when string) {
+	t.Helper()
+	select {
+	case err := <-got:
+		if !errors.Is(err, want) {
+			t.Errorf("GET_EVENT blocked %s: %v, want %v", when, err, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("GET_EVENT blocked %s was not woken", when)
 	}
 }
 
