@@ -34,7 +34,7 @@ func TestDaemonChurnLeavesNothing(t *testing.T) {
 	clientPair(t, d, "0x2001", srvArgs("1"), cliArgs("1", "1"))
 	d.waitQuiet(t)
 	fds, gs := openFDs(t, pid), goroutines(t, addr)
-	t.Logf("before: %+v open files, %d goroutines", fds, gs)
+	t.Logf("before: %v, %d goroutines", fds, gs)
 
 	for round := range 2 {
 		sid := func(n int) string { return fmt.Sprintf("%#x", 0x2100+0x10*round+n) }
@@ -45,7 +45,7 @@ func TestDaemonChurnLeavesNothing(t *testing.T) {
 			d.killMidFlight(t, sid(2+i), clientFirst, srvArgs("0"), cliArgs("1000", "10"))
 		}
 		d.waitQuiet(t)
-		t.Logf("after round %d: %+v open files, %d goroutines", round+1, openFDs(t, pid), goroutines(t, addr))
+		t.Logf("after round %d: %v, %d goroutines", round+1, openFDs(t, pid), goroutines(t, addr))
 	}
 
 	// Files: no more than before, but for umad send lanes up to their
@@ -58,11 +58,11 @@ func TestDaemonChurnLeavesNothing(t *testing.T) {
 		nf, ng := openFDs(t, pid), goroutines(t, addr)
 		leak := nf.leaked(fds)
 		if leak == "" && ng <= gs+readerSlack {
-			t.Logf("after: %+v open files, %d goroutines", nf, ng)
+			t.Logf("after: %v, %d goroutines", nf, ng)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 400 connections and 4 kills mid-flight: %s; %d goroutines (%d before)\n%s", leak, ng, gs, fdList(pid))
+			t.Fatalf("after 400 connections and 4 kills mid-flight: %s; %d goroutines (%d before)\n%s", leak, ng, gs, nf.list)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -150,6 +150,11 @@ func (d *daemon) waitQuiet(t *testing.T) {
 type daemonFiles struct {
 	others int
 	umad   map[string]int
+	list   string // "fd -> target" lines, for a failure's message
+}
+
+func (f daemonFiles) String() string {
+	return fmt.Sprintf("%d other files, umad files %v", f.others, f.umad)
 }
 
 func openFDs(t *testing.T, pid int) daemonFiles {
@@ -165,6 +170,7 @@ func openFDs(t *testing.T, pid int) daemonFiles {
 		if err != nil {
 			continue // closed since the listing
 		}
+		f.list += e.Name() + " -> " + target + "\n"
 		if strings.HasPrefix(target, "/dev/infiniband/umad") {
 			f.umad[target]++
 		} else {
@@ -187,18 +193,6 @@ func (now daemonFiles) leaked(before daemonFiles) string {
 		}
 	}
 	return ""
-}
-
-// fdList says what each of the daemon's open files is.
-func fdList(pid int) string {
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	ents, _ := os.ReadDir(dir)
-	var b strings.Builder
-	for _, e := range ents {
-		target, _ := os.Readlink(dir + "/" + e.Name())
-		fmt.Fprintf(&b, "%s -> %s\n", e.Name(), target)
-	}
-	return b.String()
 }
 
 // goroutines reads go_goroutines from the daemon's metrics.

@@ -4,11 +4,9 @@ package e2e
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -271,31 +269,11 @@ func TestDaemonIdleRescansReadLittle(t *testing.T) {
 	pid := d.cmd.Process.Pid
 	d.waitDevices(t, "rxe0", "rxe1")
 	time.Sleep(500 * time.Millisecond) // past the start's looks
-	before := readCalls(t, pid)
+	before := procField(t, pid, "io", "syscr")
 	time.Sleep(3 * time.Second)
-	reads := readCalls(t, pid) - before
+	reads := procField(t, pid, "io", "syscr") - before
 	t.Logf("%d read calls in 3 s of rescans every 100 ms", reads)
 	if reads > 100 {
 		t.Errorf("%d read calls in 3 s idle: the rescans read the devices' files", reads)
 	}
-}
-
-// readCalls is the read system calls process pid has made (syscr).
-func readCalls(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no syscr in /proc/%d/io:\n%s", pid, b)
-	return 0
 }

@@ -356,7 +356,14 @@ func threadsOf(t *testing.T, pid int) int { return procStatus(t, pid, "Threads")
 // sizes, in kB).
 func procStatus(t *testing.T, pid int, name string) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return procField(t, pid, "status", name)
+}
+
+// procField is the number in the line named of /proc/PID/<file> ("name:
+// value", a " kB" unit dropped).
+func procField(t *testing.T, pid int, file, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,6 +376,6 @@ func procStatus(t *testing.T, pid int, name string) int {
 			return n
 		}
 	}
-	t.Fatalf("no %s line in /proc/%d/status", name, pid)
+	t.Fatalf("no %s line in /proc/%d/%s", name, pid, file)
 	return 0
 }
