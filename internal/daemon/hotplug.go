@@ -27,7 +27,8 @@ import (
 //     once it is gone, which also catches a removal and re-add between two
 //     looks), when it is listed with another identity (node GUID or umad
 //     files), or when the kernel ended its CUSE channel (an abort: the
-//     device, still listed, is then served again like a new one); retiring
+//     device, still listed as it was, is then served again at once, on a
+//     new channel); retiring
 //     closes its CUSE channel, so its node goes, its open files are
 //     released and their ids destroyed, and clients still holding the node
 //     get ENOTCONN from the kernel;
@@ -199,12 +200,18 @@ func (d *Daemon) rescan(ctx context.Context, force bool) {
 		byName[dev.Name()] = dev
 	}
 	changed := false
+	var settled []hw.Device // retired, but to be served again at once
 	for _, s := range d.servedNow() {
 		why := ""
 		dev, listed := byName[s.dev.Name()]
 		switch {
 		case s.broken.Load():
 			why = "its CUSE channel failed"
+			if listed && identity(dev) == identity(s.dev) {
+				// The device itself is as it was: its clients should
+				// not wait for it to settle again.
+				settled = append(settled, dev)
+			}
 		case !listed:
 			why = "the device is gone"
 		case s.cm.Stopped():
@@ -224,6 +231,9 @@ func (d *Daemon) rescan(ctx context.Context, force bool) {
 		if _, ok := byName[name]; !ok {
 			delete(d.pending, name)
 		}
+	}
+	for _, dev := range settled {
+		d.pending[dev.Name()] = &pendingDevice{key: identity(dev)}
 	}
 	for _, dev := range found {
 		if d.serving(dev.Name()) {

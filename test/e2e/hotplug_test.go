@@ -141,7 +141,9 @@ func TestDaemonHotplug(t *testing.T) {
 // ENOTCONN, as the kernel answers; ucmd keeps running, serves rxe1 again on
 // a new channel, and the file on ucm0 keeps its listening id.
 func TestDaemonChannelAbort(t *testing.T) {
-	d := startDaemon(t, "--rescan", "200ms")
+	// No rescan but the one the failure kicks, which serves rxe1 again at
+	// once: the device is as it was and needs no settling.
+	d := startDaemon(t, "--rescan", "1h")
 	c0 := openClient(t, "/dev/infiniband/ucm0")
 	id0, err := c0.CreateID(1)
 	if err != nil {
