@@ -50,7 +50,7 @@ type Options struct {
 	SendFiles int
 	// AttrMaxAge is how long Port.Attr serves a snapshot before it
 	// refreshes it in the background. A RoCE GID table is up to 1024 sysfs
-	// files (rxe: 0.5 s to read under qemu TCG), far too slow to read per
+	// files (rxe: 50 ms to read under qemu TCG), far too slow to read per
 	// connection; its changes (IP addresses coming and going) show within
 	// about this delay. Zero means DefaultAttrMaxAge; negative means read
 	// sysfs on every call.

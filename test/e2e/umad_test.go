@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -419,4 +420,25 @@ func TestUMADListingSeesReregistration(t *testing.T) {
 		t.Fatalf("rxe1 registered again, but the listing is the same: %q", after)
 	}
 	t.Logf("before: %q\nafter:  %q", before, after)
+}
+
+// BenchmarkPortRefresh reads rxe0's port attributes from sysfs whole, as
+// at start and in the refresh once a minute: 1024 GID slots on a
+// Soft-RoCE port (docs/perf.md, "Host F, 2026-12-07 (twentieth session):
+// many devices at start").
+func BenchmarkPortRefresh(b *testing.B) {
+	devs, err := umad.Discover(umad.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := slices.IndexFunc(devs, func(d *umad.Device) bool { return d.Name() == "rxe0" })
+	if i < 0 {
+		b.Fatal("no rxe0")
+	}
+	p := devs[i].Ports()[0].(*umad.Port)
+	for b.Loop() {
+		if _, err := p.Refresh(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
