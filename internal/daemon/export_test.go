@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ucmd/ucmd/hw/sim"
+	"github.com/ucmd/ucmd/hw/umad"
 )
 
 // SimFabric is a --fabric sim daemon's fabric, for tests to act on.
@@ -20,3 +21,8 @@ func (d *Daemon) RescanForced() { d.rescan(context.Background(), true) }
 func (d *Daemon) FullLooks() int64 { return d.last.full }
 
 const FullLookEvery = fullLookEvery
+
+// UMADOptions are the umad options the daemon runs with, defaults filled.
+func (d *Daemon) UMADOptions() umad.Options { return d.cfg.UMAD }
+
+const UMADQueueLen = umadQueueLen

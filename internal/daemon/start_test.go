@@ -16,6 +16,7 @@ import (
 
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/hw/umad"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
 	"github.com/ucmd/ucmd/internal/status"
@@ -347,5 +348,23 @@ func TestStartFabricErrors(t *testing.T) {
 func TestFirstPortUnknown(t *testing.T) {
 	if _, err := daemon.FirstPort("ucmd-no-such-device"); err == nil {
 		t.Fatal("FirstPort of a missing device succeeded")
+	}
+}
+
+// Each umad endpoint's receive queue is small unless asked otherwise:
+// umad's own default (4,096 slots) cost about 0.6 MB of RSS per port.
+func TestStartUMADQueueLen(t *testing.T) {
+	f := daemontest.New(t)
+	if got := start(t, f, daemon.Config{SimDevices: 1}).UMADOptions().QueueLen; got != daemon.UMADQueueLen {
+		t.Errorf("umad queue length by default: %d, want %d", got, daemon.UMADQueueLen)
+	}
+	if daemon.UMADQueueLen >= umad.DefaultQueueLen {
+		t.Errorf("the daemon's umad queue (%d) is not below umad's default (%d)", daemon.UMADQueueLen, umad.DefaultQueueLen)
+	}
+	f = daemontest.New(t)
+	cfg := daemon.Config{SimDevices: 1}
+	cfg.UMAD.QueueLen = 500
+	if got := start(t, f, cfg).UMADOptions().QueueLen; got != 500 {
+		t.Errorf("umad queue length asked for 500: %d", got)
 	}
 }
