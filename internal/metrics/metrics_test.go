@@ -3,11 +3,14 @@ package metrics_test
 import (
 	"encoding/binary"
 	"errors"
+	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
@@ -237,8 +240,9 @@ ucmd_mads_total{device="rxe1",direction="send-failed",port="2",type="DREP"} 1
 func TestDeviceHistograms(t *testing.T) {
 	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return status.Snapshot{} }))
 	d := m.Device("sim0")
-	if n, err := testutil.GatherAndCount(m.Registry(), "ucmd_command_duration_seconds", "ucmd_connection_setup_duration_seconds"); err != nil || n != abi.NumCmds+1+2 {
-		t.Fatalf("%d series before any command, %v; want %d", n, err, abi.NumCmds+1+2)
+	// The setup series from the start; a command's with its first.
+	if got := counts(histograms(t, m)); len(got) != 2 {
+		t.Fatalf("series before any command: %v, want the two setups'", got)
 	}
 	d.ObserveCommand(abi.CmdCreateID, 20*time.Microsecond, nil)
 	d.ObserveCommand(abi.CmdCreateID, 3*time.Millisecond, errors.New("EFAULT"))
@@ -248,64 +252,79 @@ func TestDeviceHistograms(t *testing.T) {
 	d.ObserveSetup(false, 300*time.Millisecond)
 	d.ObserveSetup(false, 300*time.Millisecond)
 
-	fams, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := map[string]uint64{}
-	sum := map[string]float64{}
-	for _, f := range fams {
-		if f.GetName() != "ucmd_command_duration_seconds" && f.GetName() != "ucmd_connection_setup_duration_seconds" {
-			continue
-		}
-		for _, mt := range f.GetMetric() {
-			key := f.GetName()
-			for _, l := range mt.GetLabel() {
-				key += " " + l.GetName() + "=" + l.GetValue()
-			}
-			count[key] = mt.GetHistogram().GetSampleCount()
-			sum[key] = mt.GetHistogram().GetSampleSum()
-		}
-	}
-	for key, want := range map[string]uint64{
+	hs := histograms(t, m)
+	want := map[string]uint64{
 		"ucmd_command_duration_seconds command=CREATE_ID device=sim0":     2,
 		"ucmd_command_duration_seconds command=invalid device=sim0":       2,
-		"ucmd_command_duration_seconds command=LISTEN device=sim0":        0,
 		"ucmd_connection_setup_duration_seconds device=sim0 side=active":  1,
 		"ucmd_connection_setup_duration_seconds device=sim0 side=passive": 2,
-	} {
-		if got, ok := count[key]; !ok || got != want {
-			t.Errorf("%s: count %d (present %v), want %d", key, got, ok, want)
-		}
 	}
-	if s := sum["ucmd_command_duration_seconds command=CREATE_ID device=sim0"]; s < 0.00301 || s > 0.00303 {
+	if got := counts(hs); !maps.Equal(got, want) {
+		t.Errorf("sample counts %v, want %v (no series of a command never served)", got, want)
+	}
+	if s := hs["ucmd_command_duration_seconds command=CREATE_ID device=sim0"].GetSampleSum(); s < 0.00301 || s > 0.00303 {
 		t.Errorf("CREATE_ID sum %g s, want 0.00302 (base unit seconds)", s)
 	}
-	if s := sum["ucmd_connection_setup_duration_seconds device=sim0 side=passive"]; s < 0.599 || s > 0.601 {
+	if s := hs["ucmd_connection_setup_duration_seconds device=sim0 side=passive"].GetSampleSum(); s < 0.599 || s > 0.601 {
 		t.Errorf("passive setup sum %g s, want 0.6", s)
 	}
 	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %+v", err, problems)
 	}
-	// A retired device's series go; another device's stay.
-	m.Device("sim1")
+	// A retired device's series go, and a late command of it makes none
+	// again; another device's stay.
+	m.Device("sim1").ObserveCommand(abi.CmdListen, time.Microsecond, nil)
 	m.Forget("sim0")
-	fams, err = m.Registry().Gather()
+	d.ObserveCommand(abi.CmdListen, time.Microsecond, nil)
+	d.ObserveCommand(abi.CmdCreateID, time.Microsecond, nil)
+	want = map[string]uint64{
+		"ucmd_command_duration_seconds command=LISTEN device=sim1":        1,
+		"ucmd_connection_setup_duration_seconds device=sim1 side=active":  0,
+		"ucmd_connection_setup_duration_seconds device=sim1 side=passive": 0,
+	}
+	if got := counts(histograms(t, m)); !maps.Equal(got, want) {
+		t.Errorf("after sim0 was forgotten: %v, want %v", got, want)
+	}
+	// Served again, the device starts from zero.
+	m.Device("sim0").ObserveCommand(abi.CmdListen, time.Microsecond, nil)
+	if n := histograms(t, m)["ucmd_command_duration_seconds command=LISTEN device=sim0"].GetSampleCount(); n != 1 {
+		t.Errorf("LISTEN of sim0 served again: %d, want 1", n)
+	}
+}
+
+// histograms gathers every command and setup series, by name and labels.
+func histograms(t *testing.T, m *metrics.Metrics) map[string]*dto.Histogram {
+	t.Helper()
+	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := map[string]*dto.Histogram{}
 	for _, f := range fams {
+		if f.GetName() != "ucmd_command_duration_seconds" && f.GetName() != "ucmd_connection_setup_duration_seconds" {
+			continue
+		}
 		for _, mt := range f.GetMetric() {
-			for _, l := range mt.GetLabel() {
-				if l.GetName() == "device" && l.GetValue() == "sim0" {
-					t.Errorf("%s still has a series of the forgotten device", f.GetName())
-				}
-			}
+			out[seriesKey(f.GetName(), mt)] = mt.GetHistogram()
 		}
 	}
-	if n, err := testutil.GatherAndCount(m.Registry(), "ucmd_command_duration_seconds", "ucmd_connection_setup_duration_seconds"); err != nil || n != abi.NumCmds+1+2 {
-		t.Errorf("%d series of the device kept, %v; want %d", n, err, abi.NumCmds+1+2)
+	return out
+}
+
+// counts are the sample counts of histograms.
+func counts(hs map[string]*dto.Histogram) map[string]uint64 {
+	out := make(map[string]uint64, len(hs))
+	for k, h := range hs {
+		out[k] = h.GetSampleCount()
 	}
+	return out
+}
+
+func seriesKey(name string, mt *dto.Metric) string {
+	for _, l := range mt.GetLabel() {
+		name += " " + l.GetName() + "=" + l.GetValue()
+	}
+	return name
 }
 
 func TestCheckAddr(t *testing.T) {
@@ -318,5 +337,25 @@ func TestCheckAddr(t *testing.T) {
 		} else if err != nil && !strings.Contains(err.Error(), "--metrics-listen") {
 			t.Errorf("CheckAddr(%q): %v does not name the flag", addr, err)
 		}
+	}
+}
+
+// Readers of one device make a command's series at once: one series, no
+// observation lost (run with -race).
+func TestDeviceFirstCommandsAtOnce(t *testing.T) {
+	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return status.Snapshot{} }))
+	d := m.Device("sim0")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				d.ObserveCommand(abi.CmdCreateID, time.Microsecond, nil)
+			}
+		})
+	}
+	wg.Wait()
+	hs := histograms(t, m)
+	if n := hs["ucmd_command_duration_seconds command=CREATE_ID device=sim0"].GetSampleCount(); n != 800 || len(hs) != 3 {
+		t.Errorf("CREATE_ID count %d in %d series, want 800 in 3 (with the two setups')", n, len(hs))
 	}
 }
