@@ -28,10 +28,9 @@ import (
 //     looks), when it is listed with another identity (node GUID or umad
 //     files), or when the kernel ended its CUSE channel (an abort: the
 //     device, still listed as it was, is then served again at once, on a
-//     new channel); retiring
-//     closes its CUSE channel, so its node goes, its open files are
-//     released and their ids destroyed, and clients still holding the node
-//     get ENOTCONN from the kernel;
+//     new channel); retiring closes its CUSE channel, so its node goes, its
+//     open files are released and their ids destroyed, and clients still
+//     holding the node get ENOTCONN from the kernel;
 //   - a device not served is served once two looks in a row have seen it
 //     the same (a device's ports and umad files appear one after another as
 //     its drivers register it), on the lowest free ucmN;
