@@ -756,6 +756,9 @@ func (d *Daemon) Close() error {
 		d.status.Close()
 	}
 	all := d.servedNow()
+	// The servers first: releasing their files destroys the ids, whose
+	// DREQs and REJs tell the peers, which needs the CMs' ports still open
+	// (TestFullStackUcmdStops in test/interop).
 	for _, s := range all {
 		s.srv.Close()
 	}

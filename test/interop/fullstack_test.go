@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,11 +28,19 @@ import (
 const (
 	portFullActive  = 7476 // cmpeer server in A
 	portFullPassive = 7486 // our ucm listener in B
+	portFullStop    = 7478 // cmpeer server in A, for TestFullStackUcmdStops
 )
 
 // startUcmd runs `ucmd serve` (built next to the test binary) until the
 // test ends and returns the ucm node of rxe0.
 func startUcmd(t *testing.T) string {
+	node, _ := startUcmdStop(t)
+	return node
+}
+
+// startUcmdStop is startUcmd that also returns what stops ucmd (SIGTERM)
+// before the test ends.
+func startUcmdStop(t *testing.T) (string, func()) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -45,18 +54,24 @@ func startUcmd(t *testing.T) string {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("ucmd serve: %v", err)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("ucmd serve: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Errorf("ucmd serve did not stop within 15 s of SIGTERM")
 			}
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("ucmd serve did not stop within 15 s of SIGTERM")
-		}
+		})
+	}
+	t.Cleanup(func() {
+		stop()
 		if t.Failed() {
 			t.Logf("ucmd log:\n%s", log.String())
 		}
@@ -65,7 +80,7 @@ func startUcmd(t *testing.T) string {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := os.Stat(node); err == nil {
-			return node
+			return node, stop
 		}
 		select {
 		case err := <-done:
@@ -110,6 +125,39 @@ func expect(t *testing.T, c *conformance.Client, want abi.CMEvent) conformance.E
 			t.Fatalf("ucm event %v (id %d), want %v", ev.Event, ev.ID, want)
 		}
 	}
+}
+
+// A ucmd that stops tells its connections' peers: shutting down releases
+// every open file, whose ids are destroyed as ib_ucm's close destroyed
+// them, and an ESTABLISHED one sends a DREQ (the kernel's cm_destroy_id).
+// Without it the kernel's rdma_cm in A would hold its end until its QP
+// failed on traffic.
+func TestFullStackUcmdStops(t *testing.T) {
+	node, stop := startUcmdStop(t)
+	gidB := hgid(t)
+	srv := runA(t, "server", strconv.Itoa(portFullStop), "accept", "kernel-rep")
+	srv.waitFor(t, wait, "listening")
+	c := ucmClient(t, node)
+	id, err := c.CreateID(0x1111)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := abi.PathRec{
+		DGID: gidAv4, SGID: gidB, HopLimit: 64, PKey: 0xffff, MTU: 3,
+		PacketLifeTime: 18, Reversible: 1, NumbPath: 1,
+	}
+	r := c.REQ(id, tcpSID(portFullStop), path, nextQPN())
+	r.Data, r.Len = c.Data(cmaHdr(ipB, ipA, srcPortActive, "ucm-req"))
+	if err := c.SendREQ(r); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, c, abi.CMREPReceived)
+	if err := c.SendPrivateData(abi.CmdSendRTU, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.waitFor(t, wait, "RDMA_CM_EVENT_ESTABLISHED")
+	stop()
+	srv.waitFor(t, wait, "RDMA_CM_EVENT_DISCONNECTED")
 }
 
 func TestFullStackUcmd(t *testing.T) {
