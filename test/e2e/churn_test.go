@@ -119,9 +119,11 @@ func established(t *testing.T, d *daemon) int {
 	return n
 }
 
-// waitQuiet waits until no file is open on any node and no user or copy
-// is counted: a killed client's files are released when the kernel sends
-// CUSE's RELEASE, a moment after the process is gone.
+// waitQuiet waits until no file is open on any node and no user, copy or
+// byte of the memory budget is counted: a killed client's files are
+// released when the kernel sends CUSE's RELEASE, a moment after the
+// process is gone. A charge left behind would shrink every user's budget
+// for good.
 func (d *daemon) waitQuiet(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -134,12 +136,12 @@ func (d *daemon) waitQuiet(t *testing.T) {
 		for _, dev := range s.Devices {
 			open += len(dev.Files)
 		}
-		if open == 0 && len(s.Limits.Users) == 0 && s.Limits.Copies == 0 {
+		if open == 0 && len(s.Limits.Users) == 0 && s.Limits.Copies == 0 && s.Limits.MemoryCharged == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
 			d.wantNoFiles(t)
-			t.Fatalf("copies in progress: %d", s.Limits.Copies)
+			t.Fatalf("copies in progress: %d; memory charged: %d bytes", s.Limits.Copies, s.Limits.MemoryCharged)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -148,8 +148,9 @@ type statusJSON struct {
 		Errors map[string]uint64 `json:"errors"` // failed commands by errno
 	} `json:"devices"`
 	Limits struct {
-		Copies int `json:"copies_in_progress"`
-		Users  []struct {
+		Copies        int   `json:"copies_in_progress"`
+		MemoryCharged int64 `json:"memory_charged"`
+		Users         []struct {
 			UID     uint32 `json:"uid"`
 			Files   int    `json:"files"`
 			IDs     int    `json:"ids"`
