@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/user"
@@ -177,11 +178,12 @@ type Daemon struct {
 	wg      sync.WaitGroup
 	failed  chan error // first CUSE channel failure
 
-	// mu guards served and unserved, which Start and the rescan
+	// mu guards served, unserved and retired, which Start and the rescan
 	// goroutine change and the status, trace and metrics goroutines read.
 	mu       sync.Mutex
 	served   []*served         // by index
 	unserved []status.Unserved // found, failed to start (hotplug.go)
+	retired  map[string]uint64 // devices retired, by status.Retired* reason
 
 	// The rescan goroutine's (hotplug.go); Close stops it first.
 	watchStop context.CancelFunc
@@ -841,6 +843,9 @@ func (d *Daemon) Snapshot() status.Snapshot {
 	}
 	d.mu.Lock()
 	snap.Unserved = slices.Clone(d.unserved)
+	if len(d.retired) > 0 {
+		snap.Retired = maps.Clone(d.retired)
+	}
 	d.mu.Unlock()
 	snap.Limits = budgetStatus(d.budget)
 	return snap

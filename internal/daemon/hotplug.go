@@ -201,26 +201,26 @@ func (d *Daemon) rescan(ctx context.Context, force bool) {
 	changed := false
 	var settled []hw.Device // retired, but to be served again at once
 	for _, s := range d.servedNow() {
-		why := ""
+		var reason string
 		dev, listed := byName[s.dev.Name()]
 		switch {
 		case s.broken.Load():
-			why = "its CUSE channel failed"
+			reason = status.RetiredChannelFailed
 			if listed && identity(dev) == identity(s.dev) {
 				// The device itself is as it was: its clients should
 				// not wait for it to settle again.
 				settled = append(settled, dev)
 			}
 		case !listed:
-			why = "the device is gone"
+			reason = status.RetiredGone
 		case s.cm.Stopped():
-			why = "every port stopped receiving"
+			reason = status.RetiredPortsStopped
 		case identity(dev) != identity(s.dev):
-			why = "the device was registered again"
+			reason = status.RetiredRegisteredAgain
 		default:
 			continue
 		}
-		d.retire(s, why)
+		d.retire(s, reason)
 		changed = true
 	}
 	if d.pending == nil {
@@ -292,8 +292,17 @@ func (d *Daemon) publishUnserved() {
 	d.mu.Unlock()
 }
 
-// retire stops serving s and removes its node.
-func (d *Daemon) retire(s *served, why string) {
+// retireWhy is the log's words for each reason a device is retired.
+var retireWhy = map[string]string{
+	status.RetiredGone:            "the device is gone",
+	status.RetiredPortsStopped:    "every port stopped receiving",
+	status.RetiredRegisteredAgain: "the device was registered again",
+	status.RetiredChannelFailed:   "its CUSE channel failed",
+}
+
+// retire stops serving s and removes its node; reason is one of
+// status.RetireReasons.
+func (d *Daemon) retire(s *served, reason string) {
 	d.mu.Lock()
 	for i, o := range d.served {
 		if o == s {
@@ -301,8 +310,12 @@ func (d *Daemon) retire(s *served, why string) {
 			break
 		}
 	}
+	if d.retired == nil {
+		d.retired = make(map[string]uint64)
+	}
+	d.retired[reason]++
 	d.mu.Unlock()
-	attrs := []any{"dev", s.dev.Name(), "node", s.node, "why", why, "open_files", len(s.ucm.Files())}
+	attrs := []any{"dev", s.dev.Name(), "node", s.node, "why", retireWhy[reason], "open_files", len(s.ucm.Files())}
 	if err := s.stop(); err != nil {
 		attrs = append(attrs, "err", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -153,6 +154,7 @@ func TestHotplugRemoveAndReturn(t *testing.T) {
 	if !strings.Contains(logs.String(), "stopped serving an RDMA device") || !strings.Contains(logs.String(), "dev=sim1") {
 		t.Errorf("the removal is not logged:\n%s", logs.String())
 	}
+	wantRetired(t, d, map[string]uint64{status.RetiredGone: 1})
 	// The user's ids went with the file: the same user may make as many
 	// on the other node.
 	dut0, err := f.DUT("infiniband/ucm0", nil)
@@ -196,6 +198,22 @@ func TestHotplugRemoveAndReturn(t *testing.T) {
 	if *changes != 4 {
 		t.Errorf("changes reported: %d, want 4", *changes)
 	}
+	wantRetired(t, d, map[string]uint64{status.RetiredGone: 2})
+}
+
+// wantRetired checks the status's count of devices retired, by reason, and
+// its text.
+func wantRetired(t *testing.T, d *daemon.Daemon, want map[string]uint64) {
+	t.Helper()
+	s := d.Snapshot()
+	if !maps.Equal(s.Retired, want) {
+		t.Errorf("devices retired: %v, want %v", s.Retired, want)
+	}
+	var b strings.Builder
+	must(t, status.WriteText(&b, s))
+	if !strings.Contains(b.String(), "RETIRED-DEVICES") {
+		t.Errorf("status text without the devices retired:\n%s", b.String())
+	}
 }
 
 // A device whose every port stopped receiving while it is still listed
@@ -218,6 +236,7 @@ func TestHotplugStoppedPortsReserved(t *testing.T) {
 	if st := d.Snapshot().Devices[0].Ports[0]; st.State != "ACTIVE" || st.ReceiveError != "" {
 		t.Errorf("port of the device served again: %+v", st)
 	}
+	wantRetired(t, d, map[string]uint64{status.RetiredPortsStopped: 1})
 	newPair(t, f, run).reject(t)
 }
 
@@ -361,6 +380,7 @@ func TestHotplugChannelFailure(t *testing.T) {
 	if f.Channel("infiniband/ucm1") == old {
 		t.Fatal("ucm1 is served on the channel that failed")
 	}
+	wantRetired(t, d, map[string]uint64{status.RetiredChannelFailed: 1})
 	select {
 	case err := <-d.Failed():
 		t.Fatalf("Failed: %v", err)

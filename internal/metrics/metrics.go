@@ -258,6 +258,7 @@ var (
 	descCopies   = desc("copies_in_progress", "Copies into or out of client memory in progress, all users' (at most --copies): each takes microseconds, so a count that stays up is copies that hang; status's users say whose (status: limits.copies_in_progress).")
 	descRefusals = desc("limit_refusals_total", "What each limit refused, by its ucmd serve flag (user-ids, ..., memory-budget): a command's ENOMEM or EMFILE, a new connection rejected, an event dropped (status: limits.refused).", "limit")
 
+	descRetired  = desc("devices_retired_total", "RDMA devices ucmd stopped serving since it started, by reason: gone (no longer listed), ports-stopped (every port's reads failed), registered-again (another node GUID or umad files), channel-failed (the kernel ended the node's CUSE channel, an abort; served again at once) (status: retired).", "reason")
 	descUnserved = desc("device_unserved", "Always 1: an RDMA device found but not served, tried again later (status: unserved; e.g. the kernel's ib_cm owns its CM class).", "device")
 )
 
@@ -272,7 +273,7 @@ var states = func() []string {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descCharged, descBudget, descUsers, descCopies, descRefusals, descUnserved} {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descCharged, descBudget, descUsers, descCopies, descRefusals, descRetired, descUnserved} {
 		ch <- d
 	}
 }
@@ -328,6 +329,9 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, u := range s.Unserved {
 		ch <- prometheus.MustNewConstMetric(descUnserved, prometheus.GaugeValue, 1, u.Name)
+	}
+	for _, r := range status.RetireReasons {
+		ch <- prometheus.MustNewConstMetric(descRetired, prometheus.CounterValue, float64(s.Retired[r]), r)
 	}
 	l := s.Limits
 	ch <- prometheus.MustNewConstMetric(descCharged, prometheus.GaugeValue, float64(l.MemoryCharged))

@@ -37,6 +37,7 @@ func TestSnapshotMetrics(t *testing.T) {
 		},
 		{Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002", Ports: []status.Port{{Num: 1, State: "ACTIVE"}}},
 	}, Unserved: []status.Unserved{{Name: "mlx5_1", Reason: "CM class in use"}},
+		Retired: map[string]uint64{status.RetiredGone: 2, status.RetiredChannelFailed: 1},
 		Limits: status.Limits{MemoryCharged: 123456, MemoryBudget: 1 << 29, Copies: 7, CopiesMax: 1024, Users: []status.User{{UID: 0}, {UID: 1000}},
 			Refused: map[string]uint64{"user-waits": 800, "memory-budget": 2}}}
 	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return snap }))
@@ -100,6 +101,12 @@ ucmd_device_info{device="sim1",node="/dev/infiniband/ucm1",node_guid="0002:c903:
 # HELP ucmd_device_unserved Always 1: an RDMA device found but not served, tried again later (status: unserved; e.g. the kernel's ib_cm owns its CM class).
 # TYPE ucmd_device_unserved gauge
 ucmd_device_unserved{device="mlx5_1"} 1
+# HELP ucmd_devices_retired_total RDMA devices ucmd stopped serving since it started, by reason: gone (no longer listed), ports-stopped (every port's reads failed), registered-again (another node GUID or umad files), channel-failed (the kernel ended the node's CUSE channel, an abort; served again at once) (status: retired).
+# TYPE ucmd_devices_retired_total counter
+ucmd_devices_retired_total{reason="channel-failed"} 1
+ucmd_devices_retired_total{reason="gone"} 2
+ucmd_devices_retired_total{reason="ports-stopped"} 0
+ucmd_devices_retired_total{reason="registered-again"} 0
 # HELP ucmd_memory_charged_bytes What all users' files, ids, events and waiting commands cost the daemon, as the memory budget estimates it (status: limits.memory_charged).
 # TYPE ucmd_memory_charged_bytes gauge
 ucmd_memory_charged_bytes 123456
@@ -126,7 +133,7 @@ ucmd_limit_refusals_total{limit="user-waits"} 800
 		"ucmd_cm_mads_sent_total", "ucmd_cm_mads_received_total", "ucmd_cm_retransmissions_total",
 		"ucmd_cm_timeouts_total", "ucmd_cm_mads_dropped_total", "ucmd_cm_send_errors_total",
 		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_waiting_commands", "ucmd_copy_waiting_commands", "ucmd_port_receiving", "ucmd_info", "ucmd_device_info",
-		"ucmd_device_unserved", "ucmd_memory_charged_bytes", "ucmd_memory_budget_bytes", "ucmd_users", "ucmd_copies_in_progress", "ucmd_limit_refusals_total",
+		"ucmd_device_unserved", "ucmd_devices_retired_total", "ucmd_memory_charged_bytes", "ucmd_memory_budget_bytes", "ucmd_users", "ucmd_copies_in_progress", "ucmd_limit_refusals_total",
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)

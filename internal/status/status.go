@@ -41,8 +41,23 @@ type Snapshot struct {
 	// Unserved lists the devices found that could not be served (the
 	// kernel's ib_cm owns their CM class, say) and are tried again.
 	Unserved []Unserved `json:"unserved,omitempty"`
-	Limits   Limits     `json:"limits"`
+	// Retired counts the devices the daemon stopped serving since it
+	// started, by reason (RetireReasons); absent when none was.
+	Retired map[string]uint64 `json:"retired,omitempty"`
+	Limits  Limits            `json:"limits"`
 }
+
+// Why a served device was retired (docs/hotplug.md): the keys of
+// Snapshot.Retired.
+const (
+	RetiredGone            = "gone"             // no longer listed
+	RetiredPortsStopped    = "ports-stopped"    // every port's umad reads failed
+	RetiredRegisteredAgain = "registered-again" // listed with another node GUID or umad files
+	RetiredChannelFailed   = "channel-failed"   // the kernel ended its CUSE channel (an abort); served again at once
+)
+
+// RetireReasons lists every reason, in a fixed order.
+var RetireReasons = []string{RetiredGone, RetiredPortsStopped, RetiredRegisteredAgain, RetiredChannelFailed}
 
 // Limits is what the users hold against `ucmd serve`'s limits, across every
 // device: the memory budget, each uid holding anything, and how many times
@@ -473,6 +488,10 @@ func WriteText(w io.Writer, s Snapshot) error {
 		for _, u := range s.Unserved {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Name, u.Since.UTC().Format(time.RFC3339), u.NextTry.UTC().Format(time.RFC3339), u.Reason)
 		}
+	}
+
+	if len(s.Retired) > 0 {
+		fmt.Fprintf(tw, "\nRETIRED-DEVICES\n%s\n", countList(s.Retired))
 	}
 
 	fmt.Fprintf(tw, "\nDEV\tSENT\tRECEIVED\tRETRANSMITTED\tTIMED-OUT\tDROPPED\tSEND-FAILED\tFAILED-COMMANDS\n")

@@ -147,7 +147,8 @@ type statusJSON struct {
 		} `json:"counters"`
 		Errors map[string]uint64 `json:"errors"` // failed commands by errno
 	} `json:"devices"`
-	Limits struct {
+	Retired map[string]uint64 `json:"retired"` // devices retired, by reason
+	Limits  struct {
 		Copies        int   `json:"copies_in_progress"`
 		MemoryCharged int64 `json:"memory_charged"`
 		Users         []struct {

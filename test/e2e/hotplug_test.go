@@ -185,6 +185,9 @@ func TestDaemonChannelAbort(t *testing.T) {
 	if f := s.Devices[0].Files; len(f) != 1 || len(f[0].IDs) != 1 || f[0].IDs[0].State != "LISTEN" {
 		t.Errorf("ucm0's files after ucm1's abort: %+v", f)
 	}
+	if len(s.Retired) != 1 || s.Retired["channel-failed"] != 1 {
+		t.Errorf("devices retired in status: %v, want channel-failed 1", s.Retired)
+	}
 	// The new ucm1 connects to the listener on ucm0, found the libibcm way.
 	cli := startBackground(t, "client", exec.Command(ucmdBin(t), "exec", "--runtime-dir", d.run, "--", ucmclientBin(t), "-c", "-s", "0x3101", "-d", "rxe1", "-g", "fe80::ff:fe00:1", "-n", "1"))
 	if ev, err := c0.GetEvent(); err != nil || ev.Event != abi.CMREQReceived {
