@@ -127,6 +127,26 @@ func expect(t *testing.T, c *conformance.Client, want abi.CMEvent) conformance.E
 	}
 }
 
+// ucmREQ connects c's new id to A's rdma_cm listener on port, with
+// "ucm-req" in the REQ, and returns the id and its REP event.
+func ucmREQ(t *testing.T, c *conformance.Client, gidB [16]byte, port uint16) (uint32, conformance.Event) {
+	t.Helper()
+	id, err := c.CreateID(0x1111)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := abi.PathRec{
+		DGID: gidAv4, SGID: gidB, HopLimit: 64, PKey: 0xffff, MTU: 3,
+		PacketLifeTime: 18, Reversible: 1, NumbPath: 1,
+	}
+	r := c.REQ(id, tcpSID(port), path, nextQPN())
+	r.Data, r.Len = c.Data(cmaHdr(ipB, ipA, srcPortActive, "ucm-req"))
+	if err := c.SendREQ(r); err != nil {
+		t.Fatal(err)
+	}
+	return id, expect(t, c, abi.CMREPReceived)
+}
+
 // A ucmd that stops tells its connections' peers: shutting down releases
 // every open file, whose ids are destroyed as ib_ucm's close destroyed
 // them, and an ESTABLISHED one sends a DREQ (the kernel's cm_destroy_id).
@@ -138,20 +158,7 @@ func TestFullStackUcmdStops(t *testing.T) {
 	srv := runA(t, "server", strconv.Itoa(portFullStop), "accept", "kernel-rep")
 	srv.waitFor(t, wait, "listening")
 	c := ucmClient(t, node)
-	id, err := c.CreateID(0x1111)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := abi.PathRec{
-		DGID: gidAv4, SGID: gidB, HopLimit: 64, PKey: 0xffff, MTU: 3,
-		PacketLifeTime: 18, Reversible: 1, NumbPath: 1,
-	}
-	r := c.REQ(id, tcpSID(portFullStop), path, nextQPN())
-	r.Data, r.Len = c.Data(cmaHdr(ipB, ipA, srcPortActive, "ucm-req"))
-	if err := c.SendREQ(r); err != nil {
-		t.Fatal(err)
-	}
-	expect(t, c, abi.CMREPReceived)
+	id, _ := ucmREQ(t, c, gidB, portFullStop)
 	if err := c.SendPrivateData(abi.CmdSendRTU, id, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -168,20 +175,7 @@ func TestFullStackUcmd(t *testing.T) {
 		srv := runA(t, "server", strconv.Itoa(portFullActive), "accept", "kernel-rep")
 		srv.waitFor(t, wait, "listening")
 		c := ucmClient(t, node)
-		id, err := c.CreateID(0x1111)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := abi.PathRec{
-			DGID: gidAv4, SGID: gidB, HopLimit: 64, PKey: 0xffff, MTU: 3,
-			PacketLifeTime: 18, Reversible: 1, NumbPath: 1,
-		}
-		r := c.REQ(id, tcpSID(portFullActive), path, nextQPN())
-		r.Data, r.Len = c.Data(cmaHdr(ipB, ipA, srcPortActive, "ucm-req"))
-		if err := c.SendREQ(r); err != nil {
-			t.Fatal(err)
-		}
-		ev := expect(t, c, abi.CMREPReceived)
+		id, ev := ucmREQ(t, c, gidB, portFullActive)
 		if rep := ev.U.REP(); rep.RemoteCAGUID != guidA || !bytes.HasPrefix(ev.Data, []byte("kernel-rep")) {
 			t.Errorf("REP event: CA GUID %#x, data %q", rep.RemoteCAGUID, ev.Data)
 		}
