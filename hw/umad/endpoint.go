@@ -60,6 +60,12 @@ type Endpoint struct {
 	returned chan struct{} // closed and replaced when a lane comes back or closes, if waiting
 	waiting  int           // sends waiting for a lane
 
+	// On RoCE, sends to destinations not known to resolve take a slot of
+	// unresolved first (Send).
+	resolved   map[destination]struct{} // under mu
+	unresolved chan struct{}
+	write      func(fd int, b []byte) error // writeMAD; tests replace it
+
 	received, overflow, malformed, sendFailures, discarded, renewals, renewFailures atomic.Uint64
 }
 
@@ -143,6 +149,10 @@ func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFi
 		opened:   1,
 		maxFiles: o.SendFiles,
 		returned: make(chan struct{}),
+
+		resolved:   make(map[destination]struct{}),
+		unresolved: make(chan struct{}, max(1, o.SendFiles/2)),
+		write:      writeMAD,
 	}
 	go e.readLoop()
 	return e, nil
@@ -205,6 +215,12 @@ func (e *Endpoint) deliver(b []byte) {
 	if len(b)-uapi.SizeofUserMADHdr != hw.MADSize {
 		e.malformed.Add(1)
 		return
+	}
+	if e.ll == hw.LinkEthernet && h.GRHPresent != 0 {
+		// umad delivers a MAD with a GRH only once the kernel resolved
+		// its sender's MAC, to build the address: an answer is sent at
+		// once.
+		e.learn(destination{gid: h.GID, sgid: h.GIDIndex}, true)
 	}
 	if f := e.inline.Load(); f != nil {
 		// A buffer of the endpoint's own: r handed to a function value
@@ -312,6 +328,20 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	var to destination
+	if e.ll == hw.LinkEthernet {
+		to = destination{gid: dst.GRH.GID, sgid: dst.GRH.SGIDIndex}
+		if !e.isResolved(to) {
+			select {
+			case e.unresolved <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-e.done:
+				return hw.ErrClosed
+			}
+			defer func() { <-e.unresolved }()
+		}
+	}
 	k := tidKey(mad)
 	sf, err := e.acquire(ctx, k)
 	if err != nil {
@@ -321,17 +351,76 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	h := hdrForSend(sf.agent, &dst)
 	h.Encode(sf.buf[:])
 	copy(sf.buf[uapi.SizeofUserMADHdr:], mad[:])
-	for {
-		_, err = unix.Write(sf.fd, sf.buf[:uapi.SizeofUserMADHdr+hw.MADSize])
-		if err != unix.EINTR {
-			break
-		}
+	err = e.write(sf.fd, sf.buf[:uapi.SizeofUserMADHdr+hw.MADSize])
+	if e.ll == hw.LinkEthernet {
+		e.learn(to, err == nil)
 	}
 	if err != nil {
 		return fmt.Errorf("umad send to %s on %s: %w", describe(&dst), e.port, err)
 	}
 	sf.sent(k)
 	return nil
+}
+
+func writeMAD(fd int, b []byte) error {
+	for {
+		_, err := unix.Write(fd, b)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// Destinations whose MAC does not resolve.
+//
+// On RoCE, umad's write() resolves the peer's MAC inside the call, on the
+// lane it writes (docs/umad.md): a peer nobody answers for holds that lane
+// for about a second before the write fails with ETIMEDOUT, and so does
+// each retransmission to it. Any local user can name such peers (a REQ's
+// path is the caller's), and four of them in flight would hold every lane,
+// so that every other MAD of the port, other users' connections included,
+// waited behind them: 996 ms for a send that takes 3.5 ms, measured in
+// the test VM. So only a destination whose last send went through may use
+// every lane; the others share half of them (unresolved), and a user who
+// names unreachable peers delays only sends to new or unreachable peers.
+// A peer a MAD came from counts as reached: the kernel resolved its MAC
+// to deliver the MAD (a REQ's REP goes out at once). The kernel's CM
+// resolved a connection's address once, when it was made, in the
+// caller's own context.
+
+// destination is what umad resolves a MAC for: the GID, from the source
+// GID (whose netdev resolves it).
+type destination struct {
+	gid  hw.GID
+	sgid uint8
+}
+
+// maxResolved bounds the destinations remembered; past it they are
+// forgotten and take the shared lanes again until a send goes through.
+const maxResolved = 4096
+
+func (e *Endpoint) isResolved(to destination) bool {
+	e.mu.Lock()
+	_, ok := e.resolved[to]
+	e.mu.Unlock()
+	return ok
+}
+
+// learn records whether a send to to went through.
+func (e *Endpoint) learn(to destination, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !ok {
+		delete(e.resolved, to)
+		return
+	}
+	if _, known := e.resolved[to]; known {
+		return
+	}
+	if len(e.resolved) >= maxResolved {
+		clear(e.resolved)
+	}
+	e.resolved[to] = struct{}{}
 }
 
 // drainEvery is how many sends a lane makes between two looks for noise

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -411,4 +412,108 @@ func TestDeliver(t *testing.T) {
 	if st := e.Stats(); st.Received != 5 || st.Overflow != 0 {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// On RoCE, sends to peers whose MAC does not resolve (each write held for
+// about a second, then ETIMEDOUT) take at most half the lanes: a peer a
+// send already reached still gets a lane while they block, and a peer
+// whose send failed goes back to the shared half.
+func TestUnresolvedPeersShareHalfTheLanes(t *testing.T) {
+	e, k := newTestEndpoint(t, hw.LinkEthernet, Options{SendFiles: 4})
+	go func() { // the kernel's side of every lane: read and forget
+		for {
+			select {
+			case fd := <-k.sends:
+				go func() {
+					buf := make([]byte, 4096)
+					for {
+						if n, err := unix.Read(fd, buf); err != nil || n == 0 {
+							return // the lane closed
+						}
+					}
+				}()
+			case <-t.Context().Done():
+				return
+			}
+		}
+	}()
+	good := hw.GID{0xfe, 0x80, 15: 2}
+	release := make(chan struct{})
+	var blocked atomic.Int32
+	e.write = func(fd int, b []byte) error {
+		var h uapi.UserMADHdr
+		if err := h.Decode(b); err != nil {
+			return err
+		}
+		if hw.GID(h.GID) != good {
+			blocked.Add(1)
+			defer blocked.Add(-1)
+			<-release // resolution that never answers
+			return unix.ETIMEDOUT
+		}
+		return writeMAD(fd, b)
+	}
+	to := func(g hw.GID) hw.Address { return hw.Address{QPN: 1, GRH: &hw.GRH{GID: g, HopLimit: 64}} }
+	ctx := context.Background()
+	if err := e.Send(ctx, to(good), testMAD(1)); err != nil {
+		t.Fatal(err)
+	}
+
+	bad := make(chan error, 8)
+	for i := range 8 {
+		go func() { bad <- e.Send(ctx, to(hw.GID{0xfe, 0x80, 14: 1, 15: byte(i)}), testMAD(byte(10+i))) }()
+	}
+	const waitFor = 10 * time.Second // a failure's bound, never a synchronisation
+	for deadline := time.Now().Add(waitFor); blocked.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sends to unresolved peers in their writes, want 2", blocked.Load())
+		}
+	}
+	// The reached peer: a lane at once, as often as it likes.
+	for i := range 5 {
+		sent := make(chan error, 1)
+		go func() { sent <- e.Send(ctx, to(good), testMAD(byte(20+i))) }()
+		select {
+		case err := <-sent:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(waitFor):
+			t.Fatalf("a send to a reached peer waited behind %d blocked sends to unresolved ones", blocked.Load())
+		}
+	}
+	if n := blocked.Load(); n != 2 {
+		t.Errorf("%d sends to unresolved peers in their writes, want 2 (half of 4 lanes)", n)
+	}
+	close(release)
+	for range 8 {
+		if err := <-bad; !errors.Is(err, unix.ETIMEDOUT) {
+			t.Errorf("send to an unresolved peer: %v, want ETIMEDOUT", err)
+		}
+	}
+	if got := resolvedCount(e); got != 1 {
+		t.Errorf("%d destinations resolved, want the one reached", got)
+	}
+	// The reached peer stops answering: it shares the half again.
+	good[15] = 3 // the fake now fails the old good peer
+	if err := e.Send(ctx, to(hw.GID{0xfe, 0x80, 15: 2}), testMAD(30)); !errors.Is(err, unix.ETIMEDOUT) {
+		t.Errorf("send to the peer gone: %v, want ETIMEDOUT", err)
+	}
+	if got := resolvedCount(e); got != 0 {
+		t.Errorf("%d destinations resolved after the peer's send failed, want 0", got)
+	}
+	// A MAD from a new peer: umad resolved it to deliver it, so the
+	// answer takes any lane.
+	from := hw.GID{0xfe, 0x80, 15: 7}
+	k.deliver(uapi.UserMADHdr{QPN: 1, GRHPresent: 1, GIDIndex: 0, GID: from}, testMAD(40)[:])
+	recvWithin(t, e)
+	if !e.isResolved(destination{gid: from}) {
+		t.Error("the sender of a MAD received is not taken as reached")
+	}
+}
+
+func resolvedCount(e *Endpoint) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.resolved)
 }

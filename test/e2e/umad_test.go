@@ -229,6 +229,53 @@ func TestUMADSlowSendBlocksNothing(t *testing.T) {
 	}
 }
 
+// TestUMADUnresolvedPeersBlockNothing: eight sends to GIDs nobody owns,
+// more than the endpoint has lanes (docs/umad.md), each sitting in write()
+// for about a second; meanwhile sends to the peer already reached go out
+// and arrive, before the first of the eight has returned.
+func TestUMADUnresolvedPeersBlockNothing(t *testing.T) {
+	p0, p1 := rxePorts(t)
+	g0, g1 := linkLocal(t, p0), linkLocal(t, p1)
+	e0, e1 := openCM(t, p0), openCM(t, p1)
+	ctx := context.Background()
+	to1 := hw.Address{QPN: 1, GRH: &hw.GRH{GID: g1.GID, SGIDIndex: uint8(g0.Index), HopLimit: 64}}
+	if err := e0.Send(ctx, to1, cmMAD(0x10, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	recvCM(t, e1)
+
+	start := time.Now()
+	const n = 2 * umad.DefaultSendFiles
+	returned := make(chan time.Duration, n)
+	for i := range n {
+		nowhere := g1.GID
+		nowhere[14], nowhere[15] = 0x5a, byte(i)
+		go func() {
+			err := e0.Send(ctx, hw.Address{QPN: 1, GRH: &hw.GRH{GID: nowhere, SGIDIndex: uint8(g0.Index), HopLimit: 64}}, cmMAD(0x10, uint64(10+i), 0))
+			if err == nil {
+				t.Errorf("send to %v, which nobody owns, succeeded", nowhere)
+			}
+			returned <- time.Since(start)
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // let them enter write()
+	for i := range 3 {
+		if err := e0.Send(ctx, to1, cmMAD(0x15, uint64(20+i), 0)); err != nil {
+			t.Fatal(err)
+		}
+		recvCM(t, e1)
+	}
+	sent := time.Since(start)
+	first := <-returned
+	for range n - 1 {
+		<-returned
+	}
+	t.Logf("3 sends to the reached peer done at %v; the first of %d to unresolved peers returned at %v", sent, n, first)
+	if sent >= first {
+		t.Errorf("sends to unresolved peers held up the reached one: done at %v, the first unresolved send returned at %v", sent, first)
+	}
+}
+
 // TestUMADRoCEWithoutGRH: RoCE needs a GRH; hw/umad refuses before the
 // kernel would (EINVAL from write()).
 func TestUMADRoCEWithoutGRH(t *testing.T) {
