@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -62,9 +63,11 @@ type Endpoint struct {
 
 	// On RoCE, sends to destinations not known to resolve take a slot of
 	// unresolved first (Send).
-	resolved   map[destination]struct{} // under mu
+	resolved   map[destination]struct{}  // under mu
+	unreached  map[destination]time.Time // under mu: when a send to it last failed
 	unresolved chan struct{}
 	write      func(fd int, b []byte) error // writeMAD; tests replace it
+	now        func() time.Time             // time.Now; tests replace it
 
 	received, overflow, malformed, sendFailures, discarded, renewals, renewFailures atomic.Uint64
 }
@@ -151,8 +154,10 @@ func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFi
 		returned: make(chan struct{}),
 
 		resolved:   make(map[destination]struct{}),
+		unreached:  make(map[destination]time.Time),
 		unresolved: make(chan struct{}, max(1, o.SendFiles/2)),
 		write:      writeMAD,
+		now:        time.Now,
 	}
 	go e.readLoop()
 	return e, nil
@@ -331,7 +336,11 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	var to destination
 	if e.ll == hw.LinkEthernet {
 		to = destination{gid: dst.GRH.GID, sgid: dst.GRH.SGIDIndex}
-		if !e.isResolved(to) {
+		resolved, err := e.reachable(to, &dst)
+		if err != nil {
+			return err
+		}
+		if !resolved {
 			select {
 			case e.unresolved <- struct{}{}:
 			case <-ctx.Done():
@@ -340,6 +349,10 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 				return hw.ErrClosed
 			}
 			defer func() { <-e.unresolved }()
+			// A send ahead of this one may have found it unreachable.
+			if _, err := e.reachable(to, &dst); err != nil {
+				return err
+			}
 		}
 	}
 	k := tidKey(mad)
@@ -388,6 +401,15 @@ func writeMAD(fd int, b []byte) error {
 // resolved a connection's address once, when it was made, in the
 // caller's own context.
 
+//
+// A send to a destination whose last send failed less than failedFor ago
+// fails at once, without a lane: a retransmission to a peer nobody
+// answers for (a client chooses how soon it comes) would otherwise take a
+// second of a shared lane each time, where now only the first does.
+
+// failedFor is how long a destination whose send failed is not tried again.
+const failedFor = time.Second
+
 // destination is what umad resolves a MAC for: the GID, from the source
 // GID (whose netdev resolves it).
 type destination struct {
@@ -399,21 +421,52 @@ type destination struct {
 // forgotten and take the shared lanes again until a send goes through.
 const maxResolved = 4096
 
-func (e *Endpoint) isResolved(to destination) bool {
+// lookup says whether to is resolved, and how long ago a send to it last
+// failed (-1: not lately).
+func (e *Endpoint) lookup(to destination) (resolved bool, failedAgo time.Duration) {
 	e.mu.Lock()
-	_, ok := e.resolved[to]
+	_, resolved = e.resolved[to]
+	at, failed := e.unreached[to]
 	e.mu.Unlock()
+	if !failed {
+		return resolved, -1
+	}
+	return resolved, e.now().Sub(at)
+}
+
+// reachable is lookup for Send: an error if a send to to failed less
+// than failedFor ago.
+func (e *Endpoint) reachable(to destination, dst *hw.Address) (resolved bool, err error) {
+	resolved, ago := e.lookup(to)
+	if ago >= 0 && ago < failedFor {
+		return false, fmt.Errorf("umad send to %s on %s: its MAC did not resolve %v ago: %w",
+			describe(dst), e.port, ago.Round(time.Millisecond), unix.ETIMEDOUT)
+	}
+	return resolved, nil
+}
+
+func (e *Endpoint) isResolved(to destination) bool {
+	ok, _ := e.lookup(to)
 	return ok
 }
 
 // learn records whether a send to to went through.
 func (e *Endpoint) learn(to destination, ok bool) {
+	var at time.Time
+	if !ok {
+		at = e.now()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !ok {
 		delete(e.resolved, to)
+		if len(e.unreached) >= maxResolved {
+			clear(e.unreached)
+		}
+		e.unreached[to] = at
 		return
 	}
+	delete(e.unreached, to)
 	if _, known := e.resolved[to]; known {
 		return
 	}

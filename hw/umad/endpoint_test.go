@@ -517,3 +517,54 @@ func resolvedCount(e *Endpoint) int {
 	defer e.mu.Unlock()
 	return len(e.resolved)
 }
+
+// A send to a peer whose last send failed less than failedFor ago fails
+// at once, without a lane: retransmissions to a peer nobody answers for
+// take no more lane time than the first send did.
+func TestUnreachedPeerFailsAtOnce(t *testing.T) {
+	e, _ := newTestEndpoint(t, hw.LinkEthernet, Options{SendFiles: 4})
+	clock := time.Unix(1000, 0)
+	e.now = func() time.Time { return clock }
+	release := make(chan struct{})
+	var writes, inWrite atomic.Int32
+	e.write = func(fd int, b []byte) error {
+		writes.Add(1)
+		inWrite.Add(1)
+		defer inWrite.Add(-1)
+		<-release
+		return unix.ETIMEDOUT
+	}
+	to := hw.Address{QPN: 1, GRH: &hw.GRH{GID: hw.GID{0xfe, 0x80, 15: 0x99}, HopLimit: 64}}
+	ctx := context.Background()
+
+	// Four sends at once: two write (half the lanes), the two behind them
+	// find the peer unreachable once they may go, and write nothing.
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() { errs <- e.Send(ctx, to, testMAD(byte(i))) }()
+	}
+	const waitFor = 10 * time.Second // a failure's bound, never a synchronisation
+	for deadline := time.Now().Add(waitFor); inWrite.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sends in write, want 2", inWrite.Load())
+		}
+	}
+	close(release)
+	for range 4 {
+		if err := <-errs; !errors.Is(err, unix.ETIMEDOUT) {
+			t.Errorf("send to an unreachable peer: %v, want ETIMEDOUT", err)
+		}
+	}
+	if n := writes.Load(); n != 2 {
+		t.Errorf("%d writes for four sends to one unreachable peer, want 2", n)
+	}
+	// Within failedFor: no write. After it: the peer is tried again.
+	clock = clock.Add(failedFor - time.Millisecond)
+	if err := e.Send(ctx, to, testMAD(5)); !errors.Is(err, unix.ETIMEDOUT) || writes.Load() != 2 {
+		t.Errorf("send %v after the failure: %v with %d writes, want ETIMEDOUT and no write", failedFor-time.Millisecond, err, writes.Load())
+	}
+	clock = clock.Add(time.Millisecond)
+	if err := e.Send(ctx, to, testMAD(6)); !errors.Is(err, unix.ETIMEDOUT) || writes.Load() != 3 {
+		t.Errorf("send %v after the failure: %v with %d writes, want a write that fails", failedFor, err, writes.Load())
+	}
+}
