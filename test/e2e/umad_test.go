@@ -175,19 +175,27 @@ func TestUMADExchangeLinkLocal(t *testing.T) {
 	}
 }
 
+// reachedPeers opens CM endpoints on rxe0 and rxe1 and sends one MAD from
+// rxe0 to rxe1 (to1), so that the kernel has resolved rxe1's MAC; the MAD
+// waits on e1.
+func reachedPeers(t *testing.T) (g0, g1 hw.GIDEntry, e0, e1 hw.Endpoint, to1 hw.Address) {
+	t.Helper()
+	p0, p1 := rxePorts(t)
+	g0, g1 = linkLocal(t, p0), linkLocal(t, p1)
+	e0, e1 = openCM(t, p0), openCM(t, p1)
+	to1 = hw.Address{QPN: 1, GRH: &hw.GRH{GID: g1.GID, SGIDIndex: uint8(g0.Index), HopLimit: 64}}
+	if err := e0.Send(context.Background(), to1, cmMAD(0x10, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return g0, g1, e0, e1, to1
+}
+
 // TestUMADSlowSendBlocksNothing: a send to a link-local GID nobody owns
 // sits in write() while the kernel tries to resolve its MAC, then fails;
 // meanwhile the same endpoint keeps receiving and sending to a known peer.
 func TestUMADSlowSendBlocksNothing(t *testing.T) {
-	p0, p1 := rxePorts(t)
-	g0, g1 := linkLocal(t, p0), linkLocal(t, p1)
-	e0, e1 := openCM(t, p0), openCM(t, p1)
+	g0, g1, e0, e1, to1 := reachedPeers(t)
 	ctx := context.Background()
-	to1 := hw.Address{QPN: 1, GRH: &hw.GRH{GID: g1.GID, SGIDIndex: uint8(g0.Index), HopLimit: 64}}
-	// Resolve rxe0 <-> rxe1 first, so that only the unknown peer is slow.
-	if err := e0.Send(ctx, to1, cmMAD(0x10, 1, 0)); err != nil {
-		t.Fatal(err)
-	}
 	to0 := recvCM(t, e1).Src
 	if err := e1.Send(ctx, to0, cmMAD(0x13, 1, 0)); err != nil {
 		t.Fatal(err)
@@ -234,14 +242,8 @@ func TestUMADSlowSendBlocksNothing(t *testing.T) {
 // for about a second; meanwhile sends to the peer already reached go out
 // and arrive, before the first of the eight has returned.
 func TestUMADUnresolvedPeersBlockNothing(t *testing.T) {
-	p0, p1 := rxePorts(t)
-	g0, g1 := linkLocal(t, p0), linkLocal(t, p1)
-	e0, e1 := openCM(t, p0), openCM(t, p1)
+	g0, g1, e0, e1, to1 := reachedPeers(t)
 	ctx := context.Background()
-	to1 := hw.Address{QPN: 1, GRH: &hw.GRH{GID: g1.GID, SGIDIndex: uint8(g0.Index), HopLimit: 64}}
-	if err := e0.Send(ctx, to1, cmMAD(0x10, 1, 0)); err != nil {
-		t.Fatal(err)
-	}
 	recvCM(t, e1)
 
 	start := time.Now()
