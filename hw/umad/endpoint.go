@@ -333,10 +333,13 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	roce := e.ll == hw.LinkEthernet
 	var to destination
-	if e.ll == hw.LinkEthernet {
+	var resolved bool
+	if roce {
 		to = destination{gid: dst.GRH.GID, sgid: dst.GRH.SGIDIndex}
-		resolved, err := e.reachable(to, &dst)
+		var err error
+		resolved, err = e.reachable(to, &dst)
 		if err != nil {
 			return err
 		}
@@ -365,8 +368,8 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	h.Encode(sf.buf[:])
 	copy(sf.buf[uapi.SizeofUserMADHdr:], mad[:])
 	err = e.write(sf.fd, sf.buf[:uapi.SizeofUserMADHdr+hw.MADSize])
-	if e.ll == hw.LinkEthernet {
-		e.learn(to, err == nil)
+	if roce && (!resolved || err != nil) {
+		e.learn(to, err == nil) // a resolved destination that went through stays so
 	}
 	if err != nil {
 		return fmt.Errorf("umad send to %s on %s: %w", describe(&dst), e.port, err)
@@ -443,11 +446,6 @@ func (e *Endpoint) reachable(to destination, dst *hw.Address) (resolved bool, er
 			describe(dst), e.port, ago.Round(time.Millisecond), unix.ETIMEDOUT)
 	}
 	return resolved, nil
-}
-
-func (e *Endpoint) isResolved(to destination) bool {
-	ok, _ := e.lookup(to)
-	return ok
 }
 
 // learn records whether a send to to went through.

@@ -507,7 +507,7 @@ func TestUnresolvedPeersShareHalfTheLanes(t *testing.T) {
 	from := hw.GID{0xfe, 0x80, 15: 7}
 	k.deliver(uapi.UserMADHdr{QPN: 1, GRHPresent: 1, GIDIndex: 0, GID: from}, testMAD(40)[:])
 	recvWithin(t, e)
-	if !e.isResolved(destination{gid: from}) {
+	if resolved, _ := e.lookup(destination{gid: from}); !resolved {
 		t.Error("the sender of a MAD received is not taken as reached")
 	}
 }
