@@ -57,7 +57,7 @@ type Metrics struct {
 	madCounters sync.Map
 
 	mu   sync.Mutex         // orders the making of command series with Forget
-	devs map[string]*Device // by name, the devices not forgotten
+	devs map[string]*Device // by name, the devices served and not forgotten
 }
 
 // New returns the registry of a daemon whose state p snapshots (the
@@ -110,9 +110,6 @@ func (m *Metrics) Device(name string) *Device {
 	d.active = m.setup.WithLabelValues(name, "active")
 	d.passive = m.setup.WithLabelValues(name, "passive")
 	m.mu.Lock()
-	if old := m.devs[name]; old != nil {
-		old.forgotten = true
-	}
 	m.devs[name] = d
 	m.mu.Unlock()
 	return d
@@ -127,10 +124,7 @@ func (m *Metrics) Device(name string) *Device {
 func (m *Metrics) Forget(name string) {
 	l := prometheus.Labels{"device": name}
 	m.mu.Lock()
-	if d := m.devs[name]; d != nil {
-		d.forgotten = true
-		delete(m.devs, name)
-	}
+	delete(m.devs, name)
 	m.cmds.DeletePartialMatch(l)
 	m.mu.Unlock()
 	m.setup.DeletePartialMatch(l)
@@ -157,7 +151,6 @@ type Device struct {
 	name            string
 	cmds            [abi.NumCmds + 1]atomic.Pointer[observer] // by abi.Cmd; NumCmds: invalid
 	active, passive prometheus.Observer
-	forgotten       bool // under m.mu: Forget was called, make no series
 }
 
 type observer struct{ prometheus.Observer }
@@ -185,7 +178,7 @@ func (d *Device) command(cmd abi.Cmd) *observer {
 		return o
 	}
 	o := discard
-	if !d.forgotten {
+	if d.m.devs[d.name] == d { // not forgotten, nor served again since
 		o = &observer{d.m.cmds.WithLabelValues(d.name, commandLabel(cmd))}
 	}
 	d.cmds[cmd].Store(o)
