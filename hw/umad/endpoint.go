@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/neigh"
 	"github.com/ucmd/ucmd/hw/umad/uapi"
 )
 
@@ -34,6 +35,11 @@ type Stats struct {
 	// RenewFailures counts lanes closed because their agent could not be
 	// replaced; a new file takes their place.
 	RenewFailures uint64
+	// On RoCE, first sends to destinations not yet reached (resolve.go):
+	// Resolved found the peer's MAC through rtnetlink, ResolveFailures
+	// failed with ETIMEDOUT without a lane, ResolveUnanswered could not be
+	// told (no CAP_NET_ADMIN, ...) and took a shared lane.
+	Resolved, ResolveFailures, ResolveUnanswered uint64
 }
 
 // Endpoint is a MAD agent on a umad port; it implements hw.Endpoint.
@@ -69,7 +75,14 @@ type Endpoint struct {
 	write      func(fd int, b []byte) error // writeMAD; tests replace it
 	now        func() time.Time             // time.Now; tests replace it
 
+	// On RoCE, a send to a destination not known to resolve has the
+	// kernel resolve it first (resolve.go).
+	resolve  func(ctx context.Context, to destination) error // resolveNeighbour; tests replace it
+	neigh    *neigh.Resolver                                 // under mu: opened at first use
+	neighErr error                                           // under mu: why it could not be
+
 	received, overflow, malformed, sendFailures, discarded, renewals, renewFailures atomic.Uint64
+	resolvedFirst, resolveFailures, resolveUnknown                                  atomic.Uint64
 }
 
 var _ hw.Endpoint = (*Endpoint)(nil)
@@ -159,6 +172,7 @@ func newEndpoint(p *Port, ll hw.LinkLayer, rd recvFile, openSend func() (*sendFi
 		write:      writeMAD,
 		now:        time.Now,
 	}
+	e.resolve = e.resolveNeighbour
 	go e.readLoop()
 	return e, nil
 }
@@ -173,6 +187,10 @@ func (e *Endpoint) Stats() Stats {
 		Discarded:     e.discarded.Load(),
 		Renewals:      e.renewals.Load(),
 		RenewFailures: e.renewFailures.Load(),
+
+		Resolved:          e.resolvedFirst.Load(),
+		ResolveFailures:   e.resolveFailures.Load(),
+		ResolveUnanswered: e.resolveUnknown.Load(),
 	}
 }
 
@@ -344,17 +362,32 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 			return err
 		}
 		if !resolved {
-			select {
-			case e.unresolved <- struct{}{}:
-			case <-ctx.Done():
+			err := e.resolve(ctx, to)
+			switch {
+			case err == nil:
+				e.resolvedFirst.Add(1) // the write finds the MAC: any lane
+			case errors.Is(err, neigh.ErrFailed):
+				e.resolveFailures.Add(1)
+				e.learn(to, false)
+				return fmt.Errorf("umad send to %s on %s: %w", describe(&dst), e.port, err)
+			case ctx.Err() != nil:
 				return ctx.Err()
-			case <-e.done:
-				return hw.ErrClosed
-			}
-			defer func() { <-e.unresolved }()
-			// A send ahead of this one may have found it unreachable.
-			if _, err := e.reachable(to, &dst); err != nil {
-				return err
+			default:
+				// rtnetlink could not tell: the write resolves, on a
+				// shared lane.
+				e.resolveUnknown.Add(1)
+				select {
+				case e.unresolved <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-e.done:
+					return hw.ErrClosed
+				}
+				defer func() { <-e.unresolved }()
+				// A send ahead of this one may have found it unreachable.
+				if _, err := e.reachable(to, &dst); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -560,6 +593,9 @@ func (e *Endpoint) Close() error {
 		sf.close()
 	}
 	e.idle = nil
+	if e.neigh != nil {
+		e.neigh.Close()
+	}
 	e.mu.Unlock()
 	e.rd.Interrupt()
 	<-e.readDone

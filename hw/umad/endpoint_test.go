@@ -76,6 +76,34 @@ func newTestEndpoint(t testing.TB, ll hw.LinkLayer, opts Options) (*Endpoint, *f
 	return e, k
 }
 
+// drainLanes reads and forgets what the endpoint writes to its lanes
+// until the test ends.
+func (k *fakeKernel) drainLanes(t *testing.T) {
+	go func() {
+		for {
+			select {
+			case fd := <-k.sends:
+				go func() {
+					buf := make([]byte, 4096)
+					for {
+						if n, err := unix.Read(fd, buf); err != nil || n == 0 {
+							return // the lane closed
+						}
+					}
+				}()
+			case <-t.Context().Done():
+				return
+			}
+		}
+	}()
+}
+
+// cannotTell is a neighbour resolution that rtnetlink cannot answer: the
+// send resolves in its write, on a shared lane.
+func cannotTell(context.Context, destination) error {
+	return errors.New("rtnetlink: no answer (test)")
+}
+
 // deliver writes hdr+mad as the kernel would on receipt.
 func (k *fakeKernel) deliver(h uapi.UserMADHdr, payload []byte) {
 	b := make([]byte, uapi.SizeofUserMADHdr+len(payload))
@@ -420,23 +448,8 @@ func TestDeliver(t *testing.T) {
 // whose send failed goes back to the shared half.
 func TestUnresolvedPeersShareHalfTheLanes(t *testing.T) {
 	e, k := newTestEndpoint(t, hw.LinkEthernet, Options{SendFiles: 4})
-	go func() { // the kernel's side of every lane: read and forget
-		for {
-			select {
-			case fd := <-k.sends:
-				go func() {
-					buf := make([]byte, 4096)
-					for {
-						if n, err := unix.Read(fd, buf); err != nil || n == 0 {
-							return // the lane closed
-						}
-					}
-				}()
-			case <-t.Context().Done():
-				return
-			}
-		}
-	}()
+	e.resolve = cannotTell
+	k.drainLanes(t)
 	good := hw.GID{0xfe, 0x80, 15: 2}
 	release := make(chan struct{})
 	var blocked atomic.Int32
@@ -523,6 +536,7 @@ func resolvedCount(e *Endpoint) int {
 // take no more lane time than the first send did.
 func TestUnreachedPeerFailsAtOnce(t *testing.T) {
 	e, _ := newTestEndpoint(t, hw.LinkEthernet, Options{SendFiles: 4})
+	e.resolve = cannotTell
 	clock := time.Unix(1000, 0)
 	e.now = func() time.Time { return clock }
 	release := make(chan struct{})

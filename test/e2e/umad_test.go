@@ -191,7 +191,7 @@ func reachedPeers(t *testing.T) (g0, g1 hw.GIDEntry, e0, e1 hw.Endpoint, to1 hw.
 }
 
 // TestUMADSlowSendBlocksNothing: a send to a link-local GID nobody owns
-// sits in write() while the kernel tries to resolve its MAC, then fails;
+// waits while the kernel tries to resolve its MAC, then fails;
 // meanwhile the same endpoint keeps receiving and sending to a known peer.
 func TestUMADSlowSendBlocksNothing(t *testing.T) {
 	g0, g1, e0, e1, to1 := reachedPeers(t)
@@ -238,8 +238,8 @@ func TestUMADSlowSendBlocksNothing(t *testing.T) {
 }
 
 // TestUMADUnresolvedPeersBlockNothing: eight sends to GIDs nobody owns,
-// more than the endpoint has lanes (docs/umad.md), each sitting in write()
-// for about a second; meanwhile sends to the peer already reached go out
+// more than the endpoint has lanes (docs/umad.md), each waiting about a
+// second for its MAC; meanwhile sends to the peer already reached go out
 // and arrive, before the first of the eight has returned.
 func TestUMADUnresolvedPeersBlockNothing(t *testing.T) {
 	g0, g1, e0, e1, to1 := reachedPeers(t)
@@ -260,7 +260,7 @@ func TestUMADUnresolvedPeersBlockNothing(t *testing.T) {
 			returned <- time.Since(start)
 		}()
 	}
-	time.Sleep(200 * time.Millisecond) // let them enter write()
+	time.Sleep(200 * time.Millisecond) // let them start resolving
 	for i := range 3 {
 		if err := e0.Send(ctx, to1, cmMAD(0x15, uint64(20+i), 0)); err != nil {
 			t.Fatal(err)
@@ -275,6 +275,55 @@ func TestUMADUnresolvedPeersBlockNothing(t *testing.T) {
 	t.Logf("3 sends to the reached peer done at %v; the first of %d to unresolved peers returned at %v", sent, n, first)
 	if sent >= first {
 		t.Errorf("sends to unresolved peers held up the reached one: done at %v, the first unresolved send returned at %v", sent, first)
+	}
+}
+
+// TestUMADNewPeerResolvesFirst: a first send to a peer the kernel has no
+// neighbour entry for has its MAC resolved through rtnetlink before it
+// takes a lane (hw/umad/resolve.go), so it waits for none of eight sends
+// to GIDs nobody owns started before it; those fail in the resolution,
+// none of them in a write.
+func TestUMADNewPeerResolvesFirst(t *testing.T) {
+	p0, p1 := rxePorts(t)
+	g0, g1 := linkLocal(t, p0), linkLocal(t, p1)
+	e0, e1 := openCM(t, p0), openCM(t, p1)
+	// rxe0's netdev forgets rxe1's MAC: this endpoint has never sent to it.
+	if out, err := exec.Command("ip", "-6", "neigh", "flush", "dev", "veth0").CombinedOutput(); err != nil {
+		t.Fatalf("ip -6 neigh flush dev veth0: %v: %s", err, out)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	const n = 2 * umad.DefaultSendFiles
+	returned := make(chan time.Duration, n)
+	for i := range n {
+		nowhere := g1.GID
+		nowhere[14], nowhere[15] = 0x5b, byte(i)
+		go func() {
+			err := e0.Send(ctx, hw.Address{QPN: 1, GRH: &hw.GRH{GID: nowhere, SGIDIndex: uint8(g0.Index), HopLimit: 64}}, cmMAD(0x10, uint64(10+i), 0))
+			if !errors.Is(err, unix.ETIMEDOUT) {
+				t.Errorf("send to %v, which nobody owns: %v, want ETIMEDOUT", nowhere, err)
+			}
+			returned <- time.Since(start)
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // let them start resolving
+	to1 := hw.Address{QPN: 1, GRH: &hw.GRH{GID: g1.GID, SGIDIndex: uint8(g0.Index), HopLimit: 64}}
+	if err := e0.Send(ctx, to1, cmMAD(0x10, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	recvCM(t, e1)
+	sent := time.Since(start)
+	first := <-returned
+	for range n - 1 {
+		<-returned
+	}
+	st := e0.(*umad.Endpoint).Stats()
+	t.Logf("first send to rxe1 done at %v; the first of %d to unowned GIDs returned at %v; %+v", sent, n, first, st)
+	if sent >= first {
+		t.Errorf("a first send to a new peer waited behind sends to unowned GIDs: done at %v, the first of those returned at %v", sent, first)
+	}
+	if st.Resolved != 1 || st.ResolveFailures != n || st.ResolveUnanswered != 0 {
+		t.Errorf("resolutions: %d found, %d failed, %d not told; want 1, %d, 0", st.Resolved, st.ResolveFailures, st.ResolveUnanswered, n)
 	}
 }
 

@@ -1,0 +1,100 @@
+package umad
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/neigh"
+)
+
+// Resolving a RoCE peer's MAC before a first send (docs/umad.md).
+//
+// umad's write() resolves the destination's MAC inside the call, on the
+// lane it writes, and a peer nobody answers for holds that lane about a
+// second. So a send to a destination not yet reached first has the kernel
+// resolve it through rtnetlink (hw/neigh), from the sender's own
+// goroutine and holding no lane: the write that follows finds the MAC at
+// once, or the send fails with ETIMEDOUT without having taken a lane. A
+// first send to a new peer then waits for nobody else's unreachable peer.
+// Where rtnetlink cannot tell (no CAP_NET_ADMIN to start a resolution, a
+// netdev in another network namespace, a kernel before 5.0), the send
+// takes one of the lanes shared by unresolved destinations, as before.
+
+// resolveLimit is how long a first send waits for its peer's MAC: as long
+// as umad's write() would (rdma_addr_find_l2_eth_by_grh, 1000 ms).
+const resolveLimit = time.Second
+
+// gidSource is what the kernel resolves a send's peer from: the source GID
+// at the send's GID index, its type, and its netdev's interface index.
+func (s sysfs) gidSource(dev string, port int, index uint8) (gid hw.GID, typ hw.GIDType, ifindex int, err error) {
+	dir := s.path("infiniband", dev, "ports", strconv.Itoa(port))
+	i := strconv.Itoa(int(index))
+	v, err := readTrim(filepath.Join(dir, "gids", i))
+	if err != nil {
+		return gid, 0, 0, err
+	}
+	if gid, err = parseGID(v); err != nil {
+		return gid, 0, 0, fmt.Errorf("gids/%s: %w", i, err)
+	}
+	if v, err = readTrim(filepath.Join(dir, "gid_attrs", "types", i)); err != nil {
+		return gid, 0, 0, err
+	}
+	if typ, err = parseGIDType(v, hw.LinkEthernet); err != nil {
+		return gid, 0, 0, fmt.Errorf("gid_attrs/types/%s: %w", i, err)
+	}
+	nd, err := readTrim(filepath.Join(dir, "gid_attrs", "ndevs", i))
+	if err != nil {
+		return gid, 0, 0, err
+	}
+	if nd == "" || nd != filepath.Base(nd) || nd == ".." {
+		return gid, 0, 0, fmt.Errorf("gid_attrs/ndevs/%s: netdev name %q", i, nd)
+	}
+	if v, err = readTrim(s.path("net", nd, "ifindex")); err != nil {
+		return gid, 0, 0, err // the netdev is in another network namespace
+	}
+	if ifindex, err = strconv.Atoi(v); err != nil || ifindex <= 0 {
+		return gid, 0, 0, fmt.Errorf("net/%s/ifindex %q", nd, v)
+	}
+	return gid, typ, ifindex, nil
+}
+
+// ipOf is a RoCE GID's IP address (rdma_gid2ip): IPv4-mapped GIDs are
+// IPv4 addresses.
+func ipOf(g hw.GID) netip.Addr { return g.Addr().Unmap() }
+
+// resolveNeighbour has the kernel resolve to's MAC. Errors wrapping
+// neigh.ErrFailed mean the peer did not answer; others that rtnetlink
+// could not tell.
+func (e *Endpoint) resolveNeighbour(ctx context.Context, to destination) error {
+	p := e.port
+	src, typ, ifindex, err := p.sys.gidSource(p.dev.name, p.num, to.sgid)
+	if err != nil {
+		return err
+	}
+	if typ == hw.GIDTypeRoCEv1 && to.gid.Addr().IsLinkLocalUnicast() {
+		return nil // the kernel takes the MAC from the GID (ib_resolve_unicast_gid_dmac)
+	}
+	r, err := e.neighbours()
+	if err != nil {
+		return err
+	}
+	return r.Resolve(ctx, ifindex, ipOf(src), ipOf(to.gid), resolveLimit)
+}
+
+// neighbours is the endpoint's rtnetlink socket, opened at first use.
+func (e *Endpoint) neighbours() (*neigh.Resolver, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, hw.ErrClosed
+	}
+	if e.neigh == nil && e.neighErr == nil {
+		e.neigh, e.neighErr = neigh.Open()
+	}
+	return e.neigh, e.neighErr
+}
