@@ -2,60 +2,150 @@ package neigh
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 
 	"golang.org/x/sys/unix"
 )
 
-// The rtnetlink messages Resolver exchanges, from include/uapi/linux/
-// netlink.h, rtnetlink.h and neighbour.h. Netlink speaks the host's byte
-// order; attributes are padded to 4 bytes.
-
-const (
-	sizeofNlMsghdr = 16 // struct nlmsghdr
-	sizeofRtMsg    = 12 // struct rtmsg
-	sizeofNdMsg    = 12 // struct ndmsg
-	sizeofRtAttr   = 4  // struct rtattr (and struct nlattr)
-	sizeofNlMsgerr = 20 // struct nlmsgerr: int error, then the request's nlmsghdr
-)
+// The rtnetlink structs Resolver exchanges, from include/uapi/linux/
+// netlink.h, rtnetlink.h and neighbour.h, with the project's codec verbs
+// (docs/design.md §10.3). Netlink speaks the host's byte order; attributes
+// are padded to 4 bytes.
 
 var order = binary.NativeEndian
 
+// errShort: a message shorter than its struct. The kernel sends whole
+// structs, so it means a bug or a foreign sender.
+var errShort = errors.New("rtnetlink: short message")
+
+// nlMsghdr is struct nlmsghdr.
+type nlMsghdr struct {
+	Len   uint32
+	Type  uint16
+	Flags uint16
+	Seq   uint32
+	PID   uint32
+}
+
+// sizeofNlMsghdr is the size of struct nlmsghdr.
+const sizeofNlMsghdr = 16
+
+func (h *nlMsghdr) Encode(b []byte) {
+	_ = b[sizeofNlMsghdr-1]
+	order.PutUint32(b[0:], h.Len)
+	order.PutUint16(b[4:], h.Type)
+	order.PutUint16(b[6:], h.Flags)
+	order.PutUint32(b[8:], h.Seq)
+	order.PutUint32(b[12:], h.PID)
+}
+
+func (h *nlMsghdr) Decode(b []byte) error {
+	if len(b) < sizeofNlMsghdr {
+		return fmt.Errorf("nlmsghdr in %d bytes: %w", len(b), errShort)
+	}
+	*h = nlMsghdr{Len: order.Uint32(b[0:]), Type: order.Uint16(b[4:]), Flags: order.Uint16(b[6:]),
+		Seq: order.Uint32(b[8:]), PID: order.Uint32(b[12:])}
+	return nil
+}
+
+// rtMsg is struct rtmsg, the fixed part of a route message.
+type rtMsg struct {
+	Family, DstLen, SrcLen, TOS uint8
+	Table, Protocol, Scope      uint8
+	Type                        uint8 // RTN_UNICAST, RTN_LOCAL, ...
+	Flags                       uint32
+}
+
+// sizeofRtMsg is the size of struct rtmsg.
+const sizeofRtMsg = 12
+
+func (m *rtMsg) Encode(b []byte) {
+	_ = b[sizeofRtMsg-1]
+	b[0], b[1], b[2], b[3] = m.Family, m.DstLen, m.SrcLen, m.TOS
+	b[4], b[5], b[6], b[7] = m.Table, m.Protocol, m.Scope, m.Type
+	order.PutUint32(b[8:], m.Flags)
+}
+
+func (m *rtMsg) Decode(b []byte) error {
+	if len(b) < sizeofRtMsg {
+		return fmt.Errorf("rtmsg in %d bytes: %w", len(b), errShort)
+	}
+	*m = rtMsg{Family: b[0], DstLen: b[1], SrcLen: b[2], TOS: b[3],
+		Table: b[4], Protocol: b[5], Scope: b[6], Type: b[7], Flags: order.Uint32(b[8:])}
+	return nil
+}
+
+// ndMsg is struct ndmsg, the fixed part of a neighbour message.
+type ndMsg struct {
+	Family  uint8
+	Ifindex int32
+	State   uint16 // NUD_*
+	Flags   uint8  // NTF_*
+	Type    uint8
+}
+
+// sizeofNdMsg is the size of struct ndmsg.
+const sizeofNdMsg = 12
+
+func (m *ndMsg) Encode(b []byte) {
+	_ = b[sizeofNdMsg-1]
+	b[0], b[1], b[2], b[3] = m.Family, 0, 0, 0
+	order.PutUint32(b[4:], uint32(m.Ifindex))
+	order.PutUint16(b[8:], m.State)
+	b[10], b[11] = m.Flags, m.Type
+}
+
+func (m *ndMsg) Decode(b []byte) error {
+	if len(b) < sizeofNdMsg {
+		return fmt.Errorf("ndmsg in %d bytes: %w", len(b), errShort)
+	}
+	*m = ndMsg{Family: b[0], Ifindex: int32(order.Uint32(b[4:])), State: order.Uint16(b[8:]), Flags: b[10], Type: b[11]}
+	return nil
+}
+
+// sizeofRtAttr is the size of struct rtattr (and struct nlattr): a
+// 16-bit length, header included, then a 16-bit type.
+const sizeofRtAttr = 4
+
+// sizeofNlMsgerr is struct nlmsgerr: the error (negative errno, 0 for an
+// acknowledgement), then the request's nlmsghdr.
+const sizeofNlMsgerr = 4 + sizeofNlMsghdr
+
 func align4(n int) int { return (n + 3) &^ 3 }
 
-// message builds one request: nlmsghdr, a fixed header (rtmsg or ndmsg),
-// then attributes.
-type message struct{ b []byte }
+// request builds one message: nlmsghdr, a fixed header, then attributes.
+type request struct{ b []byte }
 
-func newMessage(typ, flags uint16, seq uint32, fixed int) message {
-	b := make([]byte, sizeofNlMsghdr+fixed, 64)
-	order.PutUint16(b[4:], typ)
-	order.PutUint16(b[6:], flags)
-	order.PutUint32(b[8:], seq)
-	return message{b}
+func newRequest(typ, flags uint16, seq uint32) request {
+	b := make([]byte, sizeofNlMsghdr, 64)
+	(&nlMsghdr{Type: typ, Flags: flags, Seq: seq}).Encode(b)
+	return request{b}
 }
 
-func (m *message) fixed() []byte { return m.b[sizeofNlMsghdr:] }
+func (r *request) fixed(n int) []byte {
+	r.b = append(r.b, make([]byte, n)...)
+	return r.b[len(r.b)-n:]
+}
 
-func (m *message) attr(typ uint16, data []byte) {
+func (r *request) attr(typ uint16, data []byte) {
 	n := sizeofRtAttr + len(data)
-	off := len(m.b)
-	m.b = append(m.b, make([]byte, align4(n))...)
-	order.PutUint16(m.b[off:], uint16(n))
-	order.PutUint16(m.b[off+2:], typ)
-	copy(m.b[off+sizeofRtAttr:], data)
+	a := r.fixed(align4(n))
+	order.PutUint16(a[0:], uint16(n))
+	order.PutUint16(a[2:], typ)
+	copy(a[sizeofRtAttr:], data)
 }
 
-func (m *message) u32(typ uint16, v uint32) {
+func (r *request) u32(typ uint16, v uint32) {
 	var b [4]byte
 	order.PutUint32(b[:], v)
-	m.attr(typ, b[:])
+	r.attr(typ, b[:])
 }
 
-func (m *message) bytes() []byte {
-	order.PutUint32(m.b[0:], uint32(len(m.b)))
-	return m.b
+func (r *request) bytes() []byte {
+	order.PutUint32(r.b[0:], uint32(len(r.b))) // nlmsg_len
+	return r.b
 }
 
 func family(a netip.Addr) uint8 {
@@ -69,51 +159,43 @@ func family(a netip.Addr) uint8 {
 // address resolver asks the kernel's routing (addr4_resolve/addr6_resolve:
 // the source GID's address, bound to its netdev).
 func routeRequest(seq uint32, oif int, src, dst netip.Addr) []byte {
-	m := newMessage(unix.RTM_GETROUTE, unix.NLM_F_REQUEST, seq, sizeofRtMsg)
-	rt := m.fixed()
-	rt[0] = family(dst)
-	rt[1] = uint8(dst.BitLen()) // rtm_dst_len
-	m.attr(unix.RTA_DST, dst.AsSlice())
+	r := newRequest(unix.RTM_GETROUTE, unix.NLM_F_REQUEST, seq)
+	rt := rtMsg{Family: family(dst), DstLen: uint8(dst.BitLen())}
 	if src.IsValid() {
-		rt[2] = uint8(src.BitLen()) // rtm_src_len
-		m.attr(unix.RTA_SRC, src.AsSlice())
+		rt.SrcLen = uint8(src.BitLen())
 	}
-	m.u32(unix.RTA_OIF, uint32(oif))
-	return m.bytes()
+	rt.Encode(r.fixed(sizeofRtMsg))
+	r.attr(unix.RTA_DST, dst.AsSlice())
+	if src.IsValid() {
+		r.attr(unix.RTA_SRC, src.AsSlice())
+	}
+	r.u32(unix.RTA_OIF, uint32(oif))
+	return r.bytes()
 }
 
 // neighRequest is RTM_GETNEIGH for one entry (Linux 5.0 and later answer
 // it without a dump).
 func neighRequest(seq uint32, ifindex int, addr netip.Addr) []byte {
-	m := newMessage(unix.RTM_GETNEIGH, unix.NLM_F_REQUEST, seq, sizeofNdMsg)
-	putNdMsg(m.fixed(), family(addr), ifindex, 0, 0)
-	m.attr(unix.NDA_DST, addr.AsSlice())
-	return m.bytes()
+	r := newRequest(unix.RTM_GETNEIGH, unix.NLM_F_REQUEST, seq)
+	(&ndMsg{Family: family(addr), Ifindex: int32(ifindex)}).Encode(r.fixed(sizeofNdMsg))
+	r.attr(unix.NDA_DST, addr.AsSlice())
+	return r.bytes()
 }
 
 // useRequest is RTM_NEWNEIGH with NTF_USE, `ip neigh replace ADDR dev DEV
 // use`: the kernel creates the entry if need be and starts resolving it
-// (neigh_event_send), as a packet sent to it would; the state given is
-// not applied. Needs CAP_NET_ADMIN.
+// (neigh_event_send), as a packet sent to it would; the state, iproute2's
+// default, is not applied. Needs CAP_NET_ADMIN.
 func useRequest(seq uint32, ifindex int, addr netip.Addr) []byte {
-	m := newMessage(unix.RTM_NEWNEIGH, unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_REPLACE, seq, sizeofNdMsg)
-	putNdMsg(m.fixed(), family(addr), ifindex, unix.NUD_PERMANENT, unix.NTF_USE)
-	m.attr(unix.NDA_DST, addr.AsSlice())
-	return m.bytes()
+	r := newRequest(unix.RTM_NEWNEIGH, unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_REPLACE, seq)
+	(&ndMsg{Family: family(addr), Ifindex: int32(ifindex), State: unix.NUD_PERMANENT, Flags: unix.NTF_USE}).Encode(r.fixed(sizeofNdMsg))
+	r.attr(unix.NDA_DST, addr.AsSlice())
+	return r.bytes()
 }
 
-func putNdMsg(b []byte, fam uint8, ifindex int, state uint16, flags uint8) {
-	b[0] = fam
-	order.PutUint32(b[4:], uint32(int32(ifindex)))
-	order.PutUint16(b[8:], state)
-	b[10] = flags
-}
-
-// reply is one message received: its type and sequence number, and the
-// part after nlmsghdr.
+// reply is one message received: its header, and the part after it.
 type reply struct {
-	typ  uint16
-	seq  uint32
+	nlMsghdr
 	body []byte
 }
 
@@ -121,11 +203,13 @@ type reply struct {
 func splitReplies(b []byte) ([]reply, error) {
 	var out []reply
 	for len(b) >= sizeofNlMsghdr {
-		n := int(order.Uint32(b[0:]))
+		var h nlMsghdr
+		h.Decode(b)
+		n := int(h.Len)
 		if n < sizeofNlMsghdr || n > len(b) {
 			return nil, fmt.Errorf("netlink message of %d bytes in %d: %w", n, len(b), unix.EBADMSG)
 		}
-		out = append(out, reply{typ: order.Uint16(b[4:]), seq: order.Uint32(b[8:]), body: b[sizeofNlMsghdr:n]})
+		out = append(out, reply{nlMsghdr: h, body: b[sizeofNlMsghdr:n]})
 		b = b[min(align4(n), len(b)):]
 	}
 	return out, nil
@@ -134,17 +218,14 @@ func splitReplies(b []byte) ([]reply, error) {
 // errno is an NLMSG_ERROR's error: 0 for an acknowledgement.
 func (r reply) errno() (unix.Errno, error) {
 	if len(r.body) < 4 {
-		return 0, fmt.Errorf("netlink error message of %d bytes: %w", len(r.body), unix.EBADMSG)
+		return 0, fmt.Errorf("netlink error message of %d bytes: %w", len(r.body), errShort)
 	}
 	return unix.Errno(-int32(order.Uint32(r.body))), nil
 }
 
 // attrs calls f for each attribute after a fixed header of skip bytes.
 func (r reply) attrs(skip int, f func(typ uint16, data []byte)) error {
-	if len(r.body) < skip {
-		return fmt.Errorf("netlink message type %d of %d bytes, want at least %d: %w", r.typ, len(r.body), skip, unix.EBADMSG)
-	}
-	b := r.body[skip:]
+	b := r.body[min(skip, len(r.body)):]
 	for len(b) >= sizeofRtAttr {
 		n := int(order.Uint16(b[0:]))
 		if n < sizeofRtAttr || n > len(b) {
@@ -164,11 +245,11 @@ type route struct {
 }
 
 func parseRoute(r reply) (route, error) {
-	var rt route
-	if len(r.body) < sizeofRtMsg {
-		return rt, fmt.Errorf("route answer of %d bytes: %w", len(r.body), unix.EBADMSG)
+	var m rtMsg
+	if err := m.Decode(r.body); err != nil {
+		return route{}, err
 	}
-	rt.typ = r.body[7]
+	rt := route{typ: m.Type}
 	err := r.attrs(sizeofRtMsg, func(typ uint16, data []byte) {
 		switch typ {
 		case unix.RTA_OIF:
@@ -192,8 +273,9 @@ func parseRoute(r reply) (route, error) {
 
 // parseNeigh is an RTM_NEWNEIGH answer's ndm_state.
 func parseNeigh(r reply) (state uint16, err error) {
-	if len(r.body) < sizeofNdMsg {
-		return 0, fmt.Errorf("neighbour answer of %d bytes: %w", len(r.body), unix.EBADMSG)
+	var m ndMsg
+	if err := m.Decode(r.body); err != nil {
+		return 0, err
 	}
-	return order.Uint16(r.body[8:]), nil
+	return m.State, nil
 }

@@ -39,6 +39,39 @@ func TestHeaderSizes(t *testing.T) {
 	}
 }
 
+// Each struct's fields at their offsets, and back.
+func TestStructBytes(t *testing.T) {
+	h := nlMsghdr{Len: 0x11223344, Type: 0x5566, Flags: 0x7788, Seq: 0x99aabbcc, PID: 0xddeeff00}
+	r := rtMsg{Family: 1, DstLen: 2, SrcLen: 3, TOS: 4, Table: 5, Protocol: 6, Scope: 7, Type: 8, Flags: 0x0a0b0c0d}
+	n := ndMsg{Family: 10, Ifindex: -2, State: 0x1234, Flags: 0x56, Type: 0x78}
+	for _, c := range []struct {
+		name   string
+		enc    func([]byte)
+		size   int
+		want   string
+		decode func([]byte) (any, any, error)
+	}{
+		{"nlmsghdr", h.Encode, sizeofNlMsghdr, "44332211 6655 8877 ccbbaa99 00ffeedd",
+			func(b []byte) (any, any, error) { var d nlMsghdr; err := d.Decode(b); return d, h, err }},
+		{"rtmsg", r.Encode, sizeofRtMsg, "01 02 03 04 05 06 07 08 0d0c0b0a",
+			func(b []byte) (any, any, error) { var d rtMsg; err := d.Decode(b); return d, r, err }},
+		{"ndmsg", n.Encode, sizeofNdMsg, "0a 00 0000 feffffff 3412 56 78",
+			func(b []byte) (any, any, error) { var d ndMsg; err := d.Decode(b); return d, n, err }},
+	} {
+		b := make([]byte, c.size)
+		c.enc(b)
+		if want := unhex(t, c.want); !bytes.Equal(b, want) {
+			t.Errorf("%s: %x, want %x", c.name, b, want)
+		}
+		if got, want, err := c.decode(b); err != nil || got != want {
+			t.Errorf("%s decoded: %+v, %v; want %+v", c.name, got, err, want)
+		}
+		if _, _, err := c.decode(b[:c.size-1]); !errors.Is(err, errShort) {
+			t.Errorf("%s from %d bytes: %v, want errShort", c.name, c.size-1, err)
+		}
+	}
+}
+
 func TestRequestBytes(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -87,7 +120,7 @@ func TestParseReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 2 || msgs[0].typ != unix.RTM_NEWROUTE || msgs[0].seq != 5 || msgs[1].typ != unix.NLMSG_ERROR || msgs[1].seq != 6 {
+	if len(msgs) != 2 || msgs[0].Type != unix.RTM_NEWROUTE || msgs[0].Seq != 5 || msgs[1].Type != unix.NLMSG_ERROR || msgs[1].Seq != 6 {
 		t.Fatalf("messages %+v", msgs)
 	}
 	rt, err := parseRoute(msgs[0])
@@ -136,17 +169,21 @@ func TestMalformedReplies(t *testing.T) {
 			t.Errorf("%s: %v, want EBADMSG", name, err)
 		}
 	}
-	short := reply{typ: unix.RTM_NEWROUTE, body: make([]byte, 4)}
-	if _, err := parseRoute(short); !errors.Is(err, unix.EBADMSG) {
+	short := reply{nlMsghdr: nlMsghdr{Type: unix.RTM_NEWROUTE}, body: make([]byte, 4)}
+	if _, err := parseRoute(short); !errors.Is(err, errShort) {
 		t.Errorf("short route: %v", err)
 	}
-	if _, err := parseNeigh(short); !errors.Is(err, unix.EBADMSG) {
+	if _, err := parseNeigh(short); !errors.Is(err, errShort) {
 		t.Errorf("short neighbour: %v", err)
 	}
-	if _, err := (reply{typ: unix.NLMSG_ERROR}).errno(); !errors.Is(err, unix.EBADMSG) {
+	if _, err := (reply{nlMsghdr: nlMsghdr{Type: unix.NLMSG_ERROR}}).errno(); !errors.Is(err, errShort) {
 		t.Errorf("short error: %v", err)
 	}
-	badAttr := reply{typ: unix.RTM_NEWROUTE, body: append(make([]byte, sizeofRtMsg), 0x40, 0, 1, 0)}
+	var h nlMsghdr
+	if err := h.Decode(make([]byte, 15)); !errors.Is(err, errShort) {
+		t.Errorf("short header: %v", err)
+	}
+	badAttr := reply{nlMsghdr: nlMsghdr{Type: unix.RTM_NEWROUTE}, body: append(make([]byte, sizeofRtMsg), 0x40, 0, 1, 0)}
 	if _, err := parseRoute(badAttr); !errors.Is(err, unix.EBADMSG) {
 		t.Errorf("attribute past the message: %v", err)
 	}

@@ -181,8 +181,8 @@ func (r *Resolver) Resolve(ctx context.Context, oif int, src, dst netip.Addr, li
 func (r *Resolver) route(oif int, src, dst netip.Addr) (route, error) {
 	var rt route
 	err := r.exchange(func(seq uint32) []byte { return routeRequest(seq, oif, src, dst) }, func(a reply) (err error) {
-		if a.typ != unix.RTM_NEWROUTE {
-			return fmt.Errorf("answer of type %d to a route request: %w", a.typ, unix.EBADMSG)
+		if a.Type != unix.RTM_NEWROUTE {
+			return fmt.Errorf("answer of type %d to a route request: %w", a.Type, unix.EBADMSG)
 		}
 		rt, err = parseRoute(a)
 		return err
@@ -194,8 +194,8 @@ func (r *Resolver) route(oif int, src, dst netip.Addr) (route, error) {
 func (r *Resolver) neigh(ifindex int, addr netip.Addr) (uint16, error) {
 	var state uint16
 	err := r.exchange(func(seq uint32) []byte { return neighRequest(seq, ifindex, addr) }, func(a reply) (err error) {
-		if a.typ != unix.RTM_NEWNEIGH {
-			return fmt.Errorf("answer of type %d to a neighbour request: %w", a.typ, unix.EBADMSG)
+		if a.Type != unix.RTM_NEWNEIGH {
+			return fmt.Errorf("answer of type %d to a neighbour request: %w", a.Type, unix.EBADMSG)
 		}
 		state, err = parseNeigh(a)
 		return err
@@ -235,10 +235,10 @@ func (r *Resolver) exchange(req func(seq uint32) []byte, f func(reply) error) er
 			return err
 		}
 		for _, m := range msgs {
-			if m.seq != seq {
+			if m.Seq != seq {
 				continue // an answer to a request that timed out
 			}
-			if m.typ == unix.NLMSG_ERROR {
+			if m.Type == unix.NLMSG_ERROR {
 				e, err := m.errno()
 				if err != nil {
 					return err

@@ -42,19 +42,19 @@ func (k *kernel) send(b []byte) error {
 	}
 	q := msgs[0]
 	errMsg := func(e unix.Errno) []byte {
-		m := newMessage(unix.NLMSG_ERROR, 0, q.seq, sizeofNlMsgerr)
-		order.PutUint32(m.fixed(), negErrno(e))
+		m := newRequest(unix.NLMSG_ERROR, 0, q.Seq)
+		order.PutUint32(m.fixed(sizeofNlMsgerr), negErrno(e))
 		return m.bytes()
 	}
-	switch q.typ {
+	switch q.Type {
 	case unix.RTM_GETROUTE:
 		k.asked = append(k.asked, "route")
 		if k.routeErr != 0 {
 			k.pending = append(k.pending, errMsg(k.routeErr))
 			break
 		}
-		m := newMessage(unix.RTM_NEWROUTE, 0, q.seq, sizeofRtMsg)
-		m.fixed()[7] = k.rt.typ
+		m := newRequest(unix.RTM_NEWROUTE, 0, q.Seq)
+		(&rtMsg{Family: unix.AF_INET6, Type: k.rt.typ}).Encode(m.fixed(sizeofRtMsg))
 		m.u32(unix.RTA_OIF, uint32(k.rt.oif))
 		if k.rt.gateway.IsValid() {
 			m.attr(unix.RTA_GATEWAY, k.rt.gateway.AsSlice())
@@ -68,8 +68,8 @@ func (k *kernel) send(b []byte) error {
 			k.pending = append(k.pending, errMsg(unix.ENOENT))
 			break
 		}
-		m := newMessage(unix.RTM_NEWNEIGH, 0, q.seq, sizeofNdMsg)
-		putNdMsg(m.fixed(), family(a), 2, st[0], 0)
+		m := newRequest(unix.RTM_NEWNEIGH, 0, q.Seq)
+		(&ndMsg{Family: family(a), Ifindex: 2, State: st[0]}).Encode(m.fixed(sizeofNdMsg))
 		if len(st) > 1 {
 			k.states[a] = st[1:]
 		}
@@ -200,8 +200,8 @@ func TestResolveFamiliesDiffer(t *testing.T) {
 func TestStaleAnswerSkipped(t *testing.T) {
 	k := &kernel{rt: route{typ: unix.RTN_LOCAL, oif: 1}}
 	r := newResolver(k)
-	stale := newMessage(unix.NLMSG_ERROR, 0, 99, sizeofNlMsgerr)
-	order.PutUint32(stale.fixed(), negErrno(unix.EPERM))
+	stale := newRequest(unix.NLMSG_ERROR, 0, 99)
+	order.PutUint32(stale.fixed(sizeofNlMsgerr), negErrno(unix.EPERM))
 	k.pending = append(k.pending, stale.bytes())
 	if err := r.Resolve(context.Background(), 1, netip.Addr{}, dst, time.Second); err != nil {
 		t.Fatal(err)
