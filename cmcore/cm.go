@@ -244,6 +244,15 @@ func (cm *CM) ReceiveError(num uint8) error {
 	return nil
 }
 
+// Endpoint is the MAD endpoint of port num (nil if there is no such
+// port), for its backend's own counters.
+func (cm *CM) Endpoint(num uint8) hw.Endpoint {
+	if p := cm.portByNum(num); p != nil {
+		return p.ep
+	}
+	return nil
+}
+
 // Stopped reports whether every port has stopped receiving (see
 // ReceiveError): what a device's removal does to its CM.
 func (cm *CM) Stopped() bool {

@@ -83,6 +83,7 @@ type Endpoint struct {
 
 	received, overflow, malformed, sendFailures, discarded, renewals, renewFailures atomic.Uint64
 	resolvedFirst, resolveFailures, resolveUnknown                                  atomic.Uint64
+	resolveErr                                                                      atomic.Pointer[error] // why rtnetlink last could not tell
 }
 
 var _ hw.Endpoint = (*Endpoint)(nil)
@@ -192,6 +193,15 @@ func (e *Endpoint) Stats() Stats {
 		ResolveFailures:   e.resolveFailures.Load(),
 		ResolveUnanswered: e.resolveUnknown.Load(),
 	}
+}
+
+// ResolveError is why rtnetlink last could not resolve a first send's
+// peer (Stats.ResolveUnanswered), nil if it always could.
+func (e *Endpoint) ResolveError() error {
+	if p := e.resolveErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (e *Endpoint) readLoop() {
@@ -376,6 +386,7 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 				// rtnetlink could not tell: the write resolves, on a
 				// shared lane.
 				e.resolveUnknown.Add(1)
+				e.resolveErr.Store(&err)
 				select {
 				case e.unresolved <- struct{}{}:
 				case <-ctx.Done():

@@ -837,6 +837,13 @@ func (d *Daemon) Snapshot() status.Snapshot {
 			if err := s.cm.ReceiveError(uint8(p.Num())); err != nil {
 				sp.State, sp.ReceiveError = "STOPPED", err.Error()
 			}
+			if ep, ok := s.cm.Endpoint(uint8(p.Num())).(*umad.Endpoint); ok && sp.LinkLayer == hw.LinkEthernet.String() {
+				st := ep.Stats()
+				sp.Neighbours = &status.Neighbours{Resolved: st.Resolved, Failed: st.ResolveFailures, Unanswered: st.ResolveUnanswered}
+				if err := ep.ResolveError(); err != nil {
+					sp.Neighbours.Error = err.Error()
+				}
+			}
 			sd.Ports = append(sd.Ports, sp)
 		}
 		snap.Devices = append(snap.Devices, sd)

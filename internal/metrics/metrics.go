@@ -243,6 +243,7 @@ var (
 	descWaits  = desc("waiting_commands", "Commands waiting on the device's open files: GET_EVENTs for an event, DESTROY_IDs for the id's other commands, copies for a copy slot (status: waiting_commands).", "device")
 	descCopyW  = desc("copy_waiting_commands", "Commands waiting for a copy slot (--user-copies of their user's, --copies of all users'): nonzero for long, some user's copies into or out of client memory hang (status: waiting_for_copy).", "device")
 	descErrors = desc("command_errors_total", "Commands that failed on the device, by the errno the client got (status: errors).", "device", "errno")
+	descNeigh  = desc("neighbour_resolutions_total", "On a RoCE port, first sends to peers not yet reached whose MAC ucmd had the kernel resolve through rtnetlink first, by result: resolved, failed (the send failed with ETIMEDOUT, no umad file held), unanswered (rtnetlink could not be asked, e.g. without CAP_NET_ADMIN: resolved in umad's write, on a file shared with every such send) (status: ports' neighbours).", "device", "port", "result")
 	descRecvOK = desc("port_receiving", "1 while the CM receives MADs on the port, 0 once its reads failed (a removed device; status: state STOPPED).", "device", "port")
 
 	descCharged  = desc("memory_charged_bytes", "What all users' files, ids, events and waiting commands cost the daemon, as the memory budget estimates it (status: limits.memory_charged).")
@@ -266,7 +267,7 @@ var states = func() []string {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descCharged, descBudget, descUsers, descCopies, descRefusals, descRetired, descUnserved} {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descNeigh, descCharged, descBudget, descUsers, descCopies, descRefusals, descRetired, descUnserved} {
 		ch <- d
 	}
 }
@@ -318,6 +319,12 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 				up = 0
 			}
 			gauge(descRecvOK, up, strconv.Itoa(p.Num))
+			if n := p.Neighbours; n != nil {
+				num := strconv.Itoa(p.Num)
+				counter(descNeigh, n.Resolved, num, "resolved")
+				counter(descNeigh, n.Failed, num, "failed")
+				counter(descNeigh, n.Unanswered, num, "unanswered")
+			}
 		}
 	}
 	for _, u := range s.Unserved {

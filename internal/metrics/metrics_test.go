@@ -33,7 +33,8 @@ func TestSnapshotMetrics(t *testing.T) {
 				{Events: 2, Waiting: 3, CopyWaiting: 2, IDs: []status.ID{{State: "LISTEN"}, {State: "ESTABLISHED"}, {State: "ESTABLISHED"}}},
 				{Events: 1, Waiting: 1, IDs: []status.ID{{State: "IDLE"}}},
 			},
-			Ports: []status.Port{{Num: 1, State: "ACTIVE"}, {Num: 2, State: "STOPPED", ReceiveError: "read: input/output error"}},
+			Ports: []status.Port{{Num: 1, State: "ACTIVE", Neighbours: &status.Neighbours{Resolved: 12, Failed: 3, Unanswered: 1}},
+				{Num: 2, State: "STOPPED", ReceiveError: "read: input/output error"}},
 		},
 		{Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002", Ports: []status.Port{{Num: 1, State: "ACTIVE"}}},
 	}, Unserved: []status.Unserved{{Name: "mlx5_1", Reason: "CM class in use"}},
@@ -91,6 +92,11 @@ ucmd_copy_waiting_commands{device="sim1"} 0
 ucmd_port_receiving{device="sim0",port="1"} 1
 ucmd_port_receiving{device="sim0",port="2"} 0
 ucmd_port_receiving{device="sim1",port="1"} 1
+# HELP ucmd_neighbour_resolutions_total On a RoCE port, first sends to peers not yet reached whose MAC ucmd had the kernel resolve through rtnetlink first, by result: resolved, failed (the send failed with ETIMEDOUT, no umad file held), unanswered (rtnetlink could not be asked, e.g. without CAP_NET_ADMIN: resolved in umad's write, on a file shared with every such send) (status: ports' neighbours).
+# TYPE ucmd_neighbour_resolutions_total counter
+ucmd_neighbour_resolutions_total{device="sim0",port="1",result="failed"} 3
+ucmd_neighbour_resolutions_total{device="sim0",port="1",result="resolved"} 12
+ucmd_neighbour_resolutions_total{device="sim0",port="1",result="unanswered"} 1
 # HELP ucmd_info Always 1: the running ucmd's version and fabric (umad or sim).
 # TYPE ucmd_info gauge
 ucmd_info{fabric="sim",version="1.2.3"} 1
@@ -132,7 +138,7 @@ ucmd_limit_refusals_total{limit="user-waits"} 800
 	names := []string{
 		"ucmd_cm_mads_sent_total", "ucmd_cm_mads_received_total", "ucmd_cm_retransmissions_total",
 		"ucmd_cm_timeouts_total", "ucmd_cm_mads_dropped_total", "ucmd_cm_send_errors_total",
-		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_waiting_commands", "ucmd_copy_waiting_commands", "ucmd_port_receiving", "ucmd_info", "ucmd_device_info",
+		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_waiting_commands", "ucmd_copy_waiting_commands", "ucmd_port_receiving", "ucmd_neighbour_resolutions_total", "ucmd_info", "ucmd_device_info",
 		"ucmd_device_unserved", "ucmd_devices_retired_total", "ucmd_memory_charged_bytes", "ucmd_memory_budget_bytes", "ucmd_users", "ucmd_copies_in_progress", "ucmd_limit_refusals_total",
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {

@@ -120,6 +120,20 @@ type Port struct {
 	// is then STOPPED (the text shows only that; the log and JSON say why).
 	// A removed device's umad file fails its reads so.
 	ReceiveError string `json:"receive_error,omitempty"`
+	// Neighbours counts, on a RoCE port, the first sends to peers not yet
+	// reached whose MAC ucmd had the kernel resolve first (docs/umad.md).
+	Neighbours *Neighbours `json:"neighbours,omitempty"`
+}
+
+// Neighbours: Resolved found the peer's MAC, Failed did not (the send
+// failed with ETIMEDOUT), Unanswered could not be asked through rtnetlink
+// and resolved in umad's write, on a lane shared with every such send;
+// Error is why, the last time.
+type Neighbours struct {
+	Resolved   uint64 `json:"resolved"`
+	Failed     uint64 `json:"failed"`
+	Unanswered uint64 `json:"unanswered"`
+	Error      string `json:"error,omitempty"`
 }
 
 // File is one open file of a ucm device.
@@ -463,6 +477,19 @@ func (f Filter) Apply(s Snapshot) Snapshot {
 	return out
 }
 
+// neighbours says whether a port of devs counts neighbour resolutions
+// (RoCE ports on umad).
+func neighbours(devs []Device) bool {
+	for _, d := range devs {
+		for _, p := range d.Ports {
+			if p.Neighbours != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // WriteText prints a snapshot for people, in the spirit of
 // `rdma resource show cm_id`: a table of ports, one of MAD counters and
 // failed commands, the memory budget and refusals with a table of users,
@@ -480,6 +507,17 @@ func WriteText(w io.Writer, s Snapshot) error {
 		for _, p := range d.Ports {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", d.Name, d.Node, d.NodeGUID,
 				p.Num, dash(p.LinkLayer), dash(p.State), p.LID, dash(p.GID0))
+		}
+	}
+
+	if neighbours(s.Devices) {
+		fmt.Fprintf(tw, "\nDEV\tPORT\tPEERS-RESOLVED\tUNREACHABLE\tNOT-ASKED\tWHY-NOT\n")
+		for _, d := range s.Devices {
+			for _, p := range d.Ports {
+				if n := p.Neighbours; n != nil {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", d.Name, p.Num, n.Resolved, n.Failed, n.Unanswered, dash(n.Error))
+				}
+			}
 		}
 	}
 

@@ -138,6 +138,42 @@ func TestWriteText(t *testing.T) {
 	}
 }
 
+// A RoCE port's neighbour resolutions: a table of their own, shown only
+// when some port counts them.
+func TestWriteTextNeighbours(t *testing.T) {
+	s := sample()
+	var b bytes.Buffer
+	if err := WriteText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "PEERS-RESOLVED") {
+		t.Errorf("a neighbour table without a RoCE port:\n%s", b.String())
+	}
+	s.Devices[0].Ports[0].Neighbours = &Neighbours{Resolved: 12, Failed: 3, Unanswered: 1, Error: "rtnetlink: operation not permitted"}
+	b.Reset()
+	if err := WriteText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	var table string
+	for _, tb := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(tb, "PEERS-RESOLVED") {
+			table = tb
+		}
+	}
+	lines := strings.Split(strings.TrimRight(table, "\n"), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "DEV PORT PEERS-RESOLVED UNREACHABLE NOT-ASKED WHY-NOT" ||
+		strings.Join(strings.Fields(lines[1]), " ") != "sim0 1 12 3 1 rtnetlink: operation not permitted" {
+		t.Errorf("neighbour table:\n%s", table)
+	}
+	j, err := json.Marshal(s.Devices[0].Ports[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"neighbours":{"resolved":12,"failed":3,"unanswered":1,"error":"rtnetlink: operation not permitted"}`; !strings.Contains(string(j), want) {
+		t.Errorf("port JSON %s lacks %s", j, want)
+	}
+}
+
 func columnStarts(header string) []int {
 	var starts []int
 	for i := range header {

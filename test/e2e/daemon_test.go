@@ -126,8 +126,14 @@ type statusJSON struct {
 		Name  string `json:"name"`
 		Node  string `json:"node"`
 		Ports []struct {
-			State string `json:"state"`
-			GID0  string `json:"gid0"`
+			State      string `json:"state"`
+			GID0       string `json:"gid0"`
+			Neighbours *struct {
+				Resolved   uint64 `json:"resolved"`
+				Failed     uint64 `json:"failed"`
+				Unanswered uint64 `json:"unanswered"`
+				Error      string `json:"error"`
+			} `json:"neighbours"`
 		} `json:"ports"`
 		Files []struct {
 			PID         int    `json:"pid"` // the opener's process, not its thread
@@ -308,6 +314,15 @@ func TestDaemonRCClients(t *testing.T) {
 	t.Run("one", func(t *testing.T) {
 		srv, cli := clientPair(t, d, "0x1001", []string{"-d", "rxe1", "-n", "1"}, []string{"-d", "rxe0", "-g", remote, "-n", "1"})
 		t.Logf("server:\n%s\nclient:\n%s", srv, cli)
+		// The REQ, a first send to rxe1, had its MAC resolved through
+		// rtnetlink (docs/umad.md).
+		s, err := d.status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := s.Devices[0].Ports[0].Neighbours; n == nil || n.Resolved == 0 || n.Unanswered != 0 {
+			t.Errorf("rxe0's neighbour resolutions after a connection: %+v, want some resolved and none unanswered", n)
+		}
 	})
 	t.Run("100-in-sequence", func(t *testing.T) {
 		// -w 0: don't wait for TIMEWAIT_EXIT between connections.

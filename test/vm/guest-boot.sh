@@ -54,6 +54,9 @@ done
 udevadm info -q property -n /dev/infiniband/ucm0 | grep -E '^(DEVNAME|SUBSYSTEM)=' | sed 's/^/# udev db: /'
 
 # --- a legacy client pair through ucm0/ucm1 ------------------------------------
+# rxe0's netdev forgets rxe1's MAC, so that the REQ's resolution through
+# rtnetlink must start one: the unit allows it (AF_NETLINK, CAP_NET_ADMIN).
+ip -6 neigh flush dev veth0
 sid=0x1001
 ucmd exec -- "$UCMCLIENT_BIN" -l $sid -d rxe1 -n 1 > /tmp/srv.out 2>&1 &
 spid=$!
@@ -67,6 +70,13 @@ if ucmd exec -- "$UCMCLIENT_BIN" -c -s $sid -d rxe0 -g fe80::ff:fe00:2 -n 1 > /t
 else
   bad "legacy client pair failed"; sed 's/^/# client: /' /tmp/cli.out; sed 's/^/# server: /' /tmp/srv.out
 fi
+# rxe0's port is the first with neighbour counts
+nb=$(ucmd status --json | tr -d '\n' | sed 's/\([{,:]\)  */\1/g' | grep -o '"neighbours":{[^}]*}' | head -1)
+case "$nb" in
+  *'"resolved":0,'*|'') bad "the REQ's peer was not resolved through rtnetlink: ${nb:-no counts}" ;;
+  *'"unanswered":0'*) ok "the REQ's peer resolved through rtnetlink under the unit's sandbox: $nb" ;;
+  *) bad "rtnetlink could not be asked under the unit's sandbox: $nb" ;;
+esac
 
 # --- the journal: each line's priority, and no second timestamp ---------------
 # (internal/journal: stderr is the journal's stream, JOURNAL_STREAM)
