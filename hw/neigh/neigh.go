@@ -27,7 +27,7 @@ import (
 // ErrFailed: the kernel could not resolve the next hop (its neighbour
 // entry went FAILED, or stayed unresolved for the whole wait). Errors
 // from Resolve that are not ErrFailed mean rtnetlink could not tell.
-var ErrFailed = errors.New("neighbour did not resolve")
+var ErrFailed = errors.New("no link-layer address")
 
 // nudValid is NUD_VALID: states in which the kernel uses the entry's
 // address (a STALE entry is used and checked again afterwards).
@@ -149,7 +149,7 @@ func (r *Resolver) Resolve(ctx context.Context, oif int, src, dst netip.Addr, li
 	for {
 		left := limit - time.Since(start)
 		if left <= 0 {
-			return fmt.Errorf("neighbour %v on ifindex %d not resolved in %v: %w: %w", hop, oif, limit, ErrFailed, unix.ETIMEDOUT)
+			return fmt.Errorf("neighbour %v on ifindex %d still unresolved after %v: %w: %w", hop, oif, limit, ErrFailed, unix.ETIMEDOUT)
 		}
 		d := min(wait, left)
 		if t == nil {
@@ -172,7 +172,7 @@ func (r *Resolver) Resolve(ctx context.Context, oif int, src, dst netip.Addr, li
 		case state&nudValid != 0:
 			return nil
 		case state&unix.NUD_FAILED != 0:
-			return fmt.Errorf("neighbour %v on ifindex %d failed after %v: %w: %w",
+			return fmt.Errorf("neighbour %v on ifindex %d FAILED after %v: %w: %w",
 				hop, oif, time.Since(start).Round(time.Millisecond), ErrFailed, unix.ETIMEDOUT)
 		}
 	}

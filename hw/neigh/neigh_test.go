@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -160,22 +161,10 @@ func TestResolve(t *testing.T) {
 		case !c.ok && !c.failed && (err == nil || errors.Is(err, ErrFailed)):
 			t.Errorf("%s: %v, want an error other than ErrFailed", c.name, err)
 		}
-		if c.asked != nil && !equal(c.k.asked, c.asked) {
+		if c.asked != nil && !slices.Equal(c.k.asked, c.asked) {
 			t.Errorf("%s: asked %q, want %q", c.name, c.k.asked, c.asked)
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestResolveEndsWithContext(t *testing.T) {

@@ -98,6 +98,46 @@ func (k *fakeKernel) drainLanes(t *testing.T) {
 	}()
 }
 
+// sendToNowhere starts n sends to GIDs nobody owns; their errors come on
+// the channel returned.
+func sendToNowhere(e *Endpoint, n int) <-chan error {
+	errs := make(chan error, n)
+	for i := range n {
+		to := hw.Address{QPN: 1, GRH: &hw.GRH{GID: hw.GID{0xfe, 0x80, 14: 1, 15: byte(i)}, HopLimit: 64}}
+		go func() { errs <- e.Send(context.Background(), to, testMAD(byte(10+i))) }()
+	}
+	return errs
+}
+
+// waitFor bounds a wait that only a failure makes long; never a
+// synchronisation.
+const waitFor = 10 * time.Second
+
+// waitCount waits until c reaches want.
+func waitCount(t *testing.T, c *atomic.Int32, want int32, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(waitFor); c.Load() < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s, want %d", c.Load(), what, want)
+		}
+	}
+}
+
+// sendWithin sends mad to to, failing with why if it takes waitFor.
+func sendWithin(t *testing.T, e *Endpoint, to hw.Address, mad *hw.MAD, why string) {
+	t.Helper()
+	sent := make(chan error, 1)
+	go func() { sent <- e.Send(context.Background(), to, mad) }()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal(why)
+	}
+}
+
 // cannotTell is a neighbour resolution that rtnetlink cannot answer: the
 // send resolves in its write, on a shared lane.
 func cannotTell(context.Context, destination) error {
@@ -472,28 +512,11 @@ func TestUnresolvedPeersShareHalfTheLanes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bad := make(chan error, 8)
-	for i := range 8 {
-		go func() { bad <- e.Send(ctx, to(hw.GID{0xfe, 0x80, 14: 1, 15: byte(i)}), testMAD(byte(10+i))) }()
-	}
-	const waitFor = 10 * time.Second // a failure's bound, never a synchronisation
-	for deadline := time.Now().Add(waitFor); blocked.Load() < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sends to unresolved peers in their writes, want 2", blocked.Load())
-		}
-	}
+	bad := sendToNowhere(e, 8)
+	waitCount(t, &blocked, 2, "sends to unresolved peers in their writes")
 	// The reached peer: a lane at once, as often as it likes.
 	for i := range 5 {
-		sent := make(chan error, 1)
-		go func() { sent <- e.Send(ctx, to(good), testMAD(byte(20+i))) }()
-		select {
-		case err := <-sent:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(waitFor):
-			t.Fatalf("a send to a reached peer waited behind %d blocked sends to unresolved ones", blocked.Load())
-		}
+		sendWithin(t, e, to(good), testMAD(byte(20+i)), "a send to a reached peer waited behind blocked sends to unresolved ones")
 	}
 	if n := blocked.Load(); n != 2 {
 		t.Errorf("%d sends to unresolved peers in their writes, want 2 (half of 4 lanes)", n)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -51,26 +50,9 @@ func TestFirstSendsResolveOutsideTheLanes(t *testing.T) {
 	}
 	to := func(g hw.GID) hw.Address { return hw.Address{QPN: 1, GRH: &hw.GRH{GID: g, HopLimit: 64}} }
 	ctx := context.Background()
-	bad := make(chan error, 8)
-	for i := range 8 {
-		go func() { bad <- e.Send(ctx, to(hw.GID{0xfe, 0x80, 14: 1, 15: byte(i)}), testMAD(byte(10+i))) }()
-	}
-	const waitFor = 10 * time.Second // a failure's bound, never a synchronisation
-	for deadline := time.Now().Add(waitFor); resolving.Load() < 8; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sends to unreachable peers resolving, want all 8", resolving.Load())
-		}
-	}
-	sent := make(chan error, 1)
-	go func() { sent <- e.Send(ctx, to(fresh), testMAD(1)) }()
-	select {
-	case err := <-sent:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(waitFor):
-		t.Fatal("a first send to a new peer waited behind 8 sends to unreachable peers")
-	}
+	bad := sendToNowhere(e, 8)
+	waitCount(t, &resolving, 8, "sends to unreachable peers resolving")
+	sendWithin(t, e, to(fresh), testMAD(1), "a first send to a new peer waited behind 8 sends to unreachable peers")
 	close(release)
 	for range 8 {
 		if err := <-bad; !errors.Is(err, unix.ETIMEDOUT) || !errors.Is(err, neigh.ErrFailed) {

@@ -237,6 +237,40 @@ func TestUMADSlowSendBlocksNothing(t *testing.T) {
 	}
 }
 
+// nowhereSends is how many sends sendsToNowhere starts: more than an
+// endpoint has lanes.
+const nowhereSends = 2 * umad.DefaultSendFiles
+
+// sendsToNowhere starts nowhereSends sends from e0 to GIDs nobody owns
+// (g1's with its last two bytes mark and i), each failing with ETIMEDOUT
+// after the kernel's second of resolution, and returns once they had time
+// to start; firstReturned waits for them all and says when the first
+// returned, since start.
+func sendsToNowhere(t *testing.T, e0 hw.Endpoint, g0, g1 hw.GIDEntry, mark byte) (start time.Time, firstReturned func() time.Duration) {
+	t.Helper()
+	start = time.Now()
+	returned := make(chan time.Duration, nowhereSends)
+	for i := range nowhereSends {
+		nowhere := g1.GID
+		nowhere[14], nowhere[15] = mark, byte(i)
+		go func() {
+			err := e0.Send(context.Background(), hw.Address{QPN: 1, GRH: &hw.GRH{GID: nowhere, SGIDIndex: uint8(g0.Index), HopLimit: 64}}, cmMAD(0x10, uint64(10+i), 0))
+			if !errors.Is(err, unix.ETIMEDOUT) {
+				t.Errorf("send to %v, which nobody owns: %v, want ETIMEDOUT", nowhere, err)
+			}
+			returned <- time.Since(start)
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // let them start resolving
+	return start, func() time.Duration {
+		first := <-returned
+		for range nowhereSends - 1 {
+			<-returned
+		}
+		return first
+	}
+}
+
 // TestUMADUnresolvedPeersBlockNothing: eight sends to GIDs nobody owns,
 // more than the endpoint has lanes (docs/umad.md), each waiting about a
 // second for its MAC; meanwhile sends to the peer already reached go out
@@ -246,21 +280,7 @@ func TestUMADUnresolvedPeersBlockNothing(t *testing.T) {
 	ctx := context.Background()
 	recvCM(t, e1)
 
-	start := time.Now()
-	const n = 2 * umad.DefaultSendFiles
-	returned := make(chan time.Duration, n)
-	for i := range n {
-		nowhere := g1.GID
-		nowhere[14], nowhere[15] = 0x5a, byte(i)
-		go func() {
-			err := e0.Send(ctx, hw.Address{QPN: 1, GRH: &hw.GRH{GID: nowhere, SGIDIndex: uint8(g0.Index), HopLimit: 64}}, cmMAD(0x10, uint64(10+i), 0))
-			if err == nil {
-				t.Errorf("send to %v, which nobody owns, succeeded", nowhere)
-			}
-			returned <- time.Since(start)
-		}()
-	}
-	time.Sleep(200 * time.Millisecond) // let them start resolving
+	start, firstReturned := sendsToNowhere(t, e0, g0, g1, 0x5a)
 	for i := range 3 {
 		if err := e0.Send(ctx, to1, cmMAD(0x15, uint64(20+i), 0)); err != nil {
 			t.Fatal(err)
@@ -268,11 +288,8 @@ func TestUMADUnresolvedPeersBlockNothing(t *testing.T) {
 		recvCM(t, e1)
 	}
 	sent := time.Since(start)
-	first := <-returned
-	for range n - 1 {
-		<-returned
-	}
-	t.Logf("3 sends to the reached peer done at %v; the first of %d to unresolved peers returned at %v", sent, n, first)
+	first := firstReturned()
+	t.Logf("3 sends to the reached peer done at %v; the first of %d to unresolved peers returned at %v", sent, nowhereSends, first)
 	if sent >= first {
 		t.Errorf("sends to unresolved peers held up the reached one: done at %v, the first unresolved send returned at %v", sent, first)
 	}
@@ -291,32 +308,15 @@ func TestUMADNewPeerResolvesFirst(t *testing.T) {
 	if out, err := exec.Command("ip", "-6", "neigh", "flush", "dev", "veth0").CombinedOutput(); err != nil {
 		t.Fatalf("ip -6 neigh flush dev veth0: %v: %s", err, out)
 	}
-	ctx := context.Background()
-	start := time.Now()
-	const n = 2 * umad.DefaultSendFiles
-	returned := make(chan time.Duration, n)
-	for i := range n {
-		nowhere := g1.GID
-		nowhere[14], nowhere[15] = 0x5b, byte(i)
-		go func() {
-			err := e0.Send(ctx, hw.Address{QPN: 1, GRH: &hw.GRH{GID: nowhere, SGIDIndex: uint8(g0.Index), HopLimit: 64}}, cmMAD(0x10, uint64(10+i), 0))
-			if !errors.Is(err, unix.ETIMEDOUT) {
-				t.Errorf("send to %v, which nobody owns: %v, want ETIMEDOUT", nowhere, err)
-			}
-			returned <- time.Since(start)
-		}()
-	}
-	time.Sleep(200 * time.Millisecond) // let them start resolving
+	start, firstReturned := sendsToNowhere(t, e0, g0, g1, 0x5b)
 	to1 := hw.Address{QPN: 1, GRH: &hw.GRH{GID: g1.GID, SGIDIndex: uint8(g0.Index), HopLimit: 64}}
-	if err := e0.Send(ctx, to1, cmMAD(0x10, 1, 0)); err != nil {
+	if err := e0.Send(context.Background(), to1, cmMAD(0x10, 1, 0)); err != nil {
 		t.Fatal(err)
 	}
 	recvCM(t, e1)
 	sent := time.Since(start)
-	first := <-returned
-	for range n - 1 {
-		<-returned
-	}
+	first := firstReturned()
+	const n = nowhereSends
 	st := e0.(*umad.Endpoint).Stats()
 	t.Logf("first send to rxe1 done at %v; the first of %d to unowned GIDs returned at %v; %+v", sent, n, first, st)
 	if sent >= first {
