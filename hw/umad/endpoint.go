@@ -385,6 +385,11 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 			default:
 				// rtnetlink could not tell: the write resolves, on a
 				// shared lane.
+				select {
+				case <-e.done: // Close closed the resolver
+					return hw.ErrClosed
+				default:
+				}
 				e.resolveUnknown.Add(1)
 				e.resolveErr.Store(&err)
 				select {
@@ -604,10 +609,11 @@ func (e *Endpoint) Close() error {
 		sf.close()
 	}
 	e.idle = nil
-	if e.neigh != nil {
-		e.neigh.Close()
-	}
+	r := e.neigh
 	e.mu.Unlock()
+	if r != nil {
+		r.Close() // waits for a request in progress, so outside mu
+	}
 	e.rd.Interrupt()
 	<-e.readDone
 	if err := e.rd.Close(); err != nil && !errors.Is(err, os.ErrClosed) {

@@ -173,3 +173,27 @@ func TestGIDSource(t *testing.T) {
 		t.Errorf("netdev in another namespace: %v", err)
 	}
 }
+
+// Close while a first send resolves: the send ends with ErrClosed, and the
+// closed resolver is not counted as rtnetlink failing to answer.
+func TestCloseWhileResolving(t *testing.T) {
+	e, _ := newTestEndpoint(t, hw.LinkEthernet, Options{})
+	resolving := make(chan struct{})
+	e.resolve = func(context.Context, destination) error {
+		close(resolving)
+		<-e.done
+		return errors.New("rtnetlink: use of closed network connection (test)")
+	}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- e.Send(context.Background(), hw.Address{QPN: 1, GRH: &hw.GRH{GID: hw.GID{0xfe, 0x80, 15: 5}, HopLimit: 64}}, testMAD(1))
+	}()
+	<-resolving
+	e.Close()
+	if err := <-errc; !errors.Is(err, hw.ErrClosed) {
+		t.Errorf("send resolving at Close: %v, want ErrClosed", err)
+	}
+	if st := e.Stats(); st.ResolveUnanswered != 0 || e.ResolveError() != nil {
+		t.Errorf("stats %+v, error %v", st, e.ResolveError())
+	}
+}
