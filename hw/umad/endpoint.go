@@ -348,7 +348,9 @@ func describe(a *hw.Address) string {
 // inside write(), which can take about a second (and then fails with
 // ETIMEDOUT if nobody answers); that write cannot be interrupted, but it
 // holds only its own send file, never the receive side, and other sends
-// use other files (up to Options.SendFiles at once). A MAD never goes
+// use other files (up to Options.SendFiles at once). A first send to a
+// peer has its MAC resolved before it takes a file (see "Destinations
+// whose MAC does not resolve"), failing with ETIMEDOUT there. A MAD never goes
 // out on a file where its TID may still be in flight (lanes.go), so
 // EINVAL from the kernel means a missing GRH or a bad GID index.
 func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
@@ -445,19 +447,19 @@ func writeMAD(fd int, b []byte) error {
 // path is the caller's), and four of them in flight would hold every lane,
 // so that every other MAD of the port, other users' connections included,
 // waited behind them: 996 ms for a send that takes 3.5 ms, measured in
-// the test VM. So only a destination whose last send went through may use
-// every lane; the others share half of them (unresolved), and a user who
+// the test VM. So only a destination whose last send went through may go
+// straight to any lane. The others are first resolved through rtnetlink
+// (resolve.go), holding no lane, as the kernel's CM resolved a
+// connection's address in the caller's own context; where rtnetlink
+// cannot tell, they share half of the lanes (unresolved), and a user who
 // names unreachable peers delays only sends to new or unreachable peers.
 // A peer a MAD came from counts as reached: the kernel resolved its MAC
-// to deliver the MAD (a REQ's REP goes out at once). The kernel's CM
-// resolved a connection's address once, when it was made, in the
-// caller's own context.
-
+// to deliver the MAD (a REQ's REP goes out at once).
 //
 // A send to a destination whose last send failed less than failedFor ago
-// fails at once, without a lane: a retransmission to a peer nobody
-// answers for (a client chooses how soon it comes) would otherwise take a
-// second of a shared lane each time, where now only the first does.
+// fails at once, without a lane or a resolution: a retransmission to a
+// peer nobody answers for (a client chooses how soon it comes) would
+// otherwise take a second each time, where now only the first does.
 
 // failedFor is how long a destination whose send failed is not tried again.
 const failedFor = time.Second
