@@ -4,6 +4,7 @@ package interop
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,13 +42,24 @@ func startUcmd(t *testing.T) string {
 // startUcmdStop is startUcmd that also returns what stops ucmd (SIGTERM)
 // before the test ends.
 func startUcmdStop(t *testing.T) (string, func()) {
-	t.Helper()
+	return startUcmdIn(t, t.TempDir())
+}
+
+// ucmdBin is the ucmd built next to the test binary.
+func ucmdBin(t *testing.T) string {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return filepath.Join(filepath.Dir(exe), "ucmd")
+}
+
+// startUcmdIn is startUcmdStop with its runtime directory (where `ucmd
+// status` finds it) given.
+func startUcmdIn(t *testing.T, run string) (string, func()) {
+	t.Helper()
 	log := &syncbuf.Buffer{}
-	cmd := exec.Command(filepath.Join(filepath.Dir(exe), "ucmd"), "serve", "--runtime-dir", t.TempDir(), "--log-level", "debug")
+	cmd := exec.Command(ucmdBin(t), "serve", "--runtime-dir", run, "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -168,7 +180,8 @@ func TestFullStackUcmdStops(t *testing.T) {
 }
 
 func TestFullStackUcmd(t *testing.T) {
-	node := startUcmd(t)
+	run := t.TempDir()
+	node, _ := startUcmdIn(t, run)
 	gidB := hgid(t)
 
 	t.Run("UcmActive", func(t *testing.T) {
@@ -195,6 +208,29 @@ func TestFullStackUcmd(t *testing.T) {
 		expect(t, c, abi.CMTimewaitExit)
 		if _, err := c.DestroyID(id); err != nil {
 			t.Errorf("DESTROY_ID: %v", err)
+		}
+		// The REQ's peer, across the link, was resolved through
+		// rtnetlink before the REQ took a umad file (docs/umad.md).
+		out, err := exec.Command(ucmdBin(t), "status", "--json", "--runtime-dir", run).Output()
+		if err != nil {
+			t.Fatalf("ucmd status: %v", err)
+		}
+		var st struct {
+			Devices []struct {
+				Ports []struct {
+					Neighbours *struct {
+						Resolved   uint64 `json:"resolved"`
+						Unanswered uint64 `json:"unanswered"`
+						Error      string `json:"error"`
+					} `json:"neighbours"`
+				} `json:"ports"`
+			} `json:"devices"`
+		}
+		if err := json.Unmarshal(out, &st); err != nil || len(st.Devices) == 0 || len(st.Devices[0].Ports) == 0 {
+			t.Fatalf("ucmd status: %v\n%s", err, out)
+		}
+		if n := st.Devices[0].Ports[0].Neighbours; n == nil || n.Resolved == 0 || n.Unanswered != 0 {
+			t.Errorf("rxe0's neighbour resolutions after the REQ: %+v, want some resolved and none unanswered", n)
 		}
 	})
 
