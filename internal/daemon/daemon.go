@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,6 +276,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err := cfg.Env.Preflight(); err != nil {
 		return early(err)
 	}
+	warmPorts(devs)
 	for i, dev := range devs {
 		if err := d.serve(ctx, i, dev); err != nil {
 			d.Close()
@@ -529,6 +531,35 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 		return nil, fmt.Errorf("no RDMA device with umad ports found: load ib_umad (modprobe ib_umad), or use --fabric sim%w", quiet{errNoDevice})
 	}
 	return out, nil
+}
+
+// warmPorts reads the attributes of every port of devs, a few ports at a
+// time, for serve to find them cached. A RoCE port's GID table is a
+// thousand sysfs files (about 50 ms under the test VM's emulation), and
+// devices are served one after another, in order, for their node numbers;
+// the reads need no order. Errors are serve's to report.
+func warmPorts(devs []hw.Device) {
+	var ports []hw.Port
+	for _, dev := range devs {
+		ports = append(ports, dev.Ports()...)
+	}
+	if len(ports) < 2 {
+		return
+	}
+	next := make(chan hw.Port)
+	var wg sync.WaitGroup
+	for range min(len(ports), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for p := range next {
+				p.Attr()
+			}
+		})
+	}
+	for _, p := range ports {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
 }
 
 // serve brings dev up as ucm<i>: its CM, its ucm device, its CUSE node.

@@ -3,9 +3,13 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/ucmd/ucmd/hw"
 	"github.com/ucmd/ucmd/hw/umad"
 )
 
@@ -52,5 +56,61 @@ func TestFirstPort(t *testing.T) {
 	empty := fakeSysfs(t, "mlx4_0", "0000:0000:0000:0000:0000:0000:0000:0000")
 	if _, err := firstPort(umad.Options{SysfsRoot: empty}, "mlx4_0"); err == nil || !strings.Contains(err.Error(), "no GID at index 0") {
 		t.Errorf("no GID 0: %v", err)
+	}
+}
+
+// countingPort counts its Attr calls, and how many run at once; each
+// waits until together ran at once, or until deadline (a failure's bound).
+type countingPort struct {
+	hw.Port
+	calls, now, most *atomic.Int32
+	together         int32
+	deadline         time.Time
+}
+
+func (p countingPort) Attr() (hw.PortAttr, error) {
+	p.calls.Add(1)
+	n := p.now.Add(1)
+	for {
+		m := p.most.Load()
+		if n <= m || p.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	for p.most.Load() < p.together && time.Now().Before(p.deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	p.now.Add(-1)
+	return hw.PortAttr{}, nil
+}
+
+type portsDevice struct {
+	hw.Device
+	ports []hw.Port
+}
+
+func (d portsDevice) Ports() []hw.Port { return d.ports }
+
+// warmPorts reads every port of every device once, several at a time but
+// no more than GOMAXPROCS.
+func TestWarmPorts(t *testing.T) {
+	var calls, now, most atomic.Int32
+	procs := int32(runtime.GOMAXPROCS(0))
+	together := min(2, procs)
+	deadline := time.Now().Add(10 * time.Second)
+	var devs []hw.Device
+	for range 10 {
+		d := portsDevice{}
+		for range 2 {
+			d.ports = append(d.ports, countingPort{calls: &calls, now: &now, most: &most, together: together, deadline: deadline})
+		}
+		devs = append(devs, d)
+	}
+	warmPorts(devs)
+	if calls.Load() != 20 {
+		t.Errorf("%d port reads, want 20", calls.Load())
+	}
+	if m := most.Load(); m > procs || m < together {
+		t.Errorf("%d reads at once with GOMAXPROCS %d, want %d to %d", m, procs, together, procs)
 	}
 }
