@@ -32,15 +32,9 @@ const (
 	portFullStop    = 7478 // cmpeer server in A, for TestFullStackUcmdStops
 )
 
-// startUcmd runs `ucmd serve` (built next to the test binary) until the
-// test ends and returns the ucm node of rxe0.
-func startUcmd(t *testing.T) string {
-	node, _ := startUcmdStop(t)
-	return node
-}
-
-// startUcmdStop is startUcmd that also returns what stops ucmd (SIGTERM)
-// before the test ends.
+// startUcmdStop runs `ucmd serve` (built next to the test binary) until
+// the test ends and returns the ucm node of rxe0, and what stops ucmd
+// (SIGTERM) before the test ends.
 func startUcmdStop(t *testing.T) (string, func()) {
 	return startUcmdIn(t, t.TempDir())
 }
