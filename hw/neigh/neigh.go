@@ -143,27 +143,21 @@ func (r *Resolver) Resolve(ctx context.Context, oif int, src, dst netip.Addr, li
 	if err := r.use(oif, hop); err != nil {
 		return fmt.Errorf("start resolving neighbour %v on ifindex %d: %w", hop, oif, err)
 	}
+	return r.await(ctx, oif, hop, limit)
+}
+
+// await polls the entry of hop, whose resolution was started, until it is
+// valid or FAILED, or limit has passed.
+func (r *Resolver) await(ctx context.Context, oif int, hop netip.Addr, limit time.Duration) error {
 	start := time.Now()
-	wait := firstPoll
-	var t *time.Timer
-	for {
-		left := limit - time.Since(start)
-		if left <= 0 {
-			return fmt.Errorf("neighbour %v on ifindex %d still unresolved after %v: %w: %w", hop, oif, limit, ErrFailed, unix.ETIMEDOUT)
-		}
-		d := min(wait, left)
-		if t == nil {
-			t = time.NewTimer(d)
-			defer t.Stop()
-		} else {
-			t.Reset(d)
-		}
+	t := time.NewTimer(min(firstPoll, limit))
+	defer t.Stop()
+	for wait := firstPoll; ; {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
-		wait = min(2*wait, maxPoll)
 		state, err := r.neigh(oif, hop)
 		if err != nil {
 			return fmt.Errorf("neighbour %v on ifindex %d: %w", hop, oif, err)
@@ -175,6 +169,12 @@ func (r *Resolver) Resolve(ctx context.Context, oif int, src, dst netip.Addr, li
 			return fmt.Errorf("neighbour %v on ifindex %d FAILED after %v: %w: %w",
 				hop, oif, time.Since(start).Round(time.Millisecond), ErrFailed, unix.ETIMEDOUT)
 		}
+		left := limit - time.Since(start)
+		if left <= 0 {
+			return fmt.Errorf("neighbour %v on ifindex %d still unresolved after %v: %w: %w", hop, oif, limit, ErrFailed, unix.ETIMEDOUT)
+		}
+		wait = min(2*wait, maxPoll)
+		t.Reset(min(wait, left))
 	}
 }
 

@@ -67,19 +67,17 @@ type Endpoint struct {
 	returned chan struct{} // closed and replaced when a lane comes back or closes, if waiting
 	waiting  int           // sends waiting for a lane
 
-	// On RoCE, sends to destinations not known to resolve take a slot of
-	// unresolved first (Send).
+	// On RoCE, a send to a destination not known to resolve has the
+	// kernel resolve it first (resolve.go), or where that cannot be told,
+	// takes a slot of unresolved (admit).
 	resolved   map[destination]struct{}  // under mu
 	unreached  map[destination]time.Time // under mu: when a send to it last failed
 	unresolved chan struct{}
-	write      func(fd int, b []byte) error // writeMAD; tests replace it
-	now        func() time.Time             // time.Now; tests replace it
-
-	// On RoCE, a send to a destination not known to resolve has the
-	// kernel resolve it first (resolve.go).
-	resolve  func(ctx context.Context, to destination) error // resolveNeighbour; tests replace it
-	neigh    *neigh.Resolver                                 // under mu: opened at first use
-	neighErr error                                           // under mu: why it could not be
+	write      func(fd int, b []byte) error                    // writeMAD; tests replace it
+	now        func() time.Time                                // time.Now; tests replace it
+	resolve    func(ctx context.Context, to destination) error // resolveNeighbour; tests replace it
+	neigh      *neigh.Resolver                                 // under mu: opened at first use
+	neighErr   error                                           // under mu: why it could not be
 
 	received, overflow, malformed, sendFailures, discarded, renewals, renewFailures atomic.Uint64
 	resolvedFirst, resolveFailures, resolveUnknown                                  atomic.Uint64
@@ -368,45 +366,13 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	var resolved bool
 	if roce {
 		to = destination{gid: dst.GRH.GID, sgid: dst.GRH.SGIDIndex}
+		var shared bool
 		var err error
-		resolved, err = e.reachable(to, &dst)
-		if err != nil {
+		if resolved, shared, err = e.admit(ctx, to, &dst); err != nil {
 			return err
 		}
-		if !resolved {
-			err := e.resolve(ctx, to)
-			switch {
-			case err == nil:
-				e.resolvedFirst.Add(1) // the write finds the MAC: any lane
-			case errors.Is(err, neigh.ErrFailed):
-				e.resolveFailures.Add(1)
-				e.learn(to, false)
-				return fmt.Errorf("umad send to %s on %s: %w", describe(&dst), e.port, err)
-			case ctx.Err() != nil:
-				return ctx.Err()
-			default:
-				// rtnetlink could not tell: the write resolves, on a
-				// shared lane.
-				select {
-				case <-e.done: // Close closed the resolver
-					return hw.ErrClosed
-				default:
-				}
-				e.resolveUnknown.Add(1)
-				e.resolveErr.Store(&err)
-				select {
-				case e.unresolved <- struct{}{}:
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-e.done:
-					return hw.ErrClosed
-				}
-				defer func() { <-e.unresolved }()
-				// A send ahead of this one may have found it unreachable.
-				if _, err := e.reachable(to, &dst); err != nil {
-					return err
-				}
-			}
+		if shared {
+			defer func() { <-e.unresolved }()
 		}
 	}
 	k := tidKey(mad)
@@ -427,6 +393,51 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	}
 	sf.sent(k)
 	return nil
+}
+
+// admit decides how a RoCE send to to may go: at once to any lane if it
+// is resolved (a send already reached it, or a MAD came from it); else
+// after the kernel resolved it through rtnetlink, or, where rtnetlink
+// cannot tell, holding a slot of unresolved (shared: the caller gives it
+// back). A destination that failed lately, or that the resolution finds
+// unreachable, is an error (ETIMEDOUT).
+func (e *Endpoint) admit(ctx context.Context, to destination, dst *hw.Address) (resolved, shared bool, err error) {
+	if resolved, err = e.reachable(to, dst); err != nil || resolved {
+		return resolved, false, err
+	}
+	err = e.resolve(ctx, to)
+	switch {
+	case err == nil:
+		e.resolvedFirst.Add(1) // the write finds the MAC: any lane
+		return false, false, nil
+	case errors.Is(err, neigh.ErrFailed):
+		e.resolveFailures.Add(1)
+		e.learn(to, false)
+		return false, false, fmt.Errorf("umad send to %s on %s: %w", describe(dst), e.port, err)
+	case ctx.Err() != nil:
+		return false, false, ctx.Err()
+	}
+	// rtnetlink could not tell: the write resolves, on a shared lane.
+	select {
+	case <-e.done: // Close closed the resolver
+		return false, false, hw.ErrClosed
+	default:
+	}
+	e.resolveUnknown.Add(1)
+	e.resolveErr.Store(&err)
+	select {
+	case e.unresolved <- struct{}{}:
+	case <-ctx.Done():
+		return false, false, ctx.Err()
+	case <-e.done:
+		return false, false, hw.ErrClosed
+	}
+	// A send ahead of this one may have found it unreachable.
+	if _, err := e.reachable(to, dst); err != nil {
+		<-e.unresolved
+		return false, false, err
+	}
+	return false, true, nil
 }
 
 func writeMAD(fd int, b []byte) error {

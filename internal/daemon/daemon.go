@@ -551,7 +551,7 @@ func warmPorts(devs []hw.Device) {
 	for range min(len(ports), runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			for p := range next {
-				p.Attr()
+				hw.AttrOf(p) // no copy of the tables
 			}
 		})
 	}

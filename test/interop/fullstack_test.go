@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,21 +38,12 @@ func startUcmdStop(t *testing.T) (string, func()) {
 	return startUcmdIn(t, t.TempDir())
 }
 
-// ucmdBin is the ucmd built next to the test binary.
-func ucmdBin(t *testing.T) string {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(filepath.Dir(exe), "ucmd")
-}
-
 // startUcmdIn is startUcmdStop with its runtime directory (where `ucmd
 // status` finds it) given.
 func startUcmdIn(t *testing.T, run string) (string, func()) {
 	t.Helper()
 	log := &syncbuf.Buffer{}
-	cmd := exec.Command(ucmdBin(t), "serve", "--runtime-dir", run, "--log-level", "debug")
+	cmd := exec.Command(besideTest(t, "ucmd"), "serve", "--runtime-dir", run, "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -205,7 +195,7 @@ func TestFullStackUcmd(t *testing.T) {
 		}
 		// The REQ's peer, across the link, was resolved through
 		// rtnetlink before the REQ took a umad file (docs/umad.md).
-		out, err := exec.Command(ucmdBin(t), "status", "--json", "--runtime-dir", run).Output()
+		out, err := exec.Command(besideTest(t, "ucmd"), "status", "--json", "--runtime-dir", run).Output()
 		if err != nil {
 			t.Fatalf("ucmd status: %v", err)
 		}
@@ -317,11 +307,7 @@ const (
 // ucmd's node for rxe0, in rdma_cm mode.
 func ucmclientCmd(t *testing.T, node string, args ...string) (*exec.Cmd, *syncbuf.Buffer) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(filepath.Dir(exe), "ucmclient")
+	bin := besideTest(t, "ucmclient")
 	args = append([]string{"-D", node, "-d", "rxe0", "--rdma-cm", "-M", rcMsgs, "-z", rcSize, "-t", "20000", "-T", "90", "-v"}, args...)
 	out := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, args...)

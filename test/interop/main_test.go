@@ -77,14 +77,21 @@ type job struct {
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// runA starts cmpeer with args in guest A.
-func runA(t *testing.T, args ...string) *job {
+// besideTest is the program name built next to the test binary (make
+// interop builds ucmd, ucmclient and cmpeer there).
+func besideTest(t *testing.T, name string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := "exec " + shellQuote(filepath.Join(filepath.Dir(exe), "cmpeer"))
+	return filepath.Join(filepath.Dir(exe), name)
+}
+
+// runA starts cmpeer with args in guest A.
+func runA(t *testing.T, args ...string) *job {
+	t.Helper()
+	cmd := "exec " + shellQuote(besideTest(t, "cmpeer"))
 	for _, a := range args {
 		cmd += " " + shellQuote(a)
 	}
@@ -96,7 +103,7 @@ func runA(t *testing.T, args ...string) *job {
 		reqSeq.Unlock()
 		t.Fatal(err)
 	}
-	err = os.Rename(tmp, filepath.Join(shared, fmt.Sprintf("req.%d", n)))
+	err := os.Rename(tmp, filepath.Join(shared, fmt.Sprintf("req.%d", n)))
 	reqSeq.Unlock()
 	if err != nil {
 		t.Fatal(err)
