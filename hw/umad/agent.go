@@ -22,7 +22,7 @@ const mgmtClassCM = 0x07
 // pkey_index (IB_USER_MAD_ENABLE_PKEY, before any agent exists), and
 // registers one GSI agent. A zero MgmtClass registers a send-only agent.
 // The fd is blocking unless nonblock is set; the caller owns it.
-func (p *Port) openAgent(reg hw.Registration, nonblock bool) (fd int, agent uint32, err error) {
+func (p *Port) openAgent(reg hw.Registration, nonblock bool) (int, uint32, error) {
 	path := p.UMADPath()
 	if path == "" {
 		return -1, 0, fmt.Errorf("open MAD agent on %s: no umad device in %s (is ib_umad loaded?)",
@@ -32,22 +32,20 @@ func (p *Port) openAgent(reg hw.Registration, nonblock bool) (fd int, agent uint
 	if nonblock {
 		flags |= unix.O_NONBLOCK
 	}
-	fd, err = unix.Open(path, flags, 0)
+	f, err := unix.Open(path, flags, 0)
 	if err != nil {
 		return -1, 0, fmt.Errorf("open %s for %s: %w", path, p, err)
 	}
-	defer func() {
-		if err != nil {
-			unix.Close(fd)
-		}
-	}()
-	if err := ioctl(fd, uapi.IB_USER_MAD_ENABLE_PKEY, nil); err != nil {
+	if err := ioctl(f, uapi.IB_USER_MAD_ENABLE_PKEY, nil); err != nil {
+		unix.Close(f)
 		return -1, 0, fmt.Errorf("umad enable P_Key index on %s (%s): %w", p, path, err)
 	}
-	if agent, err = p.registerAgent(fd, reg, path); err != nil {
+	agent, err := p.registerAgent(f, reg, path)
+	if err != nil {
+		unix.Close(f)
 		return -1, 0, err
 	}
-	return fd, agent, nil
+	return f, agent, nil
 }
 
 // registerAgent registers one GSI agent on an open umad file.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ucmd/ucmd/hw"
 )
 
@@ -386,5 +388,46 @@ func TestRefreshReadsUpToTheFirstFreeSlot(t *testing.T) {
 	}
 	if full.PKeys[0] != 0x7fff {
 		t.Errorf("full read: P_Key %#x, want 0x7fff", full.PKeys[0])
+	}
+}
+
+// openFilesOf counts this process's descriptors open on path.
+func openFilesOf(t *testing.T, path string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && l == path {
+			n++
+		}
+	}
+	return n
+}
+
+// A port whose agent cannot be set up (here: its umad node is a plain
+// file, so IB_USER_MAD_ENABLE_PKEY fails with ENOTTY) keeps no descriptor
+// of it: the daemon retries a device it could not serve, at most a minute
+// apart, for as long as it runs (internal/daemon/hotplug.go).
+func TestFailedOpenMADClosesTheFile(t *testing.T) {
+	devDir := t.TempDir()
+	node := filepath.Join(devDir, "umad0")
+	if err := os.WriteFile(node, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := Discover(Options{SysfsRoot: tree(t, fakeSysfs()), DevDir: devDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		_, err := devs[1].ports[0].OpenMAD(hw.Registration{MgmtClass: 0x07, ClassVersion: 2, Methods: []uint8{3}})
+		if !errors.Is(err, unix.ENOTTY) {
+			t.Fatalf("OpenMAD on a plain file: %v, want ENOTTY", err)
+		}
+	}
+	if n := openFilesOf(t, node); n != 0 {
+		t.Errorf("%d descriptors of %s left open after 5 failed OpenMADs, want 0", n, node)
 	}
 }
