@@ -424,7 +424,8 @@ func (e *Endpoint) admit(ctx context.Context, to destination, dst *hw.Address) (
 	default:
 	}
 	e.resolveUnknown.Add(1)
-	e.resolveErr.Store(&err)
+	why := err // not err itself: the returns below write it
+	e.resolveErr.Store(&why)
 	select {
 	case e.unresolved <- struct{}{}:
 	case <-ctx.Done():

@@ -88,6 +88,9 @@ func TestResolveFallbackAndContext(t *testing.T) {
 	if st := e.Stats(); st.ResolveUnanswered != 1 || st.Resolved != 0 {
 		t.Errorf("stats %+v", st)
 	}
+	if err := e.ResolveError(); err == nil || err.Error() != "rtnetlink: no answer (test)" {
+		t.Errorf("ResolveError after a send rtnetlink could not tell: %v", err)
+	}
 	if len(e.unresolved) != 0 {
 		t.Errorf("%d shared lanes still held", len(e.unresolved))
 	}
