@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -239,13 +240,18 @@ func (s sysfs) portAttr(dev string, num int, prev *hw.PortAttr) (hw.PortAttr, er
 // gids reads the populated GID entries. RoCE tables have holes: an empty
 // slot reads as the zero GID, or fails with EINVAL on newer kernels.
 //
-// With prev (a refresh), it reads only up to one past the highest entry
-// prev had: the kernel's GID cache puts a new GID in the lowest free slot
-// (ib_cache_gid_add), which is at most that, so nothing added is missed,
-// and a removed entry reads as empty. A RoCE table has 1024 slots (rxe:
-// 50 ms of reads under qemu TCG, BenchmarkPortRefresh in test/e2e) of
-// which a few are used; reading all of them every refresh cost a busy
-// daemon 15% of its CPU.
+// With prev (a refresh), it reads only up to gidLookahead slots past the
+// highest entry, prev's or one it finds on the way. The kernel's GID cache
+// puts a new GID in the lowest free slot (ib_cache_gid_add), so GIDs added
+// since prev fill its holes and then the slots after its highest entry,
+// one after the other (an address brings two on a port with both RoCE
+// types); a slot whose GID was deleted while still in use reads as empty
+// but is not free until the last user lets go, so a GID added meanwhile
+// lands past it. A removed entry reads as empty. A RoCE table has 1024
+// slots (rxe: 50 ms of reads under qemu TCG, BenchmarkPortRefresh in
+// test/e2e) of which a few are used; reading all of them every refresh
+// cost a busy daemon 15% of its CPU. The full read once a minute sees what
+// lies further.
 func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEntry, error) {
 	gids, err := openTable(filepath.Join(dir, "gids"))
 	if err != nil {
@@ -256,12 +262,12 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 	if err != nil {
 		return nil, err
 	}
+	limit := math.MaxInt
 	if prev != nil {
-		upTo := 0 // prev empty: a GID added lands in slot 0
+		limit = gidLookahead - 1 // prev empty: GIDs added start at slot 0
 		if n := len(prev.GIDs); n > 0 {
-			upTo = prev.GIDs[n-1].Index + 1
+			limit = prev.GIDs[n-1].Index + gidLookahead
 		}
-		idx = slices.DeleteFunc(idx, func(i int) bool { return i > upTo })
 	}
 	// gid_attrs/types, opened at the first entry. Old kernels have no
 	// gid_attrs; the type then is the default.
@@ -269,6 +275,9 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 	opened := false
 	var out []hw.GIDEntry
 	for _, i := range idx {
+		if i > limit {
+			break
+		}
 		v, err := gids.read(i)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || isEINVAL(err) {
@@ -282,6 +291,9 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 		}
 		if g.IsZero() {
 			continue
+		}
+		if prev != nil {
+			limit = max(limit, i+gidLookahead)
 		}
 		e := hw.GIDEntry{Index: i, GID: g, Type: hw.GIDTypeIB}
 		if ll == hw.LinkEthernet {
@@ -305,6 +317,9 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 	}
 	return out, nil
 }
+
+// gidLookahead is how many slots past the highest GID a refresh reads.
+const gidLookahead = 8
 
 func (s sysfs) pkeys(dir string) ([]uint16, error) {
 	pkeys, err := openTable(filepath.Join(dir, "pkeys"))

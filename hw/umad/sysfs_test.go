@@ -2,6 +2,7 @@ package umad
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -334,11 +335,13 @@ func BenchmarkAttr(b *testing.B) {
 	}
 }
 
-// TestRefreshReadsUpToTheFirstFreeSlot: a background refresh (portAttr
-// with the previous snapshot) reads GID slots only up to one past the
-// highest used one, where the kernel puts a new GID, instead of all 1024
-// of a RoCE table; a full read still sees everything.
-func TestRefreshReadsUpToTheFirstFreeSlot(t *testing.T) {
+// TestRefreshReadsPastTheHighestSlot: a background refresh (portAttr with
+// the previous snapshot) reads GID slots only up to gidLookahead past the
+// highest used one instead of all 1024 of a RoCE table, and still sees
+// every GID the kernel adds meanwhile: in the holes, one after another
+// past the highest, and past a slot that reads as empty but is not free
+// yet; a full read sees everything.
+func TestRefreshReadsPastTheHighestSlot(t *testing.T) {
 	files := fakeSysfs()
 	for i := 4; i < 1024; i++ {
 		files["class/infiniband/rxe0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
@@ -366,15 +369,21 @@ func TestRefreshReadsUpToTheFirstFreeSlot(t *testing.T) {
 		}
 	}
 	write(2, "0000:0000:0000:0000:0000:ffff:0a00:0002\n") // the hole, the kernel's next slot
-	write(4, "0000:0000:0000:0000:0000:ffff:0a00:0004\n") // one past the highest
+	// Three more past the highest, one after another (an address has a
+	// RoCE v1 and a v2 GID on a port with both), then one past slot 7,
+	// which reads as empty while its deleted GID is still in use.
+	for slot := 4; slot <= 6; slot++ {
+		write(slot, fmt.Sprintf("0000:0000:0000:0000:0000:ffff:0a00:%04x\n", slot))
+	}
+	write(8, "0000:0000:0000:0000:0000:ffff:0a00:0008\n")
 	write(900, "0000:0000:0000:0000:0000:ffff:0a00:0384\n")
 	os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/pkeys/0"), []byte("0x7fff\n"), 0o644)
 	a, err := s.portAttr("rxe0", 1, &prev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := gids(a); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
-		t.Errorf("refresh: GID slots %v, want 0-4 (slot 900 is past where the kernel adds)", got)
+	if got := gids(a); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 8}) {
+		t.Errorf("refresh: GID slots %v, want 0-6 and 8 (slot 900 is past where the kernel adds)", got)
 	}
 	if len(a.PKeys) != 1 || a.PKeys[0] != 0xffff {
 		t.Errorf("refresh of a RoCE port: P_Keys %#x, want the previous table", a.PKeys)
@@ -383,8 +392,17 @@ func TestRefreshReadsUpToTheFirstFreeSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := gids(full); !slices.Equal(got, []int{0, 1, 2, 3, 4, 900}) {
-		t.Errorf("full read: GID slots %v, want 0-4 and 900", got)
+	if got := gids(full); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 8, 900}) {
+		t.Errorf("full read: GID slots %v, want 0-6, 8 and 900", got)
+	}
+	// A refresh of a table that was empty (the link was down) starts at 0.
+	empty := full
+	empty.GIDs = nil
+	if a, err = s.portAttr("rxe0", 1, &empty); err != nil {
+		t.Fatal(err)
+	}
+	if got := gids(a); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 8}) {
+		t.Errorf("refresh after an empty table: GID slots %v, want 0-6 and 8", got)
 	}
 	if full.PKeys[0] != 0x7fff {
 		t.Errorf("full read: P_Key %#x, want 0x7fff", full.PKeys[0])
