@@ -67,6 +67,12 @@ func (s sysfs) gidSource(dev string, port int, index uint8) (gid hw.GID, typ hw.
 // IPv4 addresses.
 func ipOf(g hw.GID) netip.Addr { return g.Addr().Unmap() }
 
+// linkLocal is rdma_link_local_addr: fe80::/64, narrower than IPv6's
+// fe80::/10.
+func linkLocal(g hw.GID) bool {
+	return g[0] == 0xfe && g[1] == 0x80 && [6]byte(g[2:8]) == [6]byte{}
+}
+
 // resolveNeighbour has the kernel resolve to's MAC. Errors wrapping
 // neigh.ErrFailed mean the peer did not answer; others that rtnetlink
 // could not tell.
@@ -76,7 +82,7 @@ func (e *Endpoint) resolveNeighbour(ctx context.Context, to destination) error {
 	if err != nil {
 		return err
 	}
-	if typ == hw.GIDTypeRoCEv1 && to.gid.Addr().IsLinkLocalUnicast() {
+	if typ == hw.GIDTypeRoCEv1 && linkLocal(to.gid) {
 		return nil // the kernel takes the MAC from the GID (ib_resolve_unicast_gid_dmac)
 	}
 	r, err := e.neighbours()

@@ -171,6 +171,15 @@ func TestGIDSource(t *testing.T) {
 	if opened {
 		t.Error("rtnetlink opened for a RoCE v1 link-local peer")
 	}
+	// Link-local is fe80::/64 to the kernel (rdma_link_local_addr), not
+	// fe80::/10: fe80:0:0:1::9's MAC is resolved as any other's.
+	e.resolveNeighbour(context.Background(), destination{gid: hw.GID{0xfe, 0x80, 7: 1, 15: 9}, sgid: 0})
+	e.mu.Lock()
+	opened = e.neigh != nil || e.neighErr != nil
+	e.mu.Unlock()
+	if !opened {
+		t.Error("RoCE v1 to fe80:0:0:1::9 taken for link-local: rtnetlink not asked")
+	}
 	// A netdev out of sight: rtnetlink cannot tell, so no ErrFailed.
 	if err := e.resolveNeighbour(context.Background(), destination{gid: hw.GID{0xfe, 0x80, 15: 9}, sgid: 4}); err == nil || errors.Is(err, neigh.ErrFailed) {
 		t.Errorf("netdev in another namespace: %v", err)
