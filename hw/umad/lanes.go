@@ -80,6 +80,7 @@ func (e *Endpoint) acquire(ctx context.Context, k uint64) (*sendFile, error) {
 			if err != nil {
 				e.mu.Lock()
 				e.opened--
+				e.wakeSenders() // a waiting send may open one in its place
 				e.mu.Unlock()
 				return nil, err
 			}

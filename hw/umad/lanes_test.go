@@ -3,8 +3,10 @@ package umad
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,4 +201,58 @@ func TestSendWaitsForLane(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("send after the lane came back: %v", err)
 	}
+}
+
+// A lane that fails to open gives its place back to the sends waiting for
+// one: here the only lane had gone (a renewal failed) and its replacement
+// could not be opened, with a second send waiting meanwhile, which must
+// then open a lane itself rather than wait for a return that never comes.
+func TestFailedOpenWakesWaitingSends(t *testing.T) {
+	m := newUMADModel(t)
+	e := m.endpoint(1, m.renew)
+	e.mu.Lock()
+	gone := e.takeIdle(func(*sendFile) bool { return true })
+	e.mu.Unlock()
+	e.closeLane(gone)
+
+	opening, fail := make(chan struct{}), make(chan struct{})
+	var opens atomic.Int32
+	e.openSend = func() (*sendFile, error) {
+		if opens.Add(1) == 1 {
+			close(opening)
+			<-fail
+			return nil, unix.ENODEV
+		}
+		return m.open()
+	}
+	to := hw.Address{LID: 1, QPN: 1}
+	first := make(chan error, 1)
+	go func() { first <- e.Send(context.Background(), to, cmMADWithTID(0x10, 1)) }()
+	<-opening
+	second := make(chan error, 1)
+	go func() { second <- e.Send(context.Background(), to, cmMADWithTID(0x10, 2)) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		e.mu.Lock()
+		w := e.waiting
+		e.mu.Unlock()
+		if w == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second send never waited for a lane")
+		}
+	}
+	close(fail)
+	if err := <-first; !errors.Is(err, unix.ENODEV) {
+		t.Errorf("send whose lane failed to open: %v, want ENODEV", err)
+	}
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Errorf("waiting send: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a send waiting for a lane was not woken when an open failed (10 s)")
+	}
+	m.completeAll()
 }
