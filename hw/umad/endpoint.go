@@ -386,7 +386,12 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	copy(sf.buf[uapi.SizeofUserMADHdr:], mad[:])
 	err = e.write(sf.fd, sf.buf[:uapi.SizeofUserMADHdr+hw.MADSize])
 	if roce && (!resolved || err != nil) {
-		e.learn(to, err == nil) // a resolved destination that went through stays so
+		switch {
+		case err == nil:
+			e.learn(to, true) // a resolved destination that went through stays so
+		case unresolvable(err):
+			e.learn(to, false)
+		} // else the write failed for another reason (a GID index gone, ENOMEM): nothing learnt
 	}
 	if err != nil {
 		return fmt.Errorf("umad send to %s on %s: %w", describe(&dst), e.port, err)
@@ -468,13 +473,20 @@ func writeMAD(fd int, b []byte) error {
 // A peer a MAD came from counts as reached: the kernel resolved its MAC
 // to deliver the MAD (a REQ's REP goes out at once).
 //
-// A send to a destination whose last send failed less than failedFor ago
-// fails at once, without a lane or a resolution: a retransmission to a
+// A send to a destination whose last send failed to resolve it less than
+// failedFor ago fails at once, without a lane or a resolution: a retransmission to a
 // peer nobody answers for (a client chooses how soon it comes) would
 // otherwise take a second each time, where now only the first does.
 
 // failedFor is how long a destination whose send failed is not tried again.
 const failedFor = time.Second
+
+// unresolvable says whether a write failed because the kernel could not
+// resolve the destination's MAC: no route to it (rdma_resolve_ip's route
+// lookup), or no answer within its second.
+func unresolvable(err error) bool {
+	return errors.Is(err, unix.ETIMEDOUT) || errors.Is(err, unix.EHOSTUNREACH) || errors.Is(err, unix.ENETUNREACH)
+}
 
 // destination is what umad resolves a MAC for: the GID, from the source
 // GID (whose netdev resolves it).

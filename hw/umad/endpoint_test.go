@@ -605,3 +605,33 @@ func TestUnreachedPeerFailsAtOnce(t *testing.T) {
 		t.Errorf("send %v after the failure: %v with %d writes, want a write that fails", failedFor, err, writes.Load())
 	}
 }
+
+// Only a write that failed to resolve the peer (no route, no answer)
+// makes it unreached for failedFor; one that failed for another reason
+// (here EINVAL, as for a GID index that went away) leaves the next send
+// to try again and meet the real error.
+func TestOnlyResolutionFailuresMarkUnreached(t *testing.T) {
+	e, _ := newTestEndpoint(t, hw.LinkEthernet, Options{SendFiles: 4})
+	e.resolve = cannotTell
+	var writes atomic.Int32
+	fail := unix.EINVAL
+	e.write = func(int, []byte) error { writes.Add(1); return fail }
+	to := hw.Address{QPN: 1, GRH: &hw.GRH{GID: hw.GID{0xfe, 0x80, 15: 0x77}, HopLimit: 64}}
+	for i := range 2 {
+		if err := e.Send(context.Background(), to, testMAD(byte(i))); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("send %d: %v, want the write's EINVAL", i, err)
+		}
+	}
+	if n := writes.Load(); n != 2 {
+		t.Errorf("%d writes for two sends failing with EINVAL, want 2", n)
+	}
+	for _, errno := range []unix.Errno{unix.EHOSTUNREACH, unix.ENETUNREACH, unix.ETIMEDOUT} {
+		to.GRH.GID[14]++
+		fail = errno
+		e.Send(context.Background(), to, testMAD(3))
+		before := writes.Load()
+		if err := e.Send(context.Background(), to, testMAD(4)); !errors.Is(err, unix.ETIMEDOUT) || writes.Load() != before {
+			t.Errorf("send after a write failing with %v: %v with %d more writes, want ETIMEDOUT and none", errno, err, writes.Load()-before)
+		}
+	}
+}
