@@ -16,9 +16,9 @@ type REQParams struct {
 	RemoteCMResponseTimeout uint8 // 5-bit IBTA time
 	LocalCMResponseTimeout  uint8 // 5-bit IBTA time
 	FlowControl             bool
-	RetryCount              uint8 // 3 bits
+	RetryCount              uint8 // 3 bits in the REQ; the RTS attributes take all 8
 	RNRRetryCount           uint8 // 3 bits
-	MaxCMRetries            uint8 // 4 bits
+	MaxCMRetries            uint8 // 4 bits in the REQ; the REQ and DREQ are retried this often
 	SRQ                     bool
 	PeerToPeer              bool // unsupported: EINVAL, like v5.x
 	PrivateData             []byte

@@ -68,12 +68,12 @@ func (id *ID) SendREQ(p *REQParams) error {
 	id.setAltAV(altAV)
 	id.serviceID, id.serviceMask = p.ServiceID, ^uint64(0)
 	id.timeout = msDuration(2*convertToMs(p.Primary.PacketLifeTime) + convertToMs(p.RemoteCMResponseTimeout))
-	id.maxRetries = p.MaxCMRetries & 0xF
+	id.maxRetries = p.MaxCMRetries // the caller's u8, as the kernel's: only the REQ's field has 4 bits
 	id.qpType = p.QPType
 	id.localQPN = p.QPN & 0xFFFFFF
 	id.rqPSN = p.StartingPSN & 0xFFFFFF
 	id.initiatorDepth, id.responderResources = p.InitiatorDepth, p.ResponderResources
-	id.retryCount = p.RetryCount & 7
+	id.retryCount = p.RetryCount // RTS retry_cnt as given; the REQ's field has 3 bits
 	id.pathMTU = p.Primary.MTU
 	id.pkey = p.Primary.PKey
 	id.remoteID = 0

@@ -91,6 +91,32 @@ func TestREQRetransmitAndTimeout(t *testing.T) {
 	none(t, h.sent())
 }
 
+// TestREQRetriesAreTheCallersU8: as ib_send_cm_req, the REQ goes out
+// 1 + MaxCMRetries times for any u8 MaxCMRetries, and the QP's RetryCount
+// is the caller's too (INIT_QP_ATTR's RTS retry_cnt); only the REQ's
+// fields are cut to their 4 and 3 bits.
+func TestREQRetriesAreTheCallersU8(t *testing.T) {
+	h := newHarness(t)
+	id := h.newID()
+	p := testREQParams()
+	p.MaxCMRetries, p.RetryCount = 17, 9
+	must(t, id.SendREQ(p))
+	const interval = 2*64*time.Millisecond + 256*time.Millisecond
+	times, msgs := h.sentTimes(20*interval, time.Millisecond)
+	if len(times) != 18 {
+		t.Errorf("REQ sent %d times with MaxCMRetries 17, want 18", len(times))
+	}
+	if req, ok := msgs[0].(*wire.REQ); !ok || req.MaxCMRetries != 17&0xF || req.RetryCount != 9&7 {
+		t.Errorf("REQ %+v, want Max CM Retries 1 and Retry Count 1 on the wire", msgs[0])
+	}
+	if id.retryCount != 9 {
+		t.Errorf("retry count kept for the QP: %d, want 9", id.retryCount)
+	}
+	if evs := h.takeEvents(); len(evs) != 1 || evs[0].Type != EventREQError {
+		t.Errorf("events %+v, want one REQ_ERROR", evs)
+	}
+}
+
 // TestRetransmitWaitStartsWhenSendReturns: a REQ whose send blocks for
 // longer than its timeout (a umad write while the kernel resolves the
 // peer's MAC) is not retransmitted meanwhile; its first wait starts when
