@@ -311,3 +311,27 @@ func TestREJReceivedEvent(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 }
+
+// A REJ whose ARI length says more than its 72-byte area (7 bits: up to
+// 127) still rejects the connection, with the whole area as its ARI; it
+// is not dropped, which would leave the REQ to time out.
+func TestREJWithOverlongARILength(t *testing.T) {
+	h := newHarness(t)
+	id := h.newID()
+	must(t, id.SendREQ(testREQParams()))
+	h.sent()
+	ari := bytes.Repeat([]byte{0x5a}, wire.REJARISize)
+	var r hw.Received
+	must(t, wire.Encode(&r.MAD, 1, &wire.REJ{LocalCommID: peerComm, RemoteCommID: id.localID,
+		MessageRejected: wire.MessageREQ, Reason: wire.REJConsumerDefined, ARI: ari}))
+	r.MAD[wire.HeaderSize+9] = 127 << 1
+	r.Src = peerAddr
+	h.cm.handleMAD(h.cm.ports[0], &r)
+	evs := h.takeEvents()
+	if len(evs) != 1 || evs[0].Type != EventREJReceived || evs[0].REJ.Reason != wire.REJConsumerDefined || !bytes.Equal(evs[0].Info, ari) {
+		t.Fatalf("events %+v, want REJ_RECEIVED with the 72-byte ARI", evs)
+	}
+	if s, _ := id.State(); s != StateIdle {
+		t.Errorf("state %v, want IDLE", s)
+	}
+}

@@ -59,12 +59,12 @@ func Encode(mad *hw.MAD, tid uint64, m Message) error {
 
 // Decode parses a received CM MAD. It fails for MADs that are not CM class
 // version 2 SENDs (ErrNotCM), for attributes other than the eleven messages
-// (ErrUnknownAttribute, ClassPortInfo included) and for ARI/info lengths
-// past their area (ErrBadLength). The header is returned whenever it could
-// be read. Reserved bits are ignored.
+// (ErrUnknownAttribute, ClassPortInfo included). The header is returned
+// whenever it could be read. Reserved bits are ignored.
 //
 // The message does not alias mad. Its PrivateData is the whole area of its
-// type; ARI and Info are as long as their length fields say.
+// type; ARI and Info are as long as their length fields say, at most their
+// area (variable).
 func Decode(mad *hw.MAD) (Header, Message, error) {
 	h, err := DecodeHeader(mad)
 	if err != nil {
@@ -179,12 +179,14 @@ func decodePath(d []byte, l *pathLayout) Path {
 	}
 }
 
-// variable returns the first n bytes of area a, failing if the length
-// field says more than the area holds.
-func variable(msg string, d []byte, a area, lenField *bitField) ([]byte, int, error) {
-	n := int(lenField.get(d))
-	if n > a.size {
-		return nil, 0, fmt.Errorf("decode %s: %s %d, area holds %d: %w", msg, lenField.name, n, a.size, ErrBadLength)
-	}
-	return a.get(d), n, nil
+// variable returns area a and how much of it the length field uses, at
+// most the whole area. A length past the area (7 bits of REJ's ARI length
+// can say 127 of 72, 8 bits of APR's and SIDR_REP's info length 255) is
+// cut to it, and the message handled: the kernel's CM handled it too, but
+// handed ib_ucm that many bytes from the ARI on, the following private
+// data and, for 8-bit lengths, memory past the MAD; a client's GET_EVENT
+// buffer, sized for the area, then failed with ENOMEM on the event for
+// good. Dropping the MAD instead would turn the peer's REJ into a timeout.
+func variable(d []byte, a area, lenField *bitField) ([]byte, int) {
+	return a.get(d), min(int(lenField.get(d)), a.size)
 }

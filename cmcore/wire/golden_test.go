@@ -485,10 +485,6 @@ func TestDecodeRejects(t *testing.T) {
 		{"ClassPortInfo", func(m *hw.MAD) { m[16], m[17] = 0x00, 0x01 }, ErrUnknownAttribute},
 		{"attribute 0x1b", func(m *hw.MAD) { m[16], m[17] = 0x00, 0x1b }, ErrUnknownAttribute},
 		{"attribute 0x0012 in high byte", func(m *hw.MAD) { m[16], m[17] = 0x12, 0x00 }, ErrUnknownAttribute},
-		{"REJ ARI length 73", func(m *hw.MAD) { m[17] = 0x12; m[HeaderSize+9] = 73 << 1 }, ErrBadLength},
-		{"REJ ARI length 127", func(m *hw.MAD) { m[17] = 0x12; m[HeaderSize+9] = 0xff }, ErrBadLength},
-		{"APR info length 73", func(m *hw.MAD) { m[17] = 0x1a; m[HeaderSize+8] = 73 }, ErrBadLength},
-		{"SIDR_REP info length 255", func(m *hw.MAD) { m[17] = 0x18; m[HeaderSize+5] = 0xff }, ErrBadLength},
 	}
 	for _, tc := range cases {
 		m := valid()
@@ -499,6 +495,47 @@ func TestDecodeRejects(t *testing.T) {
 		}
 		if h.TID != 9 {
 			t.Errorf("%s: header not returned with the error: %+v", tc.name, h)
+		}
+	}
+}
+
+// A length field past its area (REJ's 7-bit ARI length up to 127, APR's and
+// SIDR_REP's 8-bit info lengths up to 255, for 72-byte areas) is cut to the
+// area, and the message is handled rather than dropped.
+func TestOverlongLengthsAreCut(t *testing.T) {
+	fill := func(m Message) *hw.MAD {
+		var mad hw.MAD
+		if err := Encode(&mad, 9, m); err != nil {
+			t.Fatal(err)
+		}
+		for i := HeaderSize; i < hw.MADSize; i++ {
+			if mad[i] == 0 {
+				mad[i] = byte(i)
+			}
+		}
+		return &mad
+	}
+	area := bytes.Repeat([]byte{0xa5}, 72)
+	cases := []struct {
+		name  string
+		mad   *hw.MAD
+		patch func(m *hw.MAD)
+		info  func(Message) []byte
+	}{
+		{"REJ ARI length 73", fill(&REJ{Reason: 28, ARI: area}), func(m *hw.MAD) { m[HeaderSize+9] = 73 << 1 }, func(m Message) []byte { return m.(*REJ).ARI }},
+		{"REJ ARI length 127", fill(&REJ{Reason: 28, ARI: area}), func(m *hw.MAD) { m[HeaderSize+9] = 0xfe }, func(m Message) []byte { return m.(*REJ).ARI }},
+		{"APR info length 73", fill(&APR{APStatus: 2, Info: area}), func(m *hw.MAD) { m[HeaderSize+8] = 73 }, func(m Message) []byte { return m.(*APR).Info }},
+		{"SIDR_REP info length 255", fill(&SIDRREP{Status: 1, Info: area}), func(m *hw.MAD) { m[HeaderSize+5] = 0xff }, func(m Message) []byte { return m.(*SIDRREP).Info }},
+	}
+	for _, tc := range cases {
+		tc.patch(tc.mad)
+		h, m, err := Decode(tc.mad)
+		if err != nil || h.TID != 9 {
+			t.Errorf("%s: Decode = %+v, %v", tc.name, h, err)
+			continue
+		}
+		if got := tc.info(m); !bytes.Equal(got, area) {
+			t.Errorf("%s: %d bytes %x, want the whole 72-byte area", tc.name, len(got), got)
 		}
 	}
 }

@@ -35,8 +35,6 @@ var (
 	// ErrUnknownAttribute: a CM MAD whose attribute is not one of the
 	// eleven messages (Linux drops these silently).
 	ErrUnknownAttribute = errors.New("unknown CM attribute")
-	// ErrBadLength: a length field points past its area.
-	ErrBadLength = errors.New("length field exceeds its area")
 )
 
 // MAD header offsets.

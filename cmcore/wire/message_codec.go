@@ -113,10 +113,7 @@ func (m *REJ) encode(e *encoder) {
 }
 
 func decodeREJ(d []byte) (*REJ, error) {
-	ari, n, err := variable("REJ", d, rejARI, &rejARILength)
-	if err != nil {
-		return nil, err
-	}
+	ari, n := variable(d, rejARI, &rejARILength)
 	b := new(struct {
 		m   REJ
 		ari [REJARISize]byte
@@ -295,10 +292,7 @@ func (m *APR) encode(e *encoder) {
 }
 
 func decodeAPR(d []byte) (*APR, error) {
-	info, n, err := variable("APR", d, aprInfo, &aprInfoLength)
-	if err != nil {
-		return nil, err
-	}
+	info, n := variable(d, aprInfo, &aprInfoLength)
 	b := new(struct {
 		m    APR
 		info [APRInfoSize]byte
@@ -356,10 +350,7 @@ func (m *SIDRREP) encode(e *encoder) {
 }
 
 func decodeSIDRREP(d []byte) (*SIDRREP, error) {
-	info, n, err := variable("SIDR_REP", d, sidrREPInfo, &sidrREPInfoLength)
-	if err != nil {
-		return nil, err
-	}
+	info, n := variable(d, sidrREPInfo, &sidrREPInfoLength)
 	b := new(struct {
 		m    SIDRREP
 		info [SIDRREPInfoSize]byte
