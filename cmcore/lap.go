@@ -92,6 +92,23 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 	if id == nil || id.state != StateEstablished {
 		return
 	}
+	a := &m.Alternate
+	path := PathRecord{
+		DGID: a.LocalGID, SGID: a.RemoteGID, DLID: a.LocalLID, SLID: a.RemoteLID,
+		FlowLabel: a.FlowLabel, TrafficClass: a.TrafficClass, HopLimit: a.HopLimit,
+		SL: a.SL, Rate: a.PacketRate, PKey: id.pkey, MTU: id.pathMTU, Reversible: true,
+		MTUSelector: 1, RateSelector: 1, PacketLifeTimeSelector: 1,
+	}
+	if a.LocalACKTimeout > 0 {
+		path.PacketLifeTime = a.LocalACKTimeout - 1
+	}
+	// An alternate path no local port can take (its GID or the P_Key is
+	// not ours) drops the LAP before anything else, duplicates included,
+	// and the peer's LAP times out, as cm_lap_handler does.
+	alt, _, err := cm.avFromPath(&path)
+	if err != nil {
+		return
+	}
 	switch id.lapState {
 	case LAPUninit, LAPIdle:
 	case LAPMRALAPSent:
@@ -103,21 +120,9 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 	default:
 		return
 	}
-	a := &m.Alternate
-	path := PathRecord{
-		DGID: a.LocalGID, SGID: a.RemoteGID, DLID: a.LocalLID, SLID: a.RemoteLID,
-		FlowLabel: a.FlowLabel, TrafficClass: a.TrafficClass, HopLimit: a.HopLimit,
-		SL: a.SL, Rate: a.PacketRate, PKey: id.pkey, MTU: id.pathMTU, Reversible: true,
-		MTUSelector: 1, RateSelector: 1, PacketLifeTimeSelector: 1,
-	}
-	if a.LocalACKTimeout > 0 {
-		path.PacketLifeTime = a.LocalACKTimeout - 1
-	}
 	// The primary AV follows the LAP's source (cm_init_av_for_lap).
 	id.port, id.dst = in.p, in.src
-	if av, _, err := cm.avFromPath(&path); err == nil {
-		id.setAltAV(av)
-	}
+	id.setAltAV(alt)
 	id.tid = in.tid
 	id.lapState = LAPRcvd
 	cm.post(Event{Type: EventLAPReceived, ID: id, LAP: LAPEventParam{Alternate: path}, PrivateData: m.PrivateData}, id)

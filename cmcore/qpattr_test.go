@@ -109,6 +109,33 @@ func TestInitQPAttrAfterLAP(t *testing.T) {
 	}
 }
 
+// A LAP whose alternate path no local port can take (the GID named as
+// ours is not ours) is dropped, as cm_lap_handler drops it: no event, no
+// LAP_RCVD, no alternate path for the QP, and no MRA for a duplicate.
+func TestLAPWithUnusablePathDropped(t *testing.T) {
+	h := newHarness(t)
+	id := h.reach("ESTABLISHED")
+	lap := h.peerLAP(id)
+	lap.Alternate.RemoteGID[15] ^= 0xff
+	h.inject(0x55, lap)
+	if evs := h.takeEvents(); len(evs) != 0 {
+		t.Errorf("LAP with an alternate path not ours gave %v", evs)
+	}
+	if _, ls := id.State(); ls != LAPUninit {
+		t.Errorf("LAP state %v, want LAP_UNINIT", ls)
+	}
+	if _, mask, _ := id.InitQPAttr(QPStateRTS); mask&QPAttrAltPath != 0 {
+		t.Errorf("RTS mask %#x has ALT_PATH after a dropped LAP", mask)
+	}
+	h.inject(0x55, h.peerLAP(id))
+	must(t, id.SendMRA(20, nil))
+	h.sent()
+	h.inject(0x55, lap)
+	if sent := h.sent(); len(sent) != 0 {
+		t.Errorf("duplicate LAP with an unusable path in MRA_LAP_SENT answered with %v", sent)
+	}
+}
+
 // TestREQFromPath is §6.1: what the REQ carries for a path.
 func TestREQFromPath(t *testing.T) {
 	h := newHarness(t)
