@@ -2,6 +2,7 @@ package ucm_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
@@ -41,7 +42,9 @@ func TestChildHiddenUntilDelivered(t *testing.T) {
 }
 
 // An event of a new connection that comes before its REQ is delivered is
-// its own (uid 0, its id), not the listener's as in the kernel.
+// the listener's, as in the kernel (the connection had no context before
+// GET_EVENT): the listener's uid and id, counted on the listener. Its own
+// uid is 0 until SEND_REP, which libibcm would take for a NULL ib_cm_id.
 func TestChildEventBeforeDelivery(t *testing.T) {
 	e := newEnv(t, nil)
 	a := e.req(t, 0xa0)
@@ -53,18 +56,72 @@ func TestChildEventBeforeDelivery(t *testing.T) {
 	must(t, err)
 	rej, err := e.b.Expect(abi.CMREJReceived, wait)
 	must(t, err)
+	if rej.ID != e.listener || rej.UID != 0xb0 {
+		t.Errorf("REJ for id %d uid %#x, want the listener %d with its uid 0xb0", rej.ID, rej.UID, e.listener)
+	}
+	n, err := e.b.DestroyID(req.ID)
+	must(t, err)
+	if n != 0 {
+		t.Errorf("child events_reported %d, want 0", n)
+	}
+	n, err = e.b.DestroyID(e.listener)
+	must(t, err)
+	if n != 2 {
+		t.Errorf("listener events_reported %d, want 2 (the REQ and the REJ)", n)
+	}
+}
+
+// Once its REQ is delivered a new connection's events are its own, with
+// uid 0 until SEND_REP sets one, as in the kernel.
+func TestChildEventAfterDelivery(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.req(t, 0xa0)
+	req, err := e.b.Expect(abi.CMREQReceived, wait)
+	must(t, err)
+	_, err = e.a.DestroyID(a)
+	must(t, err)
+	rej, err := e.b.Expect(abi.CMREJReceived, wait)
+	must(t, err)
 	if rej.ID != req.ID || rej.UID != 0 {
 		t.Errorf("REJ for id %d uid %#x, want the child %d with uid 0", rej.ID, rej.UID, req.ID)
 	}
-	n, err := e.b.DestroyID(e.listener)
-	must(t, err)
-	if n != 1 {
-		t.Errorf("listener events_reported %d, want 1 (the REQ)", n)
-	}
-	n, err = e.b.DestroyID(req.ID)
+	n, err := e.b.DestroyID(req.ID)
 	must(t, err)
 	if n != 1 {
 		t.Errorf("child events_reported %d, want 1 (the REJ)", n)
+	}
+}
+
+// A listener destroyed with a new connection's REQ and a later event of
+// that connection still queued purges both and rejects nothing twice.
+func TestListenerDestroyedWithChildEventsQueued(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.req(t, 0xa0)
+	e.waitReadable(t, e.b)
+	_, err := e.a.DestroyID(a)
+	must(t, err)
+	queued := func() int {
+		n := 0
+		for _, f := range e.d.Device.Files() {
+			n += f.QueuedEvents
+		}
+		return n
+	}
+	for deadline := time.Now().Add(wait); queued() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events queued, want the REQ and the REJ", queued())
+		}
+	}
+	n, err := e.b.DestroyID(e.listener)
+	must(t, err)
+	if n != 0 {
+		t.Errorf("listener events_reported %d, want 0", n)
+	}
+	if q := queued(); q != 0 {
+		t.Errorf("%d events left after the listener's DESTROY_ID", q)
+	}
+	if n := e.d.IDs.Len(); n != 0 {
+		t.Errorf("%d ids left, want 0", n)
 	}
 }
 

@@ -64,6 +64,7 @@ func (f *file) finishDelivery(e *event, copied bool) bool {
 	e.ctx.queued--
 	e.ctx.eventsReported++
 	if e.child != nil {
+		e.child.undelivered = false
 		f.d.ids.publish(e.child)
 	}
 	return true

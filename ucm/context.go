@@ -29,6 +29,7 @@ type ucmCtx struct {
 	uid            uint64 // the client's cookie, echoed in its events
 	eventsReported uint32 // events GET_EVENT delivered for this id
 	dead           bool   // torn down: events for it are dropped
+	undelivered    bool   // a new connection whose REQ is still queued: its events are the listener's
 
 	slot    slotState // the IDTable's mutex
 	newConn bool      // created for a REQ or SIDR_REQ: charged its CM state too

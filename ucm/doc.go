@@ -13,9 +13,9 @@
 //
 // Deliberate differences from ucm.c (each fixes a kernel bug or quirk):
 //   - A new connection's id is created when its REQ or SIDR_REQ arrives,
-//     hidden (ENOENT) until GET_EVENT delivers that event. Its own later
-//     events are therefore attributed to it, not to the listener, and a
-//     GET_EVENT that fails and is retried never allocates a second id.
+//     hidden (ENOENT) until GET_EVENT delivers that event, so a GET_EVENT
+//     that fails and is retried never allocates a second id. Its events
+//     queued meanwhile are the listener's, as in the kernel.
 //   - An id is visible only once fully initialised, and its number is
 //     reused only after DESTROY_ID has purged its events.
 //   - INIT_QP_ATTR answers are zeroed before encoding (no stack garbage).

@@ -66,7 +66,7 @@ func (f *file) releaseID(c *ucmCtx) {
 // until its REQ is delivered (the 2020 ucma design; ucm.c created it in
 // GET_EVENT and leaked one per failed retry).
 func (f *file) newChild(cmID *cmcore.ID) (*ucmCtx, error) {
-	c := &ucmCtx{file: f, cmID: cmID, newConn: true}
+	c := &ucmCtx{file: f, cmID: cmID, newConn: true, undelivered: true}
 	if err := f.addCtx(c); err != nil {
 		return nil, err
 	}
@@ -85,8 +85,20 @@ func (f *file) forget(c *ucmCtx) {
 }
 
 // enqueue appends e for owner and wakes GET_EVENT callers and pollers.
+//
+// An event of a new connection whose REQ is still queued is the
+// listener's, as in the kernel, where the connection had no context of its
+// own before GET_EVENT delivered the REQ: the listener's uid and id, its
+// events_reported, purged with the listener. Its own uid would be 0 until
+// SEND_REP, and libibcm takes the uid for its ib_cm_id: a NULL one that
+// ib_cm_ack_event dereferences.
 func (f *file) enqueue(owner *ucmCtx, e *event) error {
 	f.mu.Lock()
+	if owner.undelivered && e.child == nil {
+		if i := slices.IndexFunc(f.events, func(q *event) bool { return q.child == owner }); i >= 0 {
+			owner = f.events[i].ctx
+		}
+	}
 	if f.closed || owner.dead {
 		f.mu.Unlock()
 		return errGone

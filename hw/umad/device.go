@@ -93,6 +93,13 @@ func (d *Device) Name() string           { return d.name }
 func (d *Device) NodeGUID() uint64       { return d.guid }
 func (d *Device) LocalCAAckDelay() uint8 { return d.ackDelay }
 
+// HasUMAD reports whether ib_umad has a device for any of d's ports. It has
+// none for ports without a MAD interface (iWARP: no IB CM either, and
+// ib_ucm made no node for them), nor for any port before ib_umad is loaded.
+func (d *Device) HasUMAD() bool {
+	return slices.ContainsFunc(d.ports, func(p *Port) bool { return p.umad != "" })
+}
+
 func (d *Device) Ports() []hw.Port {
 	ps := make([]hw.Port, len(d.ports))
 	for i, p := range d.ports {

@@ -492,7 +492,7 @@ func (d *Daemon) discover() ([]hw.Device, error) {
 		}
 		var out []hw.Device
 		for _, dev := range found {
-			if len(d.cfg.Devices) == 0 || slices.Contains(d.cfg.Devices, dev.Name()) {
+			if dev.HasUMAD() && (len(d.cfg.Devices) == 0 || slices.Contains(d.cfg.Devices, dev.Name())) {
 				out = append(out, dev)
 			}
 		}
@@ -518,14 +518,22 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 			continue
 		}
 		var have []string
+		listed := false
 		all, _ := umad.Discover(d.cfg.UMAD)
 		for _, dev := range all {
-			have = append(have, dev.Name())
+			listed = listed || dev.Name() == want
+			if dev.HasUMAD() {
+				have = append(have, dev.Name())
+			}
 		}
 		if len(have) == 0 {
 			have = append(have, "none")
 		}
-		return nil, fmt.Errorf("--device: RDMA device %q not found or has no umad ports (devices with umad ports: %s; is ib_umad loaded? see /sys/class/infiniband_mad)%w", want, strings.Join(have, ", "), quiet{errNoDevice})
+		what := "not found"
+		if listed {
+			what = "has no umad ports (iWARP devices have no IB CM; else ib_umad is not loaded yet)"
+		}
+		return nil, fmt.Errorf("--device: RDMA device %q %s (devices with umad ports: %s; is ib_umad loaded? see /sys/class/infiniband_mad)%w", want, what, strings.Join(have, ", "), quiet{errNoDevice})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no RDMA device with umad ports found: load ib_umad (modprobe ib_umad), or use --fabric sim%w", quiet{errNoDevice})
