@@ -55,6 +55,27 @@ func writeCases() []Case {
 			}
 			return nil
 		}},
+		{Name: "write/largest-in", Spec: "ucm-abi.md §2.3: hdr.in is 16 bits; in = 65535 with len = 8 + 65535 succeeds and returns len (one write, however CUSE splits large ones)", run: func(e *env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			resp := c.Mem.Alloc(4)
+			b := Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 6, Response: resp})
+			b = append(b, make([]byte, abi.HeaderSize+0xffff-len(b))...)
+			binary.NativeEndian.PutUint16(b[4:], 0xffff) // hdr.in
+			n, err := c.Raw(b)
+			if err != nil {
+				return fmt.Errorf("write of %d bytes: %w", len(b), err)
+			}
+			if n != len(b) {
+				return fmt.Errorf("write returned %d, want %d", n, len(b))
+			}
+			var r abi.CreateIDResp
+			r.Decode(c.Mem.Read(resp, 4))
+			_, err = c.AttrID(r.ID)
+			return check("ATTR_ID of the new id", err)
+		}},
 		{Name: "write/short-in-accepted", Spec: "ucm-abi.md §2.3: handlers read sizeof(cmd) whatever hdr.in says; in=0 with the struct present succeeds", run: func(e *env) error {
 			c, err := e.Client()
 			if err != nil {

@@ -38,7 +38,7 @@ func TestNodeOverCUSE(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("ucmtest%d", os.Getpid())
-	srv, err := cuse.Open(context.Background(), cuse.Config{DevName: name}, dev)
+	srv, err := cuse.Open(context.Background(), cuse.Config{DevName: name, MaxWrite: ucm.MaxWrite}, dev)
 	if err != nil {
 		t.Fatalf("CUSE registration: %v", err)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 
+	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/callermem"
@@ -68,6 +70,13 @@ type Device struct {
 }
 
 var _ cuse.Device = (*Device)(nil)
+
+// MaxWrite is the max_write a Device's CUSE server must ask for
+// (cuse.Config.MaxWrite): the longest write(2) of a command, its 8-byte
+// header and the 65,535 bytes a 16-bit hdr.in can name. The kernel splits
+// a longer write into requests of max_write bytes each, and a command cut
+// in two fails (hdr.in + 8 > len: EINVAL) where ucm.c took it whole.
+const MaxWrite = abi.HeaderSize + math.MaxUint16
 
 // New returns the device for cfg.CM.
 func New(cfg Config) (*Device, error) {

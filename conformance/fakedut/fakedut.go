@@ -98,7 +98,7 @@ func New(tb testing.TB, opts *Options) *DUT {
 	// Registered first, so it runs after the kernel's cleanup has released
 	// every file.
 	tb.Cleanup(func() { cm.Close() })
-	k := cusetest.Start(tb, dev, &cusetest.Options{Memory: mem, Timeout: fakeTimeout})
+	k := cusetest.Start(tb, dev, &cusetest.Options{Memory: mem, Timeout: fakeTimeout, Config: cuse.Config{MaxWrite: ucm.MaxWrite}})
 	return &DUT{
 		Kernel: k, Device: dev, CM: cm, Sim: sd, IDs: ids,
 		Caller: cuse.Caller{Pid: Pid, Uid: 1000, Gid: 1000},

@@ -19,19 +19,37 @@ type File struct {
 	closed bool
 }
 
-// Write implements conformance.File.
+// Write implements conformance.File. As the kernel's fuse_direct_io, it
+// sends a write longer than the server's max_write as several WRITE
+// requests of at most max_write bytes, one after another, and stops at
+// the first error or short count: the bytes written before an error are
+// the result, the error only when there are none.
 func (f *File) Write(b []byte) (int, error) {
-	f.mu.Lock()
-	p := f.F.WriteAsync(f.Caller, b)
-	f.mu.Unlock()
-	r, err := wait(p)
-	if err != nil {
-		return 0, err
+	max := int(f.F.Kernel().Init.MaxWrite)
+	done := 0
+	for {
+		chunk := b[done:]
+		if len(chunk) > max {
+			chunk = chunk[:max]
+		}
+		f.mu.Lock()
+		p := f.F.WriteAsync(f.Caller, chunk)
+		f.mu.Unlock()
+		r, err := wait(p)
+		if err == nil && r.Errno != 0 {
+			err = r.Errno
+		}
+		if err != nil {
+			if done > 0 {
+				return done, nil
+			}
+			return 0, err
+		}
+		done += r.Size()
+		if r.Size() < len(chunk) || done == len(b) {
+			return done, nil
+		}
 	}
-	if r.Errno != 0 {
-		return 0, r.Errno
-	}
-	return r.Size(), nil
 }
 
 // WriteAsync sends a write and returns it pending, for tests that

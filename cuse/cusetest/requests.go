@@ -370,8 +370,17 @@ func (f *File) Write(c cuse.Caller, data []byte) (int, unix.Errno) {
 	return r.Size(), 0
 }
 
+// Kernel is the fake kernel f belongs to.
+func (f *File) Kernel() *Kernel { return f.k }
+
 // WriteAsync sends WRITE and returns it pending; Reply.Size has the result.
+// data must fit the server's max_write: the kernel splits a longer write(2)
+// into several WRITE requests (fuse_direct_io), and a request longer than
+// the server's buffer never reaches it.
 func (f *File) WriteAsync(c cuse.Caller, data []byte) *Pending {
+	if max := f.k.Init.MaxWrite; max != 0 && len(data) > int(max) {
+		f.k.t.Errorf("cusetest: WRITE of %d bytes, over max_write %d: the kernel would split it", len(data), max)
+	}
 	in := fuse.WriteIn{Fh: f.Fh, Size: uint32(len(data)), Flags: f.flags()}
 	return f.k.send(Header{Opcode: OpWrite, Caller: c}, replyShape{exact: wire.SizeofWriteOut, count: len(data)},
 		wire.AppendWriteIn(nil, &in), data)

@@ -590,7 +590,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	}
 	name := fmt.Sprintf("infiniband/ucm%d", i)
 	// Node: where Close opens the node to wake the CUSE readers.
-	cc := cuse.Config{DevName: name, Logger: log, Node: filepath.Join(d.cfg.DevDir, name), IdleReaders: d.cfg.IdleReaders}
+	cc := cuse.Config{DevName: name, Logger: log, Node: filepath.Join(d.cfg.DevDir, name), IdleReaders: d.cfg.IdleReaders, MaxWrite: ucm.MaxWrite}
 	cc.Major, cc.Minor = d.nums.want(i)
 	srv, err := d.cfg.Env.Register(ctx, cc, u)
 	if err != nil && cc.Major != 0 && cc.Major != UCMMajor {
