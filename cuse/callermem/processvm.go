@@ -88,6 +88,12 @@ func (p ProcessVM) WriteSegs(pid int, segs []Seg) (int, error) {
 	}
 	for i, sg := range segs {
 		if err := check("write", pid, sg.Addr, len(sg.Data)); err != nil {
+			// Those before it are written, as by a Write each: GET_EVENT's
+			// response lands though its data pointer wraps (copy_to_user
+			// of the response, then EFAULT for the data).
+			if n, werr := p.WriteSegs(pid, segs[:i]); werr != nil {
+				return n, werr
+			}
 			return i, err
 		}
 	}

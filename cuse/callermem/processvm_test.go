@@ -199,6 +199,29 @@ func TestWriteSegs(t *testing.T) {
 	}
 }
 
+// A segment whose range wraps the address space is refused before any
+// system call, but the segments before it are still written.
+func TestWriteSegsWrappingSegment(t *testing.T) {
+	mem := mmapPages(t, 1, unix.PROT_READ|unix.PROT_WRITE)
+	base := addrOf(mem)
+	segs := []Seg{
+		{Addr: base + 16, Data: bytes.Repeat([]byte{1}, 40)},
+		{Addr: ^uint64(0) - 15, Data: make([]byte, 32)},
+		{Addr: base + 100, Data: bytes.Repeat([]byte{3}, 8)},
+	}
+	done, err := ProcessVM{}.WriteSegs(os.Getpid(), segs)
+	if done != 1 {
+		t.Fatalf("WriteSegs = %d, %v; want 1", done, err)
+	}
+	wantEFAULT(t, err, nil)
+	if !bytes.Equal(mem[16:56], segs[0].Data) {
+		t.Error("the segment before the wrapping one was not written")
+	}
+	if bytes.Equal(mem[100:108], segs[2].Data) {
+		t.Error("the segment after the wrapping one was written")
+	}
+}
+
 func TestWriteSegsEmpty(t *testing.T) {
 	// Nothing to copy is never an error, even at a bad address.
 	if n, err := (ProcessVM{}).WriteSegs(os.Getpid(), []Seg{{Addr: 0}, {Addr: 8}}); n != 2 || err != nil {
