@@ -131,3 +131,40 @@ func TestWaitDevicesTimesOut(t *testing.T) {
 		t.Fatalf("bogus fabric: %v", err)
 	}
 }
+
+// A device without umad ports (iWARP: no IB CM, and ib_ucm made no node
+// for it) is not served and stops nothing: the others are, and naming it
+// says why it cannot be.
+func TestDevicesWithoutUMADSkipped(t *testing.T) {
+	root := fakeSysfs(t, "rxe0", "fe80:0000:0000:0000:0002:c903:0000:0001")
+	iwarp := fakeSysfs(t, "siw0", "fe80:0000:0000:0000:0002:c903:0000:0002")
+	if err := os.Rename(filepath.Join(iwarp, "class/infiniband/siw0"), filepath.Join(root, "class/infiniband/siw0")); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{
+		"class/infiniband_mad/abi_version": "5",
+		"class/infiniband_mad/umad0/ibdev": "rxe0",
+		"class/infiniband_mad/umad0/port":  "1",
+	} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &Daemon{cfg: Config{Fabric: FabricUMAD, UMAD: umad.Options{SysfsRoot: root}}}
+	devs, err := d.devices()
+	if err != nil || len(devs) != 1 || devs[0].Name() != "rxe0" {
+		var names []string
+		for _, dev := range devs {
+			names = append(names, dev.Name())
+		}
+		t.Fatalf("devices %v, %v; want rxe0 alone", names, err)
+	}
+	d.cfg.Devices = []string{"siw0"}
+	if _, err := d.devices(); err == nil || !strings.Contains(err.Error(), `"siw0" has no umad ports`) || !strings.Contains(err.Error(), "devices with umad ports: rxe0") {
+		t.Errorf("--device siw0: %v", err)
+	}
+}
