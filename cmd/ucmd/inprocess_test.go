@@ -23,6 +23,7 @@ import (
 
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
 	"github.com/ucmd/ucmd/internal/status"
 	"github.com/ucmd/ucmd/internal/sysmon"
@@ -294,6 +295,47 @@ func TestServeStopSignals(t *testing.T) {
 				t.Errorf("sd_notify after %v: %q", sig, msg)
 			}
 		})
+	}
+}
+
+// A signal while serve is still starting (waiting for its devices at boot,
+// or registering them) stops it as one while serving does: STOPPING=1 and
+// no error, so that systemd's stop leaves the unit inactive, not failed.
+func TestServeSignalWhileStarting(t *testing.T) {
+	keep := make(chan os.Signal, 1)
+	signal.Notify(keep, syscall.SIGTERM)
+	defer signal.Stop(keep)
+	_, env := fakeMachine(t)
+	next := notifySocket(t)
+	registering := make(chan struct{})
+	env.daemon.Register = func(ctx context.Context, _ cuse.Config, _ cuse.Device) (daemon.Channel, error) {
+		close(registering)
+		<-ctx.Done()
+		return nil, fmt.Errorf("register: %w", ctx.Err())
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := runIn(t, env, "serve", "--fabric", "sim", "--sim-devices", "1", "--log-level", "error", "--runtime-dir", t.TempDir())
+		done <- err
+	}()
+	select {
+	case <-registering:
+	case <-time.After(waitFor):
+		t.Fatal("serve never registered its device")
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve stopped while starting: %v, want no error", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("serve did not return")
+	}
+	if msg := next(); msg != "STOPPING=1" {
+		t.Errorf("sd_notify: %q, want STOPPING=1", msg)
 	}
 }
 

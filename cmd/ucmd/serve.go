@@ -297,6 +297,13 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	}
 	d, err := daemon.Start(ctx, cfg)
 	if err != nil {
+		if ctx.Err() != nil && cmd.Context().Err() == nil {
+			// A stop while waiting for devices at boot, or while
+			// registering them, is a stop, not a failure of the unit.
+			cfg.Logger.Info("stopped while starting", "why", err)
+			sdnotify.Notify(sdnotify.Stopping)
+			return nil
+		}
 		return err
 	}
 	resize(d)
