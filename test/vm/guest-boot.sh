@@ -179,6 +179,16 @@ else
   diff /tmp/sec-run /tmp/sec-off | sed 's/^/# /'
 fi
 
+# Before systemd 252 ProtectClock=yes implies DeviceAllow=char-rtc r, a
+# device list that closes /dev/cuse and the umad nodes (this guest's 252 no
+# longer adds it, so only the file can tell): a unit with either fails
+# there with EPERM on umad0, as booting with DeviceAllow=char-rtc r shows.
+if grep -Eq '^(ProtectClock=(yes|true|1|on)|DeviceAllow=|DevicePolicy=(closed|strict))' /lib/systemd/system/ucmd.service; then
+  bad "ucmd.service closes the device list (ProtectClock=, DeviceAllow= or DevicePolicy=): ucmd cannot open /dev/cuse or umad on systemd before 252"
+else
+  ok "ucmd.service leaves the device list open (no ProtectClock=, DeviceAllow=, DevicePolicy=)"
+fi
+
 # --- a clean stop ---------------------------------------------------------------
 systemctl stop ucmd.service
 if [ "$(show ucmd.service Result)" = success ] && [ "$(show ucmd.service ExecMainStatus)" = 0 ] && [ ! -e /dev/infiniband/ucm0 ]; then
