@@ -67,6 +67,7 @@ type Hub struct {
 
 	mu     sync.RWMutex
 	subs   map[*sub]struct{}
+	asking map[net.Conn]struct{} // connections not yet through their request
 	lns    []net.Listener
 	closed bool
 	wg     sync.WaitGroup
@@ -81,7 +82,7 @@ func NewHub(owners OwnersFunc, log *slog.Logger) *Hub {
 	if owners == nil {
 		owners = func(string) []Owner { return nil }
 	}
-	return &Hub{owners: owners, log: log, subs: make(map[*sub]struct{})}
+	return &Hub{owners: owners, log: log, subs: make(map[*sub]struct{}), asking: make(map[net.Conn]struct{})}
 }
 
 // record is one observed MAD, copied out of the CM's event.
@@ -163,12 +164,22 @@ func (h *Hub) Serve(ln net.Listener) {
 func (h *Hub) serveConn(c net.Conn) {
 	defer c.Close()
 	// A client that connects and says nothing holds a goroutine only
-	// this long.
+	// this long, and Close does not wait for it.
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.asking[c] = struct{}{}
+	h.mu.Unlock()
 	// Nor may it make the daemon buffer more than one request's worth: a
 	// line that does not end within MaxRequest bytes is refused.
 	br := bufio.NewReaderSize(c, MaxRequest)
 	line, err := br.ReadSlice('\n')
+	h.mu.Lock()
+	delete(h.asking, c)
+	h.mu.Unlock()
 	if errors.Is(err, bufio.ErrBufferFull) {
 		fmt.Fprintf(c, "{\"error\":%q}\n", fmt.Sprintf("trace request longer than %d bytes", MaxRequest))
 		return
@@ -268,6 +279,9 @@ func (h *Hub) Close() error {
 	}
 	for s := range h.subs {
 		s.stop()
+	}
+	for c := range h.asking {
+		c.SetReadDeadline(time.Now()) // its read ends at once
 	}
 	h.mu.Unlock()
 	h.wg.Wait()

@@ -393,3 +393,43 @@ func TestHubMaxSubscribers(t *testing.T) {
 		s.Close()
 	}
 }
+
+// Close does not wait for a client that connected and has sent nothing:
+// the daemon's shutdown would otherwise wait out its 10 s, with every
+// client still blocked in GET_EVENT.
+func TestHubCloseEndsSilentClients(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := status.ListenSocket(dir, SocketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHub(nil, nil)
+	h.Serve(ln)
+	c, err := net.Dial("unix", filepath.Join(dir, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Wait until the hub is reading the request.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		h.mu.RLock()
+		n := len(h.asking)
+		h.mu.RUnlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hub never read the silent client's request")
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- h.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second): // the hub's own wait is 10 s
+		t.Fatal("Close waited for a client that sent nothing")
+	}
+}
