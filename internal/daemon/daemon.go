@@ -799,10 +799,13 @@ func (d *Daemon) Close() error {
 	all := d.servedNow()
 	// The servers first: releasing their files destroys the ids, whose
 	// DREQs and REJs tell the peers, which needs the CMs' ports still open
-	// (TestFullStackUcmdStops in test/interop).
+	// (TestFullStackUcmdStops in test/interop). All at once: a server
+	// whose clients' copies hang waits its grace (5 s) for them.
+	var closing sync.WaitGroup
 	for _, s := range all {
-		s.srv.Close()
+		closing.Go(func() { s.srv.Close() })
 	}
+	closing.Wait()
 	d.wg.Wait()
 	for _, s := range all {
 		s.cm.Close()

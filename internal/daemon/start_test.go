@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -366,5 +367,54 @@ func TestStartUMADQueueLen(t *testing.T) {
 	cfg.UMAD.QueueLen = 500
 	if got := start(t, f, cfg).UMADOptions().QueueLen; got != 500 {
 		t.Errorf("umad queue length asked for 500: %d", got)
+	}
+}
+
+// barrierChannel's Close waits, up to waitFor, until every channel's
+// Close has begun, and counts those that saw them all begin.
+type barrierChannel struct {
+	daemon.Channel
+	n           int32
+	started     *atomic.Int32
+	all         chan struct{}
+	overlapping *atomic.Int32
+}
+
+func (c *barrierChannel) Close() error {
+	if c.started.Add(1) == c.n {
+		close(c.all)
+	}
+	select {
+	case <-c.all:
+		c.overlapping.Add(1)
+	case <-time.After(waitFor):
+	}
+	return c.Channel.Close()
+}
+
+// Close closes the devices' servers together: one whose clients' copies
+// hang waits its grace for them (5 s), and one after another the waits
+// would add up.
+func TestCloseClosesServersTogether(t *testing.T) {
+	const n = 3
+	f := daemontest.New(t)
+	cfg := f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: n, RuntimeDir: t.TempDir(), Logger: quiet()})
+	var started, overlapping atomic.Int32
+	all := make(chan struct{})
+	register := cfg.Env.Register
+	cfg.Env.Register = func(ctx context.Context, cc cuse.Config, dev cuse.Device) (daemon.Channel, error) {
+		ch, err := register(ctx, cc, dev)
+		if err != nil {
+			return nil, err
+		}
+		return &barrierChannel{Channel: ch, n: n, started: &started, all: all, overlapping: &overlapping}, nil
+	}
+	d, err := daemon.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if got := overlapping.Load(); got != n {
+		t.Errorf("%d of %d servers' closes overlapped the others', want all", got, n)
 	}
 }
