@@ -580,8 +580,15 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
 	}
 	uc := ucm.Config{CM: cm, Memory: d.cfg.Env.Memory, ThreadGroup: d.cfg.Env.ThreadGroup, ProcessName: d.cfg.Env.ProcessName, IDs: d.ids, Budget: d.budget, Limits: d.cfg.Limits, Logger: log}
+	up := false
 	if d.metrics != nil {
 		uc.Observer = d.metrics.Device(dev.Name())
+		// A device not served keeps no series (its CM is closed by then).
+		defer func() {
+			if !up {
+				d.metrics.Forget(dev.Name())
+			}
+		}()
 	}
 	u, err := ucm.New(uc)
 	if err != nil {
@@ -643,6 +650,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	d.served = slices.Insert(d.served, at, s)
 	d.mu.Unlock()
 	log.Info("serving", "path", s.node, "devnum", fmt.Sprintf("%d:%d", major, minor))
+	up = true
 	return nil
 }
 

@@ -19,10 +19,12 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/cuse"
 	"github.com/ucmd/ucmd/cuse/cusetest"
 	"github.com/ucmd/ucmd/hw/sim"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
+	"github.com/ucmd/ucmd/internal/metrics/metricstest"
 	"github.com/ucmd/ucmd/internal/status"
 	"github.com/ucmd/ucmd/internal/syncbuf"
 	"github.com/ucmd/ucmd/internal/sysclass"
@@ -491,5 +493,35 @@ func TestHotplugIdleReaders(t *testing.T) {
 	wantNodes(t, f, d, run, "ucm0=sim0", "ucm1=sim5")
 	if got := blocked("infiniband/ucm1"); got != 4 {
 		t.Errorf("ucm1, served with GOMAXPROCS %d: %d readers may block, want 4", runtime.GOMAXPROCS(0), got)
+	}
+}
+
+// A device whose node could not be registered keeps no metrics series:
+// each try would otherwise leave its setup histograms behind, for good
+// once the device is gone.
+func TestHotplugRefusedNodeLeavesNoSeries(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	d, logs, _ := hotplugDaemon(t, f, run, daemon.Config{SimDevices: 1, MetricsListen: "127.0.0.1:0"})
+	f.Refuse = func(c cuse.Config) error {
+		if c.DevName == "infiniband/ucm1" {
+			return syscall.EBUSY
+		}
+		return nil
+	}
+	if _, err := d.SimFabric().AddDevice(sim.DeviceConfig{Name: "refused", Ports: []sim.PortConfig{{}}}); err != nil {
+		t.Fatal(err)
+	}
+	d.Rescan() // sees it
+	d.Rescan() // the same: serves it, or tries to
+	if un := d.Snapshot().Unserved; len(un) != 1 || un[0].Name != "refused" {
+		t.Fatalf("unserved %+v, want the refused device; log:\n%s", un, logs)
+	}
+	fams := scrape(t, d.MetricsAddr())
+	if ms := metricstest.Find(fams, "ucmd_connection_setup_duration_seconds", "device=refused"); len(ms) != 0 {
+		t.Errorf("%d setup series of a device never served", len(ms))
+	}
+	if ms := metricstest.Find(fams, "ucmd_connection_setup_duration_seconds", "device=sim0"); len(ms) == 0 {
+		t.Error("no setup series of the device served")
 	}
 }
