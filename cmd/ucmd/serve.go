@@ -70,7 +70,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.waitDevices, "wait-devices", 0, "with --fabric umad: wait up to this long for the RDMA devices (every --device, else at least one) to appear with umad ports, as at boot (0: do not wait)")
 	fs.DurationVar(&f.rescan, "rescan", defaultRescan, "how often to look for RDMA devices added, removed or registered again while serving (a driver reload, a firmware reset, rdma link add/delete): a new device gets the lowest free ucmN, a removed one loses its node (0: never)")
 	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucm0 to ucm31 as 231:224+N, the kernel driver's numbers (later nodes, as without it, share a major the kernel picks)")
-	fs.StringVar(&f.statusGroup, "status-group", "", "`GROUP` that may read the status socket (ucmd status) besides root: mode 0660 and that group; default root only")
+	fs.StringVar(&f.statusGroup, "status-group", "", "`GROUP` (a name in /etc/group, or a gid) that may read the status socket (ucmd status) besides root: mode 0660 and that group; default root only")
 	fs.StringVar(&f.metrics, "metrics-listen", "", "`HOST:PORT` to serve Prometheus metrics on at /metrics (MADs, retransmissions, timeouts, ids per state, files, queued events, failed commands, command latency and connection setup histograms; docs/metrics.md); e.g. 127.0.0.1:9435; default off, which also attaches no latency timing")
 	fs.StringVar(&f.mode, "mode", "0666", "permissions of the device nodes (the kernel driver used 0666)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")

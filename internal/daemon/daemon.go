@@ -316,17 +316,17 @@ func (d *Daemon) MetricsAddr() net.Addr {
 }
 
 // statusOptions makes the status socket readable by the group named (a
-// name or a number), or leaves it root-only for "".
+// name or a number), or leaves it root-only for "". A number is the gid
+// itself, whether /etc/group lists it or not: ucmd is built without cgo,
+// so groups from a directory service (sssd, LDAP) are found by number only.
 func statusOptions(group string) ([]status.Option, error) {
 	if group == "" {
 		return nil, nil
 	}
-	g, err := user.LookupGroup(group)
-	if err != nil {
-		if _, nerr := strconv.Atoi(group); nerr == nil {
-			g, err = user.LookupGroupId(group)
-		}
+	if gid, err := strconv.ParseUint(group, 10, 31); err == nil {
+		return []status.Option{status.WithGroup(int(gid))}, nil
 	}
+	g, err := user.LookupGroup(group)
 	if err != nil {
 		return nil, fmt.Errorf("--status-group %q: %w", group, err)
 	}

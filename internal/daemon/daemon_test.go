@@ -168,3 +168,23 @@ func TestDevicesWithoutUMADSkipped(t *testing.T) {
 		t.Errorf("--device siw0: %v", err)
 	}
 }
+
+// --status-group takes a number as the gid itself, listed in /etc/group
+// or not (a directory service's group, which a binary without cgo cannot
+// look up); a name must be found.
+func TestStatusOptions(t *testing.T) {
+	for _, g := range []string{"4242", "0"} {
+		opts, err := statusOptions(g)
+		if err != nil || len(opts) != 1 {
+			t.Errorf("statusOptions(%q) = %d options, %v", g, len(opts), err)
+		}
+	}
+	for _, g := range []string{"no-such-group-ucmd", "-1", "99999999999"} {
+		if _, err := statusOptions(g); err == nil || !strings.Contains(err.Error(), "--status-group") {
+			t.Errorf("statusOptions(%q): %v", g, err)
+		}
+	}
+	if opts, err := statusOptions(""); err != nil || opts != nil {
+		t.Errorf("statusOptions(\"\") = %v, %v", opts, err)
+	}
+}
