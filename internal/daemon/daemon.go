@@ -249,6 +249,9 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRuntimeDir(cfg.RuntimeDir); err != nil {
+		return nil, err
+	}
 	if cfg.MetricsListen != "" {
 		// The endpoint's snapshot metrics are the status socket's.
 		d.metrics = metrics.New(status.ProviderFunc(d.Snapshot))
@@ -335,6 +338,25 @@ func statusOptions(group string) ([]status.Option, error) {
 		return nil, fmt.Errorf("--status-group %q: gid %q: %w", group, g.Gid, err)
 	}
 	return []status.Option{status.WithGroup(gid)}, nil
+}
+
+// checkRuntimeDir makes dir if need be and checks that files can be made
+// in it, before any node is registered: the class tree and the sockets go
+// there once every node exists.
+func checkRuntimeDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--runtime-dir %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".ucmd-probe-*")
+	if err != nil {
+		return fmt.Errorf("--runtime-dir %s: cannot make files in it: %w", dir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }
 
 // preflight turns the usual deployment mistakes into instructions.

@@ -188,3 +188,22 @@ func TestStatusOptions(t *testing.T) {
 		t.Errorf("statusOptions(\"\") = %v, %v", opts, err)
 	}
 }
+
+// A --runtime-dir that cannot be made is refused by its flag's name
+// before anything is served.
+func TestCheckRuntimeDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkRuntimeDir(filepath.Join(file, "run")); err == nil || !strings.Contains(err.Error(), "--runtime-dir "+file+"/run") {
+		t.Errorf("runtime dir under a file: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	if err := checkRuntimeDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Errorf("after the check: %v entries, %v; want an empty directory", len(ents), err)
+	}
+}
