@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -366,7 +367,11 @@ func Fetch(ctx context.Context, dir string) (Snapshot, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return snap, fmt.Errorf("connect to ucmd at %s (is ucmd serve running?): %w", path, err)
+		hint := "is ucmd serve running?"
+		if errors.Is(err, fs.ErrPermission) {
+			hint = "the socket is root's, and its --status-group's"
+		}
+		return snap, fmt.Errorf("connect to ucmd at %s (%s): %w", path, hint, err)
 	}
 	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {

@@ -108,10 +108,12 @@ if out=$(setpriv --reuid=65534 --regid=65534 --groups=4 ucmd status 2>&1) && ech
 else
   bad "ucmd status as nobody in group adm: $out"
 fi
-if setpriv --reuid=65534 --regid=65534 --clear-groups ucmd status >/dev/null 2>&1; then
+if out=$(setpriv --reuid=65534 --regid=65534 --clear-groups ucmd status 2>&1); then
   bad "ucmd status as nobody outside group adm: allowed"
+elif ! echo "$out" | grep -q -- '--status-group'; then
+  bad "ucmd status as nobody outside group adm: refused without saying why: $out"
 else
-  ok "ucmd status as nobody outside group adm: refused"
+  ok "ucmd status as nobody outside group adm: refused, naming --status-group"
 fi
 # (busybox wget without -T: with it, wget failed or crashed in the guest)
 if busybox wget -O /tmp/metrics http://127.0.0.1:9435/metrics 2>/tmp/wget.err && grep -q '^ucmd_ids{' /tmp/metrics; then
