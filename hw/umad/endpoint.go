@@ -474,9 +474,10 @@ func writeMAD(fd int, b []byte) error {
 // to deliver the MAD (a REQ's REP goes out at once).
 //
 // A send to a destination whose last send failed to resolve it less than
-// failedFor ago fails at once, without a lane or a resolution: a retransmission to a
-// peer nobody answers for (a client chooses how soon it comes) would
-// otherwise take a second each time, where now only the first does.
+// failedFor ago fails at once, without a lane or a resolution: a
+// retransmission to a peer nobody answers for (a client chooses how soon
+// it comes) would otherwise take a second each time, where now only the
+// first does.
 
 // failedFor is how long a destination whose send failed is not tried again.
 const failedFor = time.Second
