@@ -79,8 +79,9 @@ type Handle interface {
 
 	// Release is called once, after the last close of the file or when
 	// the server shuts down. It has no caller: the closing task may be
-	// another process, and it waits uninterruptibly until Release returns,
-	// so tear down promptly. The kernel sends it only when no call on the
+	// another process, and it waits until Release returns, so tear down
+	// promptly. ctx is never cancelled: a signal to the closing task does
+	// not stop the teardown. The kernel sends it only when no call on the
 	// file is in progress, and no method of the Handle is called after it.
 	Release(ctx context.Context)
 }

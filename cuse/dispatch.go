@@ -290,7 +290,9 @@ func (s *Server) open(r *request) {
 		err = errors.New("Device.Open returned no Handle and no error")
 	}
 	if err != nil {
-		s.reply(r, s.errno(r, err), nil, nil)
+		// Never ENOSYS: the kernel would take it as "no OPEN needed" and
+		// open every later file of the node without asking us.
+		s.reply(r, notENOSYS(s.errno(r, err)), nil, nil)
 		return
 	}
 	f.h = h
@@ -384,11 +386,7 @@ func (s *Server) poll(r *request) {
 	if err != nil {
 		// Never ENOSYS from here: the kernel would stop polling the
 		// connection for good. Other errors give the poller EPOLLERR.
-		if e := s.errno(r, err); e != -int32(unix.ENOSYS) {
-			s.reply(r, e, nil, nil)
-		} else {
-			s.reply(r, -int32(unix.EIO), nil, nil)
-		}
+		s.reply(r, notENOSYS(s.errno(r, err)), nil, nil)
 		return
 	}
 	var out [wire.SizeofPollOut]byte
@@ -411,9 +409,21 @@ func (s *Server) release(r *request) {
 	if f == nil {
 		s.log.Warn("cuse: RELEASE of an unknown file handle", "unique", r.hdr.Unique, "fh", in.Fh)
 	} else {
-		f.release(r)
+		// Not r: the kernel interrupts a RELEASE like any request (its
+		// first wait is interruptible, and the closing task may have a
+		// signal pending), and Release must clean up all the same.
+		f.release(context.Background())
 	}
 	s.reply(r, 0, nil, nil)
+}
+
+// notENOSYS is errno e, EIO for ENOSYS: for OPEN and POLL the kernel takes
+// ENOSYS as "not implemented" and stops sending them on the connection.
+func notENOSYS(e int32) int32 {
+	if e == -int32(unix.ENOSYS) {
+		return -int32(unix.EIO)
+	}
+	return e
 }
 
 // errno turns a Device or Handle error into the negative errno of a reply.
