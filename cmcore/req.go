@@ -142,9 +142,12 @@ func reqQPType(m *wire.REQ) QPType {
 }
 
 // pathFromREQ is cm_format_path_from_req (ib-cm.md §6.2): the REQ seen from
-// the passive side. On IB the primary DLID is the REQ's source LID
-// (v5.10+), which also fixes up permissive LIDs of routed REQs; the hop
-// limit follows the received MAD's GRH.
+// the passive side. On IB a routed path (not subnet local) with permissive
+// LIDs takes them from the received packet first (cm_process_routed_req):
+// its source LID and SL for the REQ's local LID, its destination path bits
+// for the remote one; and the primary DLID is the packet's source LID in
+// any case (v6.1). RoCE paths have no LIDs. The primary's hop limit
+// follows the received MAD's GRH.
 func (cm *CM) pathFromREQ(in *rx, attr *hw.PortAttr, m *wire.REQ, rp *wire.Path, primary bool) PathRecord {
 	p := PathRecord{
 		DGID: rp.LocalGID, SGID: rp.RemoteGID,
@@ -157,14 +160,20 @@ func (cm *CM) pathFromREQ(in *rx, attr *hw.PortAttr, m *wire.REQ, rp *wire.Path,
 		p.PacketLifeTime = rp.LocalACKTimeout - 1
 	}
 	roce := attr.LinkLayer == hw.LinkEthernet
+	switch {
+	case roce:
+		p.DLID, p.SLID = 0, 0
+	case !rp.SubnetLocal:
+		if p.DLID == permissiveLID {
+			p.DLID, p.SL = in.src.LID, in.src.SL
+		}
+		if p.SLID == permissiveLID {
+			p.SLID = uint16(in.src.PathBits)
+		}
+	}
 	if primary {
-		if roce {
-			p.DLID, p.SLID = 0, 0
-		} else {
+		if !roce {
 			p.DLID = in.src.LID
-			if p.SLID == permissiveLID {
-				p.SLID = attr.LID
-			}
 		}
 		p.HopLimit = 0
 		if g := in.src.GRH; g != nil {

@@ -335,3 +335,46 @@ func TestREJWithOverlongARILength(t *testing.T) {
 		t.Errorf("state %v, want IDLE", s)
 	}
 }
+
+// A routed REQ (paths not subnet local, permissive LIDs: what a CM sends
+// for a hop limit above 1) takes the LIDs and SL from the received packet
+// on IB, primary and alternate alike, as cm_process_routed_req does: the
+// packet's source LID and SL for the REQ's local LID, its destination
+// path bits for the remote LID. A subnet-local path keeps its LIDs, but
+// for the primary DLID, always the packet's source LID.
+func TestRoutedREQ(t *testing.T) {
+	h := newHarness(t)
+	l := h.newID()
+	must(t, l.Listen(0x7777, 0))
+	req := peerREQ(0x7777)
+	routed := wire.Path{LocalLID: permissiveLID, RemoteLID: permissiveLID, LocalGID: peerGID, RemoteGID: localGID,
+		HopLimit: 4, SL: 7, PacketRate: 3, LocalACKTimeout: 17}
+	req.Primary, req.Alternate = routed, routed
+	var r hw.Received
+	must(t, wire.Encode(&r.MAD, 9, req))
+	r.Src = hw.Address{LID: 0x33, SL: 5, PathBits: 0, QPN: 1, GRH: &hw.GRH{GID: peerGID, HopLimit: 64}}
+	h.cm.handleMAD(h.cm.ports[0], &r)
+	evs := h.takeEvents()
+	if len(evs) != 1 || evs[0].Type != EventREQReceived || evs[0].REQ.Alternate == nil {
+		t.Fatalf("events %+v, want REQ_RECEIVED with an alternate path", evs)
+	}
+	for name, p := range map[string]PathRecord{"primary": evs[0].REQ.Primary, "alternate": *evs[0].REQ.Alternate} {
+		if p.DLID != 0x33 || p.SLID != 0 || p.SL != 5 {
+			t.Errorf("%s path DLID %#x SLID %#x SL %d, want the packet's 0x33, its path bits 0 and its SL 5", name, p.DLID, p.SLID, p.SL)
+		}
+	}
+
+	local := peerREQ(0x7777)
+	local.LocalCommID++
+	local.LocalQPN++
+	local.Primary.LocalLID, local.Primary.RemoteLID = permissiveLID, permissiveLID
+	must(t, wire.Encode(&r.MAD, 10, local))
+	h.cm.handleMAD(h.cm.ports[0], &r)
+	evs = h.takeEvents()
+	if len(evs) != 1 || evs[0].Type != EventREQReceived {
+		t.Fatalf("events %+v, want REQ_RECEIVED", evs)
+	}
+	if p := evs[0].REQ.Primary; p.DLID != 0x33 || p.SLID != permissiveLID || p.SL != local.Primary.SL {
+		t.Errorf("subnet-local path DLID %#x SLID %#x SL %d, want 0x33, 0xffff and the REQ's SL %d", p.DLID, p.SLID, p.SL, local.Primary.SL)
+	}
+}
