@@ -193,3 +193,25 @@ func TestInvisibleCaller(t *testing.T) {
 		t.Errorf("%d ids left", n)
 	}
 }
+
+// flow_control and srq are one-bit fields: the kernel set the REQ's and the
+// REP's from the low bit of the u8 the client gave (IBA_SET), so 2 is 0.
+func TestOneBitFieldsTakeTheLowBit(t *testing.T) {
+	e := newEnv(t, nil)
+	a, err := e.a.CreateID(0xa0)
+	must(t, err)
+	r := e.a.REQ(a, e.sid, e.path, 0x100+a)
+	r.FlowControl, r.SRQ = 2, 2
+	must(t, e.a.SendREQ(r))
+	req, err := e.b.Expect(abi.CMREQReceived, wait)
+	must(t, err)
+	if p := req.U.REQ(); p.FlowControl != 0 || p.SRQ != 0 {
+		t.Errorf("REQ with flow_control 2 and srq 2 arrived with %d and %d, want 0 and 0", p.FlowControl, p.SRQ)
+	}
+	must(t, e.b.SendREP(&abi.REP{UID: 1, ID: req.ID, QPN: 0x200, PSN: 1, FlowControl: 3, SRQ: 3}))
+	rep, err := e.a.Expect(abi.CMREPReceived, wait)
+	must(t, err)
+	if p := rep.U.REP(); p.FlowControl != 1 || p.SRQ != 1 {
+		t.Errorf("REP with flow_control 3 and srq 3 arrived with %d and %d, want 1 and 1", p.FlowControl, p.SRQ)
+	}
+}

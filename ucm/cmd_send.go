@@ -33,11 +33,11 @@ func (c *call) sendREQ(_ context.Context, m *abi.REQ) error {
 		InitiatorDepth:          m.InitiatorDepth,
 		RemoteCMResponseTimeout: m.RemoteCMResponseTimeout,
 		LocalCMResponseTimeout:  m.LocalCMResponseTimeout,
-		FlowControl:             m.FlowControl != 0,
+		FlowControl:             m.FlowControl&1 != 0, // a one-bit field: the kernel kept the low bit
 		RetryCount:              m.RetryCount,
 		RNRRetryCount:           m.RNRRetryCount,
 		MaxCMRetries:            m.MaxCMRetries,
-		SRQ:                     m.SRQ != 0,
+		SRQ:                     m.SRQ&1 != 0,
 		PeerToPeer:              m.PeerToPeer != 0,
 		PrivateData:             pd,
 	}
@@ -87,9 +87,9 @@ func (c *call) sendREP(_ context.Context, m *abi.REP) error {
 		ResponderResources: m.ResponderResources,
 		InitiatorDepth:     m.InitiatorDepth,
 		FailoverAccepted:   m.FailoverAccepted,
-		FlowControl:        m.FlowControl != 0,
+		FlowControl:        m.FlowControl&1 != 0, // one-bit fields, as in SEND_REQ
 		RNRRetryCount:      m.RNRRetryCount,
-		SRQ:                m.SRQ != 0,
+		SRQ:                m.SRQ&1 != 0,
 		PrivateData:        pd,
 	})
 }
