@@ -135,17 +135,20 @@ func (a *PortAttr) GIDIndex(gid GID, typ GIDType) (int, bool) {
 	return found, found >= 0
 }
 
-// PKeyIndex returns the index of pkey, comparing the low 15 bits (membership
-// bit ignored) when no exact match exists, like ib_find_pkey.
+// PKeyIndex returns the index of pkey as ib_find_cached_pkey chooses it,
+// which the kernel's CM uses for a path's P_Key: of the entries equal in
+// their low 15 bits, the first full member (bit 15 set), else the last
+// limited one, whichever membership pkey itself asks for.
 func (a *PortAttr) PKeyIndex(pkey uint16) (int, bool) {
 	partial := -1
 	for i, p := range a.PKeys {
-		if p == pkey {
+		if p&0x7fff != pkey&0x7fff {
+			continue
+		}
+		if p&0x8000 != 0 {
 			return i, true
 		}
-		if p&0x7fff == pkey&0x7fff && partial < 0 {
-			partial = i
-		}
+		partial = i
 	}
 	return partial, partial >= 0
 }
