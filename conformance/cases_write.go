@@ -56,45 +56,10 @@ func writeCases() []Case {
 			return nil
 		}},
 		{Name: "write/largest-in", Spec: "ucm-abi.md §2.3: hdr.in is 16 bits; in = 65535 with len = 8 + 65535 succeeds and returns len (one write, however CUSE splits large ones)", run: func(e *env) error {
-			c, err := e.Client()
-			if err != nil {
-				return err
-			}
-			resp := c.Mem.Alloc(4)
-			b := Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 6, Response: resp})
-			b = append(b, make([]byte, abi.HeaderSize+0xffff-len(b))...)
-			binary.NativeEndian.PutUint16(b[4:], 0xffff) // hdr.in
-			n, err := c.Raw(b)
-			if err != nil {
-				return fmt.Errorf("write of %d bytes: %w", len(b), err)
-			}
-			if n != len(b) {
-				return fmt.Errorf("write returned %d, want %d", n, len(b))
-			}
-			var r abi.CreateIDResp
-			r.Decode(c.Mem.Read(resp, 4))
-			_, err = c.AttrID(r.ID)
-			return check("ATTR_ID of the new id", err)
+			return createIDWithIn(e, 0xffff)
 		}},
 		{Name: "write/short-in-accepted", Spec: "ucm-abi.md §2.3: handlers read sizeof(cmd) whatever hdr.in says; in=0 with the struct present succeeds", run: func(e *env) error {
-			c, err := e.Client()
-			if err != nil {
-				return err
-			}
-			resp := c.Mem.Alloc(4)
-			b := Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 5, Response: resp})
-			binary.NativeEndian.PutUint16(b[4:], 0) // hdr.in
-			n, err := c.Raw(b)
-			if err != nil {
-				return fmt.Errorf("write: %w", err)
-			}
-			if n != len(b) {
-				return fmt.Errorf("write returned %d, want %d", n, len(b))
-			}
-			var r abi.CreateIDResp
-			r.Decode(c.Mem.Read(resp, 4))
-			_, err = c.AttrID(r.ID)
-			return check("ATTR_ID of the new id", err)
+			return createIDWithIn(e, 0)
 		}},
 		{Name: "write/eacces-other-credentials", Spec: "ucm-abi.md §2.3: a writer whose credentials differ from the opener's → EACCES (ib_safe_file_access)", run: func(e *env) error {
 			c, err := e.Client()
@@ -124,4 +89,31 @@ func writeCases() []Case {
 			return expect(err, unix.EINVAL)
 		}},
 	}
+}
+
+// createIDWithIn writes a CREATE_ID whose hdr.in says in, the write as long
+// as in asks for (at least the struct), and checks it returns the whole
+// length and makes a usable id.
+func createIDWithIn(e *env, in uint16) error {
+	c, err := e.Client()
+	if err != nil {
+		return err
+	}
+	resp := c.Mem.Alloc(4)
+	b := Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 5, Response: resp})
+	if n := abi.HeaderSize + int(in); n > len(b) {
+		b = append(b, make([]byte, n-len(b))...)
+	}
+	binary.NativeEndian.PutUint16(b[4:], in) // hdr.in
+	n, err := c.Raw(b)
+	if err != nil {
+		return fmt.Errorf("write of %d bytes with hdr.in %d: %w", len(b), in, err)
+	}
+	if n != len(b) {
+		return fmt.Errorf("write returned %d, want %d", n, len(b))
+	}
+	var r abi.CreateIDResp
+	r.Decode(c.Mem.Read(resp, 4))
+	_, err = c.AttrID(r.ID)
+	return check("ATTR_ID of the new id", err)
 }
