@@ -35,9 +35,9 @@ func (id *ID) Notify(ev NotifyEvent) error {
 			err = errInval("PATH_MIG in state %v/%v", id.state, id.lapState)
 			break
 		}
-		alt := id.altAV()
-		id.setAltAV(id.av)
-		id.av = alt
+		// cm_migrate copies the alternate over the primary; the
+		// alternate stays as it was (both then name the same path).
+		id.av = id.altAV()
 		if p := cm.portByNum(id.av.PortNum); p != nil {
 			id.port, id.dst = p, id.av.madAddress()
 		}

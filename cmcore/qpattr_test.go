@@ -109,6 +109,23 @@ func TestInitQPAttrAfterLAP(t *testing.T) {
 	}
 }
 
+// NOTIFY(PATH_MIG) copies the alternate address over the primary, as
+// cm_migrate does: the QP's primary is then the LAP's path, and so is its
+// alternate, not the old primary.
+func TestPathMigCopiesTheAlternate(t *testing.T) {
+	h := newHarness(t)
+	id := h.reach("ESTABLISHED/LAP_IDLE") // the peer's LAP: alternate DLID 6
+	must(t, id.Notify(NotifyPathMig))
+	a, mask, err := id.InitQPAttr(QPStateRTR)
+	must(t, err)
+	if a.AH.DLID != 6 {
+		t.Errorf("primary DLID after PATH_MIG %d, want the alternate's 6", a.AH.DLID)
+	}
+	if mask&QPAttrAltPath == 0 || a.AltAH.DLID != 6 {
+		t.Errorf("alternate after PATH_MIG: mask %#x DLID %d, want it kept (6)", mask, a.AltAH.DLID)
+	}
+}
+
 // A LAP whose alternate path no local port can take (the GID named as
 // ours is not ours) is dropped, as cm_lap_handler drops it: no event, no
 // LAP_RCVD, no alternate path for the QP, and no MRA for a duplicate.
