@@ -15,7 +15,11 @@ type listenTable struct {
 
 // add registers id for (sid, mask) after the checks of ib_cm_listen:
 // mask 0 means exact match, sid is pre-masked, the 0x02 agnostic range is
-// reserved for ASSIGN, and overlapping listeners get EBUSY.
+// reserved for ASSIGN, and overlapping listeners get EBUSY. As in the
+// kernel, an ASSIGN takes the next value whether or not it is free (a
+// listener whose mask covers it makes the LISTEN fail with EBUSY and the
+// value is spent), and the id keeps the service ID and mask it asked for
+// even when refused (ATTR_ID shows them).
 func (t *listenTable) add(id *ID, sid, mask uint64) error {
 	if mask == 0 {
 		mask = ^uint64(0)
@@ -28,17 +32,14 @@ func (t *listenTable) add(id *ID, sid, mask uint64) error {
 		if t.nextAssgn == 0 {
 			t.nextAssgn = AssignServiceID
 		}
-		// Skip values an earlier assignment or explicit listener still holds.
-		for t.conflict(t.nextAssgn, ^uint64(0)) != nil {
-			t.nextAssgn++
-		}
 		sid, mask = t.nextAssgn, ^uint64(0)
 		t.nextAssgn++
-	} else if cur := t.conflict(sid, mask); cur != nil {
+	}
+	id.serviceID, id.serviceMask = sid, mask
+	if cur := t.conflict(sid, mask); cur != nil {
 		return fmt.Errorf("cmcore: listen on %#x/%#x overlaps listener %#x/%#x: %w",
 			sid, mask, cur.serviceID, cur.serviceMask, unix.EBUSY)
 	}
-	id.serviceID, id.serviceMask = sid, mask
 	t.ids = append(t.ids, id)
 	return nil
 }

@@ -3,6 +3,7 @@ package cmcore
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,6 +49,42 @@ func TestListenAssignServiceID(t *testing.T) {
 	}
 	if got := b.Attr(); got.ServiceID != AssignServiceID+1 {
 		t.Errorf("second assigned %#x, want %#x", got.ServiceID, AssignServiceID+1)
+	}
+}
+
+// An ASSIGN whose next value a listener already covers fails with EBUSY
+// at once and spends the value, as in the kernel; the id shows what it
+// asked for. (Looking for a free value instead, under the CM's lock,
+// walked 2^63 values behind a listener whose mask is only the top bit:
+// one client froze the device's CM.)
+func TestListenAssignCovered(t *testing.T) {
+	h := newHarness(t)
+	must(t, h.newID().Listen(0, 1<<63)) // every service ID with the top bit clear
+	a := h.newID()
+	done := make(chan error, 1)
+	go func() { done <- a.Listen(AssignServiceID, 0) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, unix.EBUSY) {
+			t.Errorf("ASSIGN under a listener covering it: %v, want EBUSY", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ASSIGN under a listener covering it did not return (10 s)")
+	}
+	if got := a.Attr(); got.ServiceID != AssignServiceID || got.ServiceMask != ^uint64(0) {
+		t.Errorf("refused id shows %#x/%#x, want the value it was given", got.ServiceID, got.ServiceMask)
+	}
+	if s, _ := a.State(); s != StateIdle {
+		t.Errorf("refused id in %v, want IDLE", s)
+	}
+	b := h.newID()
+	if err := b.Listen(AssignServiceID, 0); !errors.Is(err, unix.EBUSY) || b.Attr().ServiceID != AssignServiceID+1 {
+		t.Errorf("next ASSIGN: %v with %#x, want EBUSY with the next value", err, b.Attr().ServiceID)
+	}
+	// An explicit LISTEN refused keeps what it asked for too.
+	c := h.newID()
+	if err := c.Listen(0x10, 0); !errors.Is(err, unix.EBUSY) || c.Attr().ServiceID != 0x10 {
+		t.Errorf("refused LISTEN 0x10: %v, id shows %#x", err, c.Attr().ServiceID)
 	}
 }
 
