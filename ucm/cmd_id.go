@@ -15,12 +15,15 @@ import (
 // caller gets EFAULT, as in the kernel.
 func (c *call) createID(ctx context.Context, m *abi.CreateID) error {
 	f := c.f
-	x := &ucmCtx{file: f, uid: m.UID}
+	// The CM id first: once linked into the file, x may be torn down by a
+	// release (the server's shutdown after its grace, with this command
+	// still running), which destroys x.cmID.
+	x := &ucmCtx{file: f, uid: m.UID, cmID: f.d.cm.CreateID(f.d.handler)}
+	x.cmID.SetContext(x)
 	if err := f.addCtx(x); err != nil {
+		x.cmID.Destroy()
 		return err
 	}
-	x.cmID = f.d.cm.CreateID(f.d.handler)
-	x.cmID.SetContext(x)
 	f.d.ids.publish(x)
 	(&abi.CreateIDResp{ID: x.id}).Encode(c.out[:])
 	if err := c.respond(m.Response, abi.CreateIDRespSize); err != nil {
