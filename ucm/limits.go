@@ -197,8 +197,8 @@ type Budget struct {
 	copies *copySlots // every user's copies: Limits.Copies
 }
 
-// usage is what one uid holds. It exists while the uid has a file open
-// (nothing else outlives its files), and so do its copy slots.
+// usage is what one uid holds. It exists while the uid has a file open,
+// or a copy still in progress that outlived its files (give).
 type usage struct {
 	files, ids, events, waits int
 	bytes                     int64 // its share of the memory budget
@@ -351,7 +351,11 @@ func (b *Budget) give(uid uint32, c charge) {
 	u.bytes -= c.bytes
 	b.mem -= c.bytes
 	if u.files == 0 && u.ids == 0 && u.events == 0 && u.waits == 0 {
-		delete(b.users, uid)
+		// Not while one of its copies hangs (a file released after the
+		// server's shutdown grace): the uid's next file must count it.
+		if n, waiting := u.copies.counts(); n == 0 && waiting == 0 {
+			delete(b.users, uid)
+		}
 	}
 }
 

@@ -72,3 +72,29 @@ func TestCopiesClamped(t *testing.T) {
 		t.Errorf("copies %d, user copies %d; want both %d", l.Copies, l.UserCopies, MaxCopies)
 	}
 }
+
+// A uid whose files are all gone while one of its copies still hangs (a
+// release after the server's shutdown grace) keeps its copy slots: its next
+// file finds that copy counted against --user-copies, not a fresh count.
+func TestCopySlotsOutliveTheFiles(t *testing.T) {
+	b := NewBudget(Limits{UserCopies: 1}, slog.New(slog.DiscardHandler))
+	if err := b.take(7, fileCharge); err != nil {
+		t.Fatal(err)
+	}
+	s := b.copySlots(7)
+	if !s.take() {
+		t.Fatal("no copy slot")
+	}
+	b.give(7, fileCharge) // the file released, the copy still hung
+	if err := b.take(7, fileCharge); err != nil {
+		t.Fatal(err)
+	}
+	if s2 := b.copySlots(7); s2 != s || s2.take() {
+		t.Error("the uid's next file got fresh copy slots, its hung copy not counted")
+	}
+	s.leave()
+	b.give(7, fileCharge)
+	if u := b.User(7); u.Files != 0 || u.Copies != 0 {
+		t.Errorf("after the copy and the file: %+v", u)
+	}
+}
