@@ -384,8 +384,15 @@ func (d *devEnv) step() {
 			for range n {
 				b = append(b, d.arg())
 			}
-			if len(b) >= abi.HeaderSize && binary.NativeEndian.Uint32(b) == uint32(abi.CmdEvent) {
-				return // a raw GET_EVENT could wait; opGetEvent covers it
+			if len(b) >= abi.HeaderSize {
+				switch binary.NativeEndian.Uint32(b) {
+				case uint32(abi.CmdEvent):
+					return // a raw GET_EVENT could wait; opGetEvent covers it
+				case uint32(abi.CmdDestroyID):
+					// A raw DESTROY_ID (a short one reads its id as 0) can
+					// destroy an id the model holds; opMisc covers it.
+					return
+				}
 			}
 			d.send(f, b)
 		}
