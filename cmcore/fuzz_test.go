@@ -46,7 +46,7 @@ func FuzzReceive(f *testing.F) {
 		copy(r.MAD[:], data)
 		r.Src = peerAddr
 		for range 2 { // and once more as a duplicate
-			h.cm.handleMAD(h.cm.ports[0], &r)
+			h.injectMAD(&r)
 		}
 		h.clk.Advance(time.Hour)
 		for _, ev := range h.events {

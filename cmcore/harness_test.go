@@ -172,14 +172,23 @@ func (h *harness) newID() *ID { return h.cm.CreateID(h.handler) }
 // call it from another goroutine, so an encoding failure is Errorf.
 func (h *harness) inject(tid uint64, m wire.Message) {
 	h.t.Helper()
+	h.injectFrom(peerAddr, tid, m)
+}
+
+// injectFrom is inject with the received packet's source address src.
+func (h *harness) injectFrom(src hw.Address, tid uint64, m wire.Message) {
+	h.t.Helper()
 	var r hw.Received
 	if err := wire.Encode(&r.MAD, tid, m); err != nil {
 		h.t.Errorf("encode %T: %v", m, err)
 		return
 	}
-	r.Src = peerAddr
-	h.cm.handleMAD(h.cm.ports[0], &r)
+	r.Src = src
+	h.injectMAD(&r)
 }
+
+// injectMAD hands a received MAD as it is, for MADs no encoder makes.
+func (h *harness) injectMAD(r *hw.Received) { h.cm.handleMAD(h.cm.ports[0], r) }
 
 // sent returns and forgets the messages the CM sent.
 func (h *harness) sent() []wire.Message {

@@ -147,7 +147,7 @@ func TestObserveReceive(t *testing.T) {
 	var r hw.Received
 	r.MAD[0], r.MAD[1] = 1, 0x81 // base version 1, class 0x81: not CM
 	r.Src = peerAddr
-	h.cm.handleMAD(h.cm.ports[0], &r)
+	h.injectMAD(&r)
 	s = log.take()
 	if len(s) != 1 || s[0].dir != MADDropped || len(s[0].reason) < len("undecodable: ") || s[0].reason[:13] != "undecodable: " {
 		t.Fatalf("undecodable MAD: observed %+v", s)

@@ -218,10 +218,7 @@ func TestRoCE(t *testing.T) {
 	peerRoCE := peerAddr
 	peerRoCE.LID = 0
 	peerRoCE.GRH = &hw.GRH{GID: v1, SGIDIndex: 2, HopLimit: 64}
-	var r hw.Received
-	must(t, wire.Encode(&r.MAD, 9, req))
-	r.Src = peerRoCE
-	h.cm.handleMAD(h.cm.ports[0], &r)
+	h.injectFrom(peerRoCE, 9, req)
 	evs := h.takeEvents()
 	if len(evs) != 1 {
 		t.Fatalf("events %v, sent %v", evs, h.sent())

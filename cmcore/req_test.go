@@ -326,7 +326,7 @@ func TestREJWithOverlongARILength(t *testing.T) {
 		MessageRejected: wire.MessageREQ, Reason: wire.REJConsumerDefined, ARI: ari}))
 	r.MAD[wire.HeaderSize+9] = 127 << 1
 	r.Src = peerAddr
-	h.cm.handleMAD(h.cm.ports[0], &r)
+	h.injectMAD(&r)
 	evs := h.takeEvents()
 	if len(evs) != 1 || evs[0].Type != EventREJReceived || evs[0].REJ.Reason != wire.REJConsumerDefined || !bytes.Equal(evs[0].Info, ari) {
 		t.Fatalf("events %+v, want REJ_RECEIVED with the 72-byte ARI", evs)
@@ -350,10 +350,8 @@ func TestRoutedREQ(t *testing.T) {
 	routed := wire.Path{LocalLID: permissiveLID, RemoteLID: permissiveLID, LocalGID: peerGID, RemoteGID: localGID,
 		HopLimit: 4, SL: 7, PacketRate: 3, LocalACKTimeout: 17}
 	req.Primary, req.Alternate = routed, routed
-	var r hw.Received
-	must(t, wire.Encode(&r.MAD, 9, req))
-	r.Src = hw.Address{LID: 0x33, SL: 5, PathBits: 0, QPN: 1, GRH: &hw.GRH{GID: peerGID, HopLimit: 64}}
-	h.cm.handleMAD(h.cm.ports[0], &r)
+	src := hw.Address{LID: 0x33, SL: 5, PathBits: 0, QPN: 1, GRH: &hw.GRH{GID: peerGID, HopLimit: 64}}
+	h.injectFrom(src, 9, req)
 	evs := h.takeEvents()
 	if len(evs) != 1 || evs[0].Type != EventREQReceived || evs[0].REQ.Alternate == nil {
 		t.Fatalf("events %+v, want REQ_RECEIVED with an alternate path", evs)
@@ -368,8 +366,7 @@ func TestRoutedREQ(t *testing.T) {
 	local.LocalCommID++
 	local.LocalQPN++
 	local.Primary.LocalLID, local.Primary.RemoteLID = permissiveLID, permissiveLID
-	must(t, wire.Encode(&r.MAD, 10, local))
-	h.cm.handleMAD(h.cm.ports[0], &r)
+	h.injectFrom(src, 10, local)
 	evs = h.takeEvents()
 	if len(evs) != 1 || evs[0].Type != EventREQReceived {
 		t.Fatalf("events %+v, want REQ_RECEIVED", evs)
