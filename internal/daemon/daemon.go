@@ -176,6 +176,7 @@ type Daemon struct {
 	metrics *metrics.Metrics // nil without MetricsListen
 	metSrv  *metrics.Server
 	trace   *trace.Hub // every CM's first observer; serves the trace socket
+	dirLock *os.File   // the runtime dir, locked for the daemon's life; nil without one
 	wg      sync.WaitGroup
 	failed  chan error // first CUSE channel failure
 
@@ -252,6 +253,9 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err := checkRuntimeDir(cfg.RuntimeDir); err != nil {
 		return nil, err
 	}
+	if d.dirLock, err = lockRuntimeDir(cfg.RuntimeDir); err != nil {
+		return nil, err
+	}
 	if cfg.MetricsListen != "" {
 		// The endpoint's snapshot metrics are the status socket's.
 		d.metrics = metrics.New(status.ProviderFunc(d.Snapshot))
@@ -261,6 +265,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		// waits for devices.
 		ms, err := metrics.Listen(cfg.MetricsListen, d.metrics, d.log)
 		if err != nil {
+			d.unlockRuntimeDir()
 			return nil, err
 		}
 		d.metSrv = ms
@@ -270,6 +275,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		if d.metSrv != nil {
 			d.metSrv.Close()
 		}
+		d.unlockRuntimeDir()
 		return nil, err
 	}
 	devs, err := d.waitDevices(ctx)
@@ -357,6 +363,39 @@ func checkRuntimeDir(dir string) error {
 	f.Close()
 	os.Remove(f.Name())
 	return nil
+}
+
+// lockRuntimeDir takes dir's lock (flock(2) on the directory) for the
+// daemon's life, or fails: the class tree and the sockets under dir are
+// one daemon's, and a second `ucmd serve` on the same dir (a bare `sudo
+// ucmd` next to the service) must stop before it touches them. Without
+// the lock it failed later, at a taken node or umad class, and its
+// cleanup removed the first daemon's class tree, which `ucmd exec`
+// clients read. The lock goes with the process, so a crash leaves none.
+func lockRuntimeDir(dir string) (*os.File, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--runtime-dir %s: %w", dir, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("--runtime-dir %s: another ucmd serves it (ucmd status shows it)", dir)
+		}
+		return nil, fmt.Errorf("--runtime-dir %s: lock: %w", dir, err)
+	}
+	return f, nil
+}
+
+// unlockRuntimeDir lets another daemon have the runtime dir.
+func (d *Daemon) unlockRuntimeDir() {
+	if d.dirLock != nil {
+		d.dirLock.Close()
+		d.dirLock = nil
+	}
 }
 
 // preflight turns the usual deployment mistakes into instructions.
@@ -843,6 +882,7 @@ func (d *Daemon) Close() error {
 	if d.cfg.RuntimeDir != "" {
 		sysclass.RemoveTree(d.cfg.RuntimeDir)
 	}
+	d.unlockRuntimeDir()
 	return nil
 }
 

@@ -309,6 +309,36 @@ func TestStartBadRuntimeDir(t *testing.T) {
 	}
 }
 
+// A second daemon on the same runtime dir (a bare `sudo ucmd` next to the
+// service) is refused before it registers anything, and leaves the first
+// one's class tree and status socket as they were; once the first stops,
+// the dir is free again.
+func TestSecondDaemonLeavesTheFirstAlone(t *testing.T) {
+	f := daemontest.New(t)
+	run := t.TempDir()
+	first := start(t, f, daemon.Config{SimDevices: 1, RuntimeDir: run})
+	abiVersion := filepath.Join(sysclass.ClassDir(run), "abi_version")
+	for range 2 {
+		_, err := daemon.Start(t.Context(), f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: run, Logger: quiet()}))
+		if err == nil || !strings.Contains(err.Error(), "--runtime-dir "+run+": another ucmd serves it") {
+			t.Fatalf("second daemon on the same runtime dir: %v", err)
+		}
+		if _, err := os.Stat(abiVersion); err != nil {
+			t.Fatalf("the first daemon's class tree after the second failed: %v", err)
+		}
+		if snap := fetch(t, run); len(snap.Devices) != 1 {
+			t.Fatalf("status after the second failed: %+v", snap)
+		}
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start(t, f, daemon.Config{SimDevices: 1, RuntimeDir: run})
+	if _, err := os.Stat(abiVersion); err != nil {
+		t.Errorf("class tree of the daemon after the first: %v", err)
+	}
+}
+
 // Without rescans, a channel the kernel aborts is reported on Failed,
 // once: the daemon is to exit and be restarted.
 func TestChannelFailure(t *testing.T) {
