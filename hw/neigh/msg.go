@@ -183,12 +183,15 @@ func neighRequest(seq uint32, ifindex int, addr netip.Addr) []byte {
 }
 
 // useRequest is RTM_NEWNEIGH with NTF_USE, `ip neigh replace ADDR dev DEV
-// use`: the kernel creates the entry if need be and starts resolving it
-// (neigh_event_send), as a packet sent to it would; the state, iproute2's
-// default, is not applied. Needs CAP_NET_ADMIN.
+// use` but with no state: the kernel creates the entry if need be and
+// starts resolving it (neigh_event_send), as a packet sent to it would.
+// Not iproute2's default state, NUD_PERMANENT: neigh_add reads that bit
+// before it looks at NTF_USE, and an entry it creates is then exempt from
+// the neighbour table's garbage collection (gc_thresh3 never counts it),
+// so peers named by clients would pile up for good. Needs CAP_NET_ADMIN.
 func useRequest(seq uint32, ifindex int, addr netip.Addr) []byte {
 	r := newRequest(unix.RTM_NEWNEIGH, unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_REPLACE, seq)
-	(&ndMsg{Family: family(addr), Ifindex: int32(ifindex), State: unix.NUD_PERMANENT, Flags: unix.NTF_USE}).Encode(r.fixed(sizeofNdMsg))
+	(&ndMsg{Family: family(addr), Ifindex: int32(ifindex), Flags: unix.NTF_USE}).Encode(r.fixed(sizeofNdMsg))
 	r.attr(unix.NDA_DST, addr.AsSlice())
 	return r.bytes()
 }

@@ -95,7 +95,7 @@ func TestRequestBytes(t *testing.T) {
 			1400 0100 fe800000000000000000000000000002`},
 		{"use", useRequest(1, 2, netip.MustParseAddr("10.0.0.2")), `
 			24000000 1c00 0505 01000000 00000000
-			02 00 0000 02000000 8000 01 00
+			02 00 0000 02000000 0000 01 00
 			0800 0100 0a000002`},
 	} {
 		if want := unhex(t, c.want); !bytes.Equal(c.got, want) {
