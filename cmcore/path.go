@@ -84,8 +84,13 @@ func (av *AddressVector) madAddress() hw.Address {
 // the port's table. A GRH is used when hop_limit > 0 or on RoCE. Errors:
 // EINVAL when no port has the SGID (as cm_init_av_by_path), ENOENT when
 // the P_Key is not in the port's table (the pkey lookup's error, which
-// ib_send_cm_req passes through).
+// ib_send_cm_req passes through), EINVAL too when the SGID sits past GID
+// index 255: umad's header (ib_user_mad_hdr.gid_index) and the QP
+// attributes ucm hands out (ib_uverbs_qp_dest.sgid_index) carry 8 bits,
+// and a wrapped index would send from another GID. (The kernel's CM kept
+// a pointer to the GID entry and never needed the number.)
 func (cm *CM) avFromPath(p *PathRecord) (AddressVector, *port, error) {
+	var far error
 	for _, pt := range cm.ports {
 		attr, err := hw.AttrOf(pt.hw)
 		if err != nil {
@@ -93,6 +98,10 @@ func (cm *CM) avFromPath(p *PathRecord) (AddressVector, *port, error) {
 		}
 		gidIdx, ok := attr.GIDIndex(p.SGID, p.GIDType)
 		if !ok {
+			continue
+		}
+		if gidIdx > 0xFF {
+			far = fmt.Errorf("cmcore: path SGID %v is GID index %d of port %d, past the 8 bits umad carries: %w", p.SGID, gidIdx, pt.num, unix.EINVAL)
 			continue
 		}
 		pkIdx, ok := attr.PKeyIndex(p.PKey)
@@ -124,6 +133,9 @@ func (cm *CM) avFromPath(p *PathRecord) (AddressVector, *port, error) {
 			}
 		}
 		return av, pt, nil
+	}
+	if far != nil {
+		return AddressVector{}, nil, far
 	}
 	return AddressVector{}, nil, fmt.Errorf("cmcore: path SGID %v is not on any port of %s: %w", p.SGID, cm.dev.Name(), unix.EINVAL)
 }

@@ -2,6 +2,7 @@ package cmcore
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/ucmd/ucmd/cmcore/wire"
@@ -179,6 +180,34 @@ func TestREQFromPath(t *testing.T) {
 		req.TransportType != wire.TransportRC || req.LocalQPN != localQPN || req.StartingPSN != 0x1000 ||
 		req.ResponderResources != 4 || req.InitiatorDepth != 2 || req.MaxCMRetries != 3 {
 		t.Errorf("REQ %+v", req)
+	}
+}
+
+// A SGID past GID index 255 (RoCE tables have up to 1,024 slots) cannot
+// be named in umad's 8-bit gid_index: the path is refused with EINVAL, not
+// sent from the GID the wrapped index names.
+func TestSGIDPastIndex255(t *testing.T) {
+	h := newHarness(t)
+	v2 := hw.GID{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 7}
+	wrapped := hw.GID{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 8}
+	h.port.attr = hw.PortAttr{
+		LinkLayer: hw.LinkEthernet, State: hw.PortActive,
+		GIDs: []hw.GIDEntry{
+			{Index: 0, GID: localGID, Type: hw.GIDTypeRoCEv1},
+			{Index: 44, GID: wrapped, Type: hw.GIDTypeRoCEv2},
+			{Index: 300, GID: v2, Type: hw.GIDTypeRoCEv2},
+		},
+		PKeys: []uint16{0xffff},
+	}
+	id := h.newID()
+	p := testREQParams()
+	p.Primary = &PathRecord{SGID: v2, DGID: v2, PKey: 0xffff, MTU: 3, HopLimit: 64, PacketLifeTime: 18, GIDType: hw.GIDTypeRoCEv2}
+	if err := id.SendREQ(p); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "GID index 300") {
+		t.Fatalf("SendREQ from GID index 300: %v, want EINVAL naming the index", err)
+	}
+	none(t, h.sent())
+	if s, _ := id.State(); s != StateIdle {
+		t.Errorf("state %v after the refused REQ, want IDLE", s)
 	}
 }
 
