@@ -240,12 +240,12 @@ func (h *Hub) subscribe(req Request, w io.Writer) *sub {
 		n = DefaultBuffer
 	}
 	n = min(n, MaxBuffer)
-	s := &sub{hub: h, ch: make(chan record, n), quit: make(chan struct{}), w: w, filter: newMatcher(req.Filter)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed || len(h.subs) >= MaxSubscribers {
 		return nil
 	}
+	s := &sub{hub: h, q: newQueue(n), quit: make(chan struct{}), w: w, filter: newMatcher(req.Filter)}
 	h.subs[s] = struct{}{}
 	h.nsubs.Add(1)
 	return s
@@ -291,7 +291,7 @@ func (h *Hub) Close() error {
 // sub is one subscriber.
 type sub struct {
 	hub     *Hub
-	ch      chan record
+	q       queue
 	pending atomic.Uint64 // lost since the last record that got through
 	quit    chan struct{}
 	once    sync.Once
@@ -300,13 +300,58 @@ type sub struct {
 	res     resolver
 }
 
+// queue is a subscriber's buffer: up to max records in arrival order,
+// whose memory grows with what waits in it. (A channel of max records
+// held them all from the start: 26 MB for a trace that asked for
+// MaxBuffer, sixteen of which a member of --status-group could hold.)
+type queue struct {
+	mu    sync.Mutex
+	recs  []record
+	max   int
+	ready chan struct{} // a token once recs is no longer empty
+}
+
+func newQueue(max int) queue { return queue{max: max, ready: make(chan struct{}, 1)} }
+
+// put adds a copy of r unless the queue is full; it never blocks.
+func (q *queue) put(r *record) bool {
+	q.mu.Lock()
+	if len(q.recs) >= q.max {
+		q.mu.Unlock()
+		return false
+	}
+	q.recs = append(q.recs, *r)
+	first := len(q.recs) == 1
+	q.mu.Unlock()
+	if first {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take returns what waits and leaves spare, emptied, in its place.
+func (q *queue) take(spare []record) []record {
+	q.mu.Lock()
+	out := q.recs
+	q.recs = spare[:0]
+	q.mu.Unlock()
+	return out
+}
+
+func (q *queue) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.recs) == 0
+}
+
 // push never blocks: a full buffer loses the MAD and counts it.
 func (s *sub) push(r *record) {
 	lost := s.pending.Swap(0)
 	r.lost = lost
-	select {
-	case s.ch <- *r:
-	default:
+	if !s.q.put(r) {
 		s.pending.Add(lost + 1)
 	}
 	r.lost = 0
@@ -325,40 +370,49 @@ func (s *sub) stop() {
 func (s *sub) run() {
 	bw := bufio.NewWriterSize(s.w, 64<<10)
 	enc := json.NewEncoder(bw)
+	var spare []record
+	var last time.Time
+	// lostNow reports losses with nothing after them yet now rather than
+	// with the next MAD.
+	lostNow := func() bool {
+		if n := s.pending.Swap(0); n > 0 {
+			return enc.Encode(&Event{Time: last, Lost: n}) == nil
+		}
+		return true
+	}
 	for {
-		var r record
+		quit := false
 		select {
-		case r = <-s.ch:
+		case <-s.q.ready:
 		case <-s.quit:
 			// What is already buffered still goes out (a closed
 			// connection makes these writes fail at once).
-			for {
-				select {
-				case r = <-s.ch:
-					if !s.write(enc, &r) {
-						return
-					}
-				default:
-					if n := s.pending.Swap(0); n > 0 {
-						enc.Encode(&Event{Time: r.time, Lost: n})
-					}
-					bw.Flush()
-					return
-				}
+			quit = true
+		}
+		batch := s.q.take(spare)
+		for i := range batch {
+			last = batch[i].time
+			if !s.write(enc, &batch[i]) {
+				return
 			}
 		}
-		if !s.write(enc, &r) {
+		// The records hold pointers (the device, the reason): cleared,
+		// so that a kept slice pins nothing. A slice a burst grew past
+		// the default buffer is kept while batches fill a quarter of it,
+		// and left to the collector after.
+		clear(batch)
+		if cap(batch) <= DefaultBuffer || len(batch) >= cap(batch)/4 {
+			spare = batch
+		} else {
+			spare = nil
+		}
+		if quit {
+			lostNow()
+			bw.Flush()
 			return
 		}
-		if len(s.ch) == 0 {
-			if n := s.pending.Swap(0); n > 0 {
-				// Losses with nothing after them yet: report them now
-				// rather than with the next MAD.
-				if enc.Encode(&Event{Time: r.time, Lost: n}) != nil {
-					return
-				}
-			}
-			if bw.Flush() != nil {
+		if s.q.empty() {
+			if !lostNow() || bw.Flush() != nil {
 				return
 			}
 		}

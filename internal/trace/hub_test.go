@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -391,6 +392,36 @@ func TestHubMaxSubscribers(t *testing.T) {
 	}
 	for _, s := range streams {
 		s.Close()
+	}
+}
+
+// A trace's buffer costs memory for what waits in it, not for what it may
+// hold: sixteen traces that asked for MaxBuffer (a 400-byte record each:
+// 26 MB a trace, held by any member of --status-group) and ten refused
+// after them allocate next to nothing while no MAD waits.
+func TestHubBufferGrowsWithUse(t *testing.T) {
+	h := NewHub(nil, nil)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var stops []func()
+	for range MaxSubscribers {
+		_, stop := h.Subscribe(Request{Buffer: MaxBuffer}, io.Discard)
+		stops = append(stops, stop)
+	}
+	for range 10 {
+		done, _ := h.Subscribe(Request{Buffer: MaxBuffer}, io.Discard)
+		<-done // refused: closed at once
+	}
+	runtime.ReadMemStats(&after)
+	// Each trace's writer has a 64 KiB buffer: 1 MiB for sixteen.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Errorf("%d traces of MaxBuffer and 10 refused allocated %d bytes, want under 4 MiB", MaxSubscribers, grew)
+	}
+	if n := h.Subscribers(); n != MaxSubscribers {
+		t.Errorf("%d subscribers, want %d", n, MaxSubscribers)
+	}
+	for _, stop := range stops {
+		stop()
 	}
 }
 
