@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,6 +113,37 @@ func ProcProcessName(pid int) (string, error) {
 		return "", err
 	}
 	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// printable is a process name as ucmd shows it: any process may name
+// itself (PR_SET_NAME) with newlines, tabs or terminal escapes, which
+// `ucmd status` and `ucmd trace` would print as rows or codes of their
+// own in the operator's terminal. Bytes that are not printable UTF-8,
+// and the backslash, become \xNN.
+func printable(name string) string {
+	clean := true
+	for _, r := range name {
+		if r == '\\' || r == utf8.RuneError || !strconv.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return name
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
+		if r == '\\' || r == utf8.RuneError || !strconv.IsPrint(r) {
+			for _, c := range []byte(name[i : i+n]) {
+				fmt.Fprintf(&b, "\\x%02x", c)
+			}
+		} else {
+			b.WriteString(name[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // process is the opener's process: its thread group, or the opening

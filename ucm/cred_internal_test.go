@@ -1,10 +1,13 @@
 package ucm
 
 import (
+	"context"
 	"os"
 	"runtime"
 	"testing"
 
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/callermem"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,5 +87,42 @@ func TestWriterCacheBounded(t *testing.T) {
 	}
 	if want := 1 + 3*maxWriterCache + 1; lookups != want {
 		t.Errorf("%d lookups, want %d", lookups, want)
+	}
+}
+
+// A process names itself as it likes (PR_SET_NAME, 15 bytes): what ucmd
+// keeps, and `ucmd status` and `ucmd trace` print, has its control bytes,
+// invalid UTF-8 and backslashes escaped, so that a name cannot add a
+// forged row to the status table or send escapes to a terminal.
+func TestProcessNamePrintable(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"ibv_rc_pingpong", "ibv_rc_pingpong"},
+		{"ünïcode", "ünïcode"},
+		{"a\nrxe0\t1\t0\tsshd", `a\x0arxe0\x091\x090\x09sshd`},
+		{"\x1b[2Jx", `\x1b[2Jx`},
+		{"bad\xffutf8", `bad\xffutf8`},
+		{`a\x0ab`, `a\x5cx0ab`},
+		{"del\x7f", `del\x7f`},
+	} {
+		if got := printable(c.in); got != c.want {
+			t.Errorf("printable(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+
+	cm := newSimCM(t, "sim0")
+	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{},
+		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
+		ProcessName: func(int) (string, error) { return "a\nrxe0\t1\t0\tsshd", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
+	h, err := d.Open(context.Background(), req, nopWaker{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(context.Background())
+	if files := d.Files(); len(files) != 1 || files[0].Comm != `a\x0arxe0\x091\x090\x09sshd` {
+		t.Errorf("files %+v, want one whose process name is escaped", files)
 	}
 }

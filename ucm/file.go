@@ -66,7 +66,7 @@ func newFile(d *Device, req cuse.Request, w cuse.Waker) *file {
 	f.pid = f.w.process()
 	if f.pid > 0 {
 		if name, err := d.processName(f.pid); err == nil {
-			f.comm = name
+			f.comm = printable(name)
 		}
 	}
 	return f
