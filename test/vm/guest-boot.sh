@@ -32,16 +32,29 @@ ready=$(show ucmd.service ActiveEnterTimestampMonotonic)
 echo "# ucmd active at $((ready / 1000)) ms (monotonic)"
 journalctl -b -u ucmd.service -o short-monotonic --no-pager | grep -E 'serving|ucmd ready|waiting' | sed 's/^/# /'
 
-# --- the race with rdma-load-modules@rdma (ib_cm) ------------------------------
-rlm=rdma-load-modules@rdma.service
-rstart=$(show $rlm InactiveExitTimestampMonotonic)
-echo "# $rlm: $(show $rlm ActiveState)/$(show $rlm Result), started at $((rstart / 1000)) ms"
-if [ "$rstart" -gt 0 ] && [ "$ready" -gt 0 ] && [ "$ready" -le "$rstart" ]; then
-  ok "$rlm started after ucmd was ready ($((ready / 1000)) <= $((rstart / 1000)) ms)"
-else
-  bad "$rlm started at $rstart, ucmd ready at $ready"
-fi
-if [ -d /sys/module/ib_cm ]; then ok "ib_cm loaded by $rlm"; else bad "ib_cm not loaded: did $rlm run?"; fi
+# --- the race with rdma-load-modules@ (ib_cm) ----------------------------------
+# @rdma loads rdma_ucm; @roce here ib_ipoib (stage2-systemd.sh), as @infiniband
+# and @opa do on InfiniBand and Omni-Path hosts: each loads ib_cm
+for inst in rdma roce; do
+  rlm=rdma-load-modules@$inst.service
+  rstart=$(show $rlm InactiveExitTimestampMonotonic)
+  echo "# $rlm: $(show $rlm ActiveState)/$(show $rlm Result), started at $((rstart / 1000)) ms"
+  if [ "$rstart" -gt 0 ] && [ "$ready" -gt 0 ] && [ "$ready" -le "$rstart" ]; then
+    ok "$rlm started after ucmd was ready ($((ready / 1000)) <= $((rstart / 1000)) ms)"
+  else
+    bad "$rlm started at $rstart, ucmd ready at $ready"
+  fi
+done
+# the instances rxe does not start: ordered after ucmd all the same
+before=$(show ucmd.service Before)
+for inst in infiniband opa iwarp; do
+  case " $before " in
+    *" rdma-load-modules@$inst.service "*) ok "ucmd.service is ordered before rdma-load-modules@$inst" ;;
+    *) bad "ucmd.service is not ordered before rdma-load-modules@$inst: Before=$before" ;;
+  esac
+done
+if [ -d /sys/module/ib_cm ]; then ok "ib_cm loaded by rdma-load-modules@"; else bad "ib_cm not loaded: did rdma-load-modules@ run?"; fi
+if [ -d /sys/module/ib_ipoib ]; then ok "ib_ipoib loaded by rdma-load-modules@roce"; else bad "ib_ipoib not loaded: did rdma-load-modules@roce run?"; fi
 dmesg | grep -i 'already in use\|ib_cm\|cm_add_one' | head -5 | sed 's/^/# dmesg: /'
 ucmd status | sed 's/^/# /'
 

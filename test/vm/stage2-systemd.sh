@@ -41,6 +41,14 @@ done
 # there (CI clones into /tmp): keep the overlay's /tmp as it is
 mkdir -p /etc/tmpfiles.d
 ln -sf /dev/null /etc/tmpfiles.d/tmp.conf
+# rxe is RoCE, so udev wants rdma-load-modules@roce where an InfiniBand or
+# Omni-Path host (and a ConnectX one, which udev tags both InfiniBand and
+# RoCE) wants @infiniband or @opa, whose module lists begin with ib_ipoib,
+# which loads ib_cm: the same here, so that the boot shows ucmd ahead of
+# that instance as well as of @rdma
+if [ -f /etc/rdma/modules/roce.conf ]; then
+  echo ib_ipoib >> /etc/rdma/modules/roce.conf
+fi
 here=$(dirname "$0")
 cat > /etc/systemd/system/ucmd-vm-rxe.service <<UNIT
 [Unit]
@@ -66,7 +74,7 @@ chmod 755 /etc/ucmd-vm-run.sh
 cat > /etc/systemd/system/ucmd-vm-run.service <<'UNIT'
 [Unit]
 Description=test VM: the command of run.sh, then power-off
-After=multi-user.target ucmd.service rdma-load-modules@rdma.service ucmd-vm-rxe.service
+After=multi-user.target ucmd.service rdma-load-modules@rdma.service rdma-load-modules@roce.service ucmd-vm-rxe.service
 [Service]
 Type=oneshot
 Environment=UCMD_VM_GUEST=1 UCMD_VM_SCRATCH=/out/scratch HOME=/root
