@@ -127,6 +127,9 @@ type lstorm struct {
 
 // RunListener runs one listener storm.
 func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	if cfg.Requests <= 0 {
 		cfg.Requests = 10_000
 	}

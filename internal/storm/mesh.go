@@ -154,6 +154,9 @@ const MaxNodes = sim.MaxUnicastLID
 
 // Run runs one storm.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	if cfg.Nodes < 2 || cfg.Nodes > MaxNodes {
 		return nil, fmt.Errorf("storm: need 2 to %d nodes (one unicast LID each), not %d", MaxNodes, cfg.Nodes)
 	}

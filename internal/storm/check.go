@@ -1,0 +1,83 @@
+package storm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// checks gathers what is wrong with a storm's settings, named by the
+// flags of `ucmd bench` that set them. A negative spread reached
+// rand.Int64N (a panic); an accept rate of 1e9 per second or more made a
+// zero tick that re-armed itself within one Advance (a hang no context
+// could end).
+type checks []error
+
+func (c *checks) nonNegative(flag string, d time.Duration) {
+	if d < 0 {
+		*c = append(*c, fmt.Errorf("--%s %v: cannot be negative", flag, d))
+	}
+}
+
+func (c *checks) count(flag string, n int) {
+	if n < 0 {
+		*c = append(*c, fmt.Errorf("--%s %d: cannot be negative", flag, n))
+	}
+}
+
+func (c *checks) probability(flag string, p float64) {
+	if !(p >= 0 && p <= 1) {
+		*c = append(*c, fmt.Errorf("--%s %v: want a probability from 0 to 1", flag, p))
+	}
+}
+
+// MaxAcceptRate bounds a listener storm's accept rate: each accept is a
+// simulated timer, 1 µs apart at this rate.
+const MaxAcceptRate = 1e6
+
+func (c *checks) rate(flag string, r float64) {
+	if math.IsNaN(r) || r < 0 || r > MaxAcceptRate {
+		*c = append(*c, fmt.Errorf("--%s %v: want 0 to %v per second", flag, r, MaxAcceptRate))
+	}
+}
+
+func (c checks) err() error {
+	if len(c) == 0 {
+		return nil
+	}
+	return fmt.Errorf("storm: %w", errors.Join(c...))
+}
+
+func (cfg *Config) check() error {
+	var c checks
+	c.count("on-demand", cfg.OnDemand)
+	c.nonNegative("on-demand-spread", cfg.OnDemandSpread)
+	c.nonNegative("start-spread", cfg.StartSpread)
+	c.nonNegative("latency", cfg.Latency)
+	c.nonNegative("jitter", cfg.Jitter)
+	c.probability("loss", cfg.Loss)
+	c.probability("duplicate", cfg.Duplicate)
+	c.probability("reorder", cfg.Reorder)
+	c.count("queue", cfg.QueueLen)
+	c.nonNegative("sim-deadline", cfg.Deadline)
+	return c.err()
+}
+
+func (cfg *ListenerConfig) check() error {
+	var c checks
+	c.count("requests", cfg.Requests)
+	c.nonNegative("within", cfg.Within)
+	c.count("senders", cfg.Senders)
+	c.rate("accept-rate", cfg.AcceptRate)
+	if cfg.MRAServiceTimeout > 31 {
+		c = append(c, fmt.Errorf("--mra-timeout %d: want a 5-bit IBTA time, 0 to 31", cfg.MRAServiceTimeout))
+	}
+	c.count("mra-queue", cfg.MRAQueue)
+	c.nonNegative("latency", cfg.Latency)
+	c.nonNegative("jitter", cfg.Jitter)
+	c.probability("loss", cfg.Loss)
+	c.count("queue", cfg.QueueLen)
+	c.nonNegative("sim-deadline", cfg.Deadline)
+	return c.err()
+}
