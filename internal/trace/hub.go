@@ -71,6 +71,9 @@ type Hub struct {
 	lns    []net.Listener
 	closed bool
 	wg     sync.WaitGroup
+
+	omu     sync.Mutex
+	otables map[string]*ownerCache // by device, shared by the subscribers
 }
 
 // NewHub makes a hub; owners may be nil (no pid, process name or service
@@ -82,7 +85,8 @@ func NewHub(owners OwnersFunc, log *slog.Logger) *Hub {
 	if owners == nil {
 		owners = func(string) []Owner { return nil }
 	}
-	return &Hub{owners: owners, log: log, subs: make(map[*sub]struct{}), asking: make(map[net.Conn]struct{})}
+	return &Hub{owners: owners, log: log, subs: make(map[*sub]struct{}), asking: make(map[net.Conn]struct{}),
+		otables: make(map[string]*ownerCache)}
 }
 
 // record is one observed MAD, copied out of the CM's event.

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,13 +35,13 @@ func (d *fakeDev) Ports() []hw.Port       { return d.ports }
 type fakePort struct {
 	dev   hw.Device
 	attr  hw.PortAttr
-	reads int
+	reads atomic.Int64 // subscribers read it from their goroutines
 }
 
 func (p *fakePort) Device() hw.Device { return p.dev }
 func (p *fakePort) Num() int          { return 1 }
 func (p *fakePort) Attr() (hw.PortAttr, error) {
-	p.reads++
+	p.reads.Add(1)
 	return p.attr, nil
 }
 func (p *fakePort) OpenMAD(hw.Registration) (hw.Endpoint, error) { return nil, nil }
@@ -92,8 +93,8 @@ func TestHubIdle(t *testing.T) {
 	dev, port := roceDev()
 	h := NewHub(func(string) []Owner { t.Error("owners read without a subscriber"); return nil }, nil)
 	observeREQ(h, dev, cmcore.MADSent, commA)
-	if h.Subscribers() != 0 || h.seq.Load() != 0 || port.reads != 0 {
-		t.Fatalf("idle hub did work: %d subscribers, seq %d, %d port reads", h.Subscribers(), h.seq.Load(), port.reads)
+	if h.Subscribers() != 0 || h.seq.Load() != 0 || port.reads.Load() != 0 {
+		t.Fatalf("idle hub did work: %d subscribers, seq %d, %d port reads", h.Subscribers(), h.seq.Load(), port.reads.Load())
 	}
 	if h.WantsTime() {
 		t.Error("an idle hub wants event times: the CM reads its clock per MAD for nothing")
@@ -462,5 +463,43 @@ func TestHubCloseEndsSilentClients(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second): // the hub's own wait is 10 s
 		t.Fatal("Close waited for a client that sent nothing")
+	}
+}
+
+// A MAD whose comm id no id has makes the subscriber read the device's
+// owners again, a walk of every id under the files' locks. A stream of
+// them (a peer naming random comm ids, or connections newer than the last
+// read) may not make that walk continuous: the subscribers share one
+// table, and a read waits until ten times the last read's time has passed
+// since it began.
+func TestHubOwnerReadsBounded(t *testing.T) {
+	dev, _ := roceDev()
+	const walk = 2 * time.Millisecond
+	var walks atomic.Int64
+	h := NewHub(func(string) []Owner {
+		walks.Add(1)
+		time.Sleep(walk) // a large device's walk
+		return nil
+	}, nil)
+	var stops []func()
+	var dones []<-chan struct{}
+	for range 3 {
+		done, stop := h.Subscribe(Request{}, io.Discard)
+		stops, dones = append(stops, stop), append(dones, done)
+	}
+	start := time.Now()
+	for c := range uint32(150) {
+		observeREQ(h, dev, cmcore.MADReceived, 0x1000+c)
+		time.Sleep(500 * time.Microsecond)
+	}
+	for i, stop := range stops {
+		stop()
+		<-dones[i]
+	}
+	elapsed := time.Since(start)
+	// Each read costs at least walk and is followed by nine more of
+	// waiting; the first comes at once.
+	if n, most := walks.Load(), int64(elapsed/(10*walk))+2; n > most {
+		t.Errorf("%d owner reads in %v for 150 MADs and 3 subscribers, want at most %d", n, elapsed, most)
 	}
 }
