@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,49 +32,61 @@ host's, and nothing changes outside the program's namespace.
 Making the namespace needs root (CAP_SYS_ADMIN): run ucmd exec with sudo.
 PROGRAM then runs as --user NAME, without privileges (uid, gid and groups of
 NAME; HOME, USER and LOGNAME set to NAME's). The default is the user who ran
-sudo (SUDO_USER); without sudo, or with --user root, PROGRAM runs as root.`,
+sudo (SUDO_USER); without sudo, or with --user root, PROGRAM runs as root.
+Users are found in /etc/passwd, else through getent(1) (LDAP, sssd), else,
+for the sudo user, as sudo names them (SUDO_UID, SUDO_GID).
+
+The exit status is PROGRAM's; as env(1)'s, 127 when PROGRAM was not found,
+126 when it cannot be run, 125 when ucmd exec itself failed.`,
 		Example: `  sudo ucmd exec -- dapltest -T S -D ofa-v2-ib0     # runs as you (SUDO_USER)
   sudo ucmd exec --user mpi -- ./my_libibcm_app --port 1
   ucmd exec --runtime-dir /run/ucmd-test -- cat /sys/class/infiniband_cm/ucm0/ibdev   # as root`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !execPrivileged() {
-				return errors.New("exec needs root: it makes a private mount namespace (CAP_SYS_ADMIN); run `sudo ucmd exec -- PROGRAM`, and PROGRAM runs as you (--user)")
-			}
-			name := execUser(userName, cmd.Flags().Changed("user"), os.Getenv)
-			var target *execCred
-			if name != "" {
-				var err error
-				if target, err = lookupExecCred(name); err != nil {
-					return err
-				}
-				if err := searchableByAll(g.runtimeDir); err != nil {
-					return fmt.Errorf("--user %s: %w", name, err)
-				}
-			}
-			path, err := exec.LookPath(args[0])
-			if err != nil {
-				return err
-			}
-			if err := sysclass.Enter(g.runtimeDir); err != nil {
-				return err
-			}
-			env := os.Environ()
-			if target != nil {
-				if err := target.become(); err != nil {
-					return err
-				}
-				env = target.environ(env)
-			}
-			// Exec from the goroutine (and so the thread) that entered the
-			// namespace: the new program inherits it.
-			err = syscall.Exec(path, args, env)
-			return fmt.Errorf("exec %s: %w", path, err)
+			// Exit statuses as env(1)'s: 127 PROGRAM not found, 126 not
+			// runnable, 125 anything else that stopped ucmd exec.
+			return withStatus(exitExecFailed, runExec(cmd, g, userName, args))
 		},
 	}
 	cmd.Flags().StringVar(&userName, "user", "", "run PROGRAM as this user (name or uid; default: $SUDO_USER, else stay root)")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
+}
+
+// runExec is exec's work; on success it does not return.
+func runExec(cmd *cobra.Command, g *globalFlags, userName string, args []string) error {
+	if !execPrivileged() {
+		return errors.New("exec needs root: it makes a private mount namespace (CAP_SYS_ADMIN); run `sudo ucmd exec -- PROGRAM`, and PROGRAM runs as you (--user)")
+	}
+	name := execUser(userName, cmd.Flags().Changed("user"), os.Getenv)
+	var target *execCred
+	if name != "" {
+		var err error
+		if target, err = lookupExecCred(name, os.Getenv); err != nil {
+			return err
+		}
+		if err := searchableByAll(g.runtimeDir); err != nil {
+			return fmt.Errorf("--user %s: %w", name, err)
+		}
+	}
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		return withStatus(programStatus(err), err)
+	}
+	if err := sysclass.Enter(g.runtimeDir); err != nil {
+		return err
+	}
+	env := os.Environ()
+	if target != nil {
+		if err := target.become(); err != nil {
+			return err
+		}
+		env = target.environ(env)
+	}
+	// Exec from the goroutine (and so the thread) that entered the
+	// namespace: the new program inherits it.
+	err = syscall.Exec(path, args, env)
+	return withStatus(programStatus(err), fmt.Errorf("exec %s: %w", path, err))
 }
 
 // execPrivileged says whether exec can make a mount namespace (tests replace it).
@@ -106,13 +120,27 @@ type execCred struct {
 	groups []int
 }
 
-func lookupExecCred(name string) (*execCred, error) {
+// lookupExecCred finds who NAME (or a uid) is. ucmd is built without cgo,
+// so os/user reads /etc/passwd and /etc/group only; the accounts of a
+// cluster mostly come from LDAP or sssd, which glibc's getent(1) asks
+// through NSS. Last, the sudo user of a sudo without getent: sudo says
+// its uid and gid.
+func lookupExecCred(name string, getenv func(string) string) (*execCred, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
-		var uerr error
-		if u, uerr = user.LookupId(name); uerr != nil {
-			return nil, fmt.Errorf("--user %s: %w", name, err)
+		u, err = user.LookupId(name)
+	}
+	var groups []string
+	if err != nil {
+		var nerr error
+		if u, groups, nerr = getentUser(name); nerr != nil {
+			u = sudoUser(name, getenv)
 		}
+		if u == nil {
+			return nil, fmt.Errorf("--user %s: not in /etc/passwd, and getent: %v", name, nerr)
+		}
+	} else if ids, err := u.GroupIds(); err == nil {
+		groups = ids
 	}
 	c := &execCred{u: u}
 	if c.uid, err = strconv.Atoi(u.Uid); err != nil {
@@ -122,14 +150,54 @@ func lookupExecCred(name string) (*execCred, error) {
 		return nil, fmt.Errorf("--user %s: gid %q: %w", name, u.Gid, err)
 	}
 	c.groups = []int{c.gid}
-	if ids, err := u.GroupIds(); err == nil {
-		for _, s := range ids {
-			if g, err := strconv.Atoi(s); err == nil && g != c.gid {
-				c.groups = append(c.groups, g)
-			}
+	for _, s := range groups {
+		if g, err := strconv.Atoi(s); err == nil && g != c.gid {
+			c.groups = append(c.groups, g)
 		}
 	}
 	return c, nil
+}
+
+// getent is the program asked for NSS accounts (tests replace it).
+var getent = func(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, "getent", args...).Output()
+}
+
+// getentUser is NAME's passwd entry and group ids through NSS.
+func getentUser(name string) (*user.User, []string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := getent(ctx, "passwd", name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("passwd %s: %w", name, err)
+	}
+	// name:password:uid:gid:gecos:home:shell
+	f := strings.Split(strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]), ":")
+	if len(f) < 7 {
+		return nil, nil, fmt.Errorf("passwd %s: %q is not a passwd entry", name, out)
+	}
+	u := &user.User{Username: f[0], Uid: f[2], Gid: f[3], Name: f[4], HomeDir: f[5]}
+	// "NAME gid gid ...": the groups initgroups(3) would give, LDAP's too.
+	var groups []string
+	if out, err := getent(ctx, "initgroups", u.Username); err == nil {
+		if g := strings.Fields(string(out)); len(g) > 1 {
+			groups = g[1:]
+		}
+	}
+	return u, groups, nil
+}
+
+// sudoUser is the user who ran sudo, from what sudo tells (SUDO_USER,
+// SUDO_UID, SUDO_GID), when name is that user or uid; nil otherwise.
+func sudoUser(name string, getenv func(string) string) *user.User {
+	uid, gid, who := getenv("SUDO_UID"), getenv("SUDO_GID"), getenv("SUDO_USER")
+	if uid == "" || gid == "" || (name != who && name != uid) {
+		return nil
+	}
+	if who == "" {
+		who = uid
+	}
+	return &user.User{Username: who, Uid: uid, Gid: gid, HomeDir: "/"}
 }
 
 // become drops to the user's credentials on every thread (the Go runtime's

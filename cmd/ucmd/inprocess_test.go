@@ -539,7 +539,7 @@ func TestExecErrorsInProcess(t *testing.T) {
 }
 
 func TestExecCred(t *testing.T) {
-	c, err := lookupExecCred("0")
+	c, err := lookupExecCred("0", os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,5 +604,81 @@ func TestBenchInProcess(t *testing.T) {
 	}
 	if _, err := runRoot(t, "bench", "storm", "--nodes", "2", "--cpuprofile", filepath.Join(dir, "no/such/dir")); err == nil {
 		t.Error("bench storm with an unwritable profile succeeded")
+	}
+}
+
+// Accounts from LDAP or sssd, which os/user cannot see in a build without
+// cgo, are found through getent(1); without getent, the sudo user is who
+// sudo says (SUDO_UID, SUDO_GID).
+func TestExecCredBeyondEtcPasswd(t *testing.T) {
+	saved := getent
+	t.Cleanup(func() { getent = saved })
+	getent = func(_ context.Context, args ...string) ([]byte, error) {
+		switch strings.Join(args, " ") {
+		case "passwd ucmd-ldap-alice":
+			return []byte("ucmd-ldap-alice:*:5000:5001:Alice:/home/alice:/bin/sh\n"), nil
+		case "initgroups ucmd-ldap-alice":
+			return []byte("ucmd-ldap-alice        5001 27 100\n"), nil
+		}
+		return nil, errors.New("exit status 2")
+	}
+	c, err := lookupExecCred("ucmd-ldap-alice", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.uid != 5000 || c.gid != 5001 || fmt.Sprint(c.groups) != "[5001 27 100]" || c.u.HomeDir != "/home/alice" {
+		t.Errorf("through getent: uid %d gid %d groups %v home %q", c.uid, c.gid, c.groups, c.u.HomeDir)
+	}
+
+	sudo := map[string]string{"SUDO_USER": "ucmd-ghost", "SUDO_UID": "6000", "SUDO_GID": "6001"}
+	for _, name := range []string{"ucmd-ghost", "6000"} {
+		c, err := lookupExecCred(name, func(k string) string { return sudo[k] })
+		if err != nil {
+			t.Fatalf("%s, the sudo user: %v", name, err)
+		}
+		if c.uid != 6000 || c.gid != 6001 || c.u.Username != "ucmd-ghost" {
+			t.Errorf("%s, the sudo user: uid %d gid %d name %q", name, c.uid, c.gid, c.u.Username)
+		}
+	}
+	if _, err := lookupExecCred("ucmd-someone-else", func(k string) string { return sudo[k] }); err == nil || !strings.Contains(err.Error(), "--user ucmd-someone-else: not in /etc/passwd") {
+		t.Errorf("an unknown user who is not the sudo user: %v", err)
+	}
+}
+
+// exec exits as env(1) does (125 its own failure, 126 a program it cannot
+// run, 127 none found), and a command line ucmd cannot run with 2.
+func TestExitStatuses(t *testing.T) {
+	_, env := fakeMachine(t)
+	priv := execPrivileged
+	t.Cleanup(func() { execPrivileged = priv })
+	execPrivileged = func() bool { return true }
+	dir := t.TempDir()
+	script := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"exec", "--runtime-dir", dir, "--user", "root", "--", "ucmd-no-such-program"}, exitNotFound},
+		{[]string{"exec", "--runtime-dir", dir, "--user", "root", "--", filepath.Join(dir, "missing")}, exitNotFound},
+		{[]string{"exec", "--runtime-dir", dir, "--user", "root", "--", script}, exitCannotRun},
+		{[]string{"exec", "--runtime-dir", dir, "--user", "root", "--", "true"}, exitExecFailed}, // no class tree
+		{[]string{"exec", "--runtime-dir", dir, "--no-such-flag", "--", "true"}, exitUsage},
+		{[]string{"exec", "--runtime-dir", dir}, exitUsage},
+		{[]string{"bogus"}, exitUsage},
+		{[]string{"serve", "--rescan", "1ms"}, exitUsage},
+		{[]string{"serve", "--sim-devices", "3"}, exitUsage}, // the default fabric is umad
+		{[]string{"status", "--no-such-flag"}, exitUsage},
+	} {
+		_, err := runIn(t, env, tc.args...)
+		if got := exitStatus(err); got != tc.want {
+			t.Errorf("ucmd %v: %v, exit status %d, want %d", tc.args, err, got, tc.want)
+		}
+	}
+	execPrivileged = func() bool { return false }
+	if _, err := runIn(t, env, "exec", "--", "true"); exitStatus(err) != exitExecFailed {
+		t.Errorf("exec without privileges: %v, exit status %d, want %d", err, exitStatus(err), exitExecFailed)
 	}
 }

@@ -16,6 +16,6 @@ func main() {
 			prefix = journal.Priority(slog.LevelError)
 		}
 		fmt.Fprintln(os.Stderr, prefix+"ucmd:", err)
-		os.Exit(1)
+		os.Exit(exitStatus(err))
 	}
 }

@@ -57,9 +57,10 @@ manager itself over the kernel's umad interface. Without a command it serves
 	root.SetVersionTemplate(versionLine() + "\n")
 	sf := &serveFlags{}
 	sf.register(root.Flags())
+	root.Args = cobra.ArbitraryArgs // RunE names an unknown command
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return fmt.Errorf("unknown command %q for ucmd", args[0])
+			return usage(fmt.Errorf("unknown command %q for ucmd", args[0]))
 		}
 		return runServe(cmd, g, sf)
 	}
@@ -68,7 +69,7 @@ manager itself over the kernel's umad interface. Without a command it serves
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if g.runtimeDir == "" {
 			// Empty, the sockets would land in the working directory.
-			return fmt.Errorf(`--runtime-dir "": want a directory (default %s)`, defaultRuntimeDir)
+			return usage(fmt.Errorf(`--runtime-dir "": want a directory (default %s)`, defaultRuntimeDir))
 		}
 		return nil
 	}
@@ -108,7 +109,20 @@ manager itself over the kernel's umad interface. Without a command it serves
 			}
 		}
 	}
+	markUsageErrors(root)
 	return root
+}
+
+// markUsageErrors gives the flag and argument errors of c and its
+// subcommands the usage exit status.
+func markUsageErrors(c *cobra.Command) {
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error { return usage(args(cmd, a)) }
+	}
+	for _, sub := range c.Commands() {
+		markUsageErrors(sub)
+	}
 }
 
 // extraCommands are added by files built with tags (the man page generator).

@@ -29,7 +29,8 @@ import (
 type serveFlags struct {
 	fabric       string
 	devices      []string
-	deviceGiven  bool // --device was on the command line, maybe empty
+	deviceGiven  bool   // --device was on the command line, maybe empty
+	simGiven     string // a --fabric sim flag on the command line, "" if none
 	simDevices   int
 	simIB        bool
 	fixedNumbers bool
@@ -151,6 +152,9 @@ func (f *serveFlags) validate() error {
 		// pflag reads "" as no names: it would serve every device.
 		return fmt.Errorf(`--device "": not an RDMA device name (such as mlx5_0 or rxe0; see /sys/class/infiniband)`)
 	}
+	if f.simGiven != "" && f.fabric != daemon.FabricSim {
+		return fmt.Errorf("--%s is for --fabric %s (this is --fabric %s)", f.simGiven, daemon.FabricSim, f.fabric)
+	}
 	if len(f.devices) > 0 && f.fabric == daemon.FabricSim {
 		return fmt.Errorf("--device selects RDMA devices of --fabric %s; with --fabric %s use --sim-devices", daemon.FabricUMAD, daemon.FabricSim)
 	}
@@ -234,9 +238,15 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	// line costs less than every client's connections.
 	signal.Ignore(syscall.SIGPIPE)
 	f.deviceGiven = cmd.Flags().Changed("device")
+	for _, name := range []string{"sim-devices", "sim-ib"} {
+		if cmd.Flags().Changed(name) {
+			f.simGiven = name
+		}
+	}
+	// Everything config refuses is a flag's value.
 	cfg, err := f.config(g, cmd.ErrOrStderr())
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	// ucmd loads no module itself (the unit's ExecStartPre lines do, with
 	// their own privileges): whatever it was started with, it gives up
