@@ -286,11 +286,9 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return early(err)
 	}
 	warmPorts(devs)
-	for i, dev := range devs {
-		if err := d.serve(ctx, i, dev); err != nil {
-			d.Close()
-			return nil, err
-		}
+	if err := d.serveAtStart(ctx, devs); err != nil {
+		d.Close()
+		return nil, err
 	}
 	if err := d.writeClassTree(); err != nil {
 		d.Close()
@@ -313,6 +311,42 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		d.startWatch(cfg.Rescan)
 	}
 	return d, nil
+}
+
+// serveAtStart serves devs, device i as ucmi. With rescans, a device that
+// cannot be served (another CM owns a port's CM class: ib_cm registers on
+// a device that appears after it loaded, an SR-IOV function say) is left
+// to them, listed as not served, as a device that appears later would be;
+// only when none can be served does Start fail. A daemon that exited for
+// one such device served none of the others, and systemd's restarts met
+// the same device every time. Without rescans nothing would try it again,
+// so every device must start.
+func (d *Daemon) serveAtStart(ctx context.Context, devs []hw.Device) error {
+	var first error
+	now := time.Now()
+	for i, dev := range devs {
+		err := d.serve(ctx, i, dev)
+		if err == nil {
+			continue
+		}
+		if d.cfg.Rescan <= 0 || ctx.Err() != nil {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+		if d.pending == nil {
+			d.pending = make(map[string]*pendingDevice)
+		}
+		delay := d.retryBase()
+		d.pending[dev.Name()] = &pendingDevice{key: identity(dev), delay: delay, retryAt: now.Add(delay), lastErr: err.Error(), since: now}
+		d.log.Warn("cannot serve an RDMA device; serving the others, trying it again later", "dev", dev.Name(), "err", err, "retry_in", delay)
+	}
+	if len(d.servedNow()) == 0 && first != nil {
+		return first
+	}
+	d.publishUnserved()
+	return nil
 }
 
 // MetricsAddr is the address of the metrics endpoint (the port chosen for

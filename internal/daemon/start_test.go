@@ -339,6 +339,60 @@ func TestSecondDaemonLeavesTheFirstAlone(t *testing.T) {
 	}
 }
 
+// With rescans, a device that cannot be served at start is left to them
+// and listed as not served, while the others are served; once it can be,
+// it is. Without rescans, or when no device can be served, Start fails.
+func TestStartServesTheOthers(t *testing.T) {
+	f := daemontest.New(t)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	f.Refuse = func(c cuse.Config) error {
+		if c.DevName == "infiniband/ucm0" && refuse.Load() {
+			return unix.EBUSY
+		}
+		return nil
+	}
+	run := t.TempDir()
+	d := start(t, f, daemon.Config{SimDevices: 2, RuntimeDir: run, Rescan: 50 * time.Millisecond})
+	if got := d.Nodes(); len(got) != 1 || filepath.Base(got[0]) != "ucm1" {
+		t.Fatalf("nodes %v, want ucm1 alone", got)
+	}
+	if un := fetch(t, run).Unserved; len(un) != 1 || un[0].Name != "sim0" || !strings.Contains(un[0].Reason, "register /dev/infiniband/ucm0") {
+		t.Fatalf("not served: %+v, want sim0 with its registration's error", un)
+	}
+	refuse.Store(false)
+	deadline := time.Now().Add(waitFor)
+	for len(d.Nodes()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("sim0 not served after the refusal ended: nodes %v, not served %+v", d.Nodes(), d.Snapshot().Unserved)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := classDevices(t, run); strings.Join(got, " ") != "ucm0=sim0 ucm1=sim1" {
+		t.Errorf("class tree %v, want sim0 back at ucm0", got)
+	}
+
+	for _, cfg := range []daemon.Config{
+		{SimDevices: 2}, // no rescans
+		{SimDevices: 1, Rescan: 50 * time.Millisecond}, // nothing served
+	} {
+		f := daemontest.New(t)
+		f.Refuse = func(c cuse.Config) error {
+			if c.DevName == "infiniband/ucm0" {
+				return unix.EBUSY
+			}
+			return nil
+		}
+		cfg.Fabric, cfg.RuntimeDir, cfg.Logger = daemon.FabricSim, t.TempDir(), quiet()
+		if d, err := daemon.Start(t.Context(), f.Config(cfg)); err == nil || !strings.Contains(err.Error(), "register /dev/infiniband/ucm0") {
+			if d != nil {
+				d.Close()
+			}
+			t.Errorf("Start %+v with ucm0 refused: %v, want its error", cfg, err)
+		}
+	}
+}
+
 // Without rescans, a channel the kernel aborts is reported on Failed,
 // once: the daemon is to exit and be restarted.
 func TestChannelFailure(t *testing.T) {
