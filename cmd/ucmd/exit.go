@@ -6,15 +6,17 @@ import (
 	"os/exec"
 )
 
-// Exit statuses other than 1, as Unix tools use them: 2 for a command line
-// ucmd cannot run (a flag, an argument), so that systemd's
-// RestartPreventExitStatus=2 stops a unit whose /etc/default/ucmd is wrong
-// instead of restarting it into its start limit; and exec's as env(1) and
+// Exit statuses other than 1, as Unix tools use them: 64 (sysexits.h's
+// EX_USAGE) for a command line ucmd cannot run (a flag, an argument), so
+// that systemd's RestartPreventExitStatus=64 stops a unit whose
+// /etc/default/ucmd is wrong instead of restarting it into its start
+// limit (not 2, which the Go runtime exits with after a panic or the
+// SIGABRT of systemd's watchdog: those must restart); and exec's as env(1) and
 // chroot(1): 125 when ucmd itself failed, 126 when PROGRAM was found but
 // cannot run, 127 when it was not found. A wrapper or a batch system can
 // then tell ucmd's failure from the program's own exit status 1.
 const (
-	exitUsage       = 2
+	exitUsage       = 64
 	exitExecFailed  = 125
 	exitCannotRun   = 126
 	exitNotFound    = 127

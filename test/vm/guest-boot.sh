@@ -139,14 +139,14 @@ fi
 cp /tmp/default-ucmd /etc/default/ucmd
 systemctl restart ucmd.service
 
-# --- a flag ucmd refuses in /etc/default/ucmd: exit status 2, not restarted ----
+# --- a flag ucmd refuses in /etc/default/ucmd: exit status 64, not restarted ---
 echo 'UCMD_ARGS="--rescan 1ms"' >> /etc/default/ucmd
 r0=$(show ucmd.service NRestarts)
 systemctl restart ucmd.service 2>/dev/null
 sleep 3 # RestartSec=2s: a restart would have begun
 st=$(show ucmd.service ActiveState) code=$(show ucmd.service ExecMainStatus) r1=$(show ucmd.service NRestarts)
-if [ "$st" = failed ] && [ "$code" = 2 ] && [ "$r1" = "$r0" ] && journalctl -b -u ucmd.service -p err -o cat | grep -q '^ucmd: --rescan 1ms'; then
-  ok "a bad flag in /etc/default/ucmd: exit status 2, failed at once without restarts, the flag named at priority err"
+if [ "$st" = failed ] && [ "$code" = 64 ] && [ "$r1" = "$r0" ] && journalctl -b -u ucmd.service -p err -o cat | grep -q '^ucmd: --rescan 1ms'; then
+  ok "a bad flag in /etc/default/ucmd: exit status 64, failed at once without restarts, the flag named at priority err"
 else
   bad "a bad flag in /etc/default/ucmd: $st, exit status $code, restarts $r0 -> $r1"
 fi
