@@ -145,26 +145,57 @@ func (e *endpoint) Recv(ctx context.Context) (hw.Received, error) {
 		return hw.Received{}, hw.ErrClosed
 	default:
 	}
-	// A MAD already queued, with no failure pending, is taken without the
-	// select over five channels below, which locks all five.
-	if !e.port.dev.removed() && len(e.fail) == 0 {
-		select {
-		case r := <-e.q:
-			return r, nil
-		default:
-		}
+	// What is queued comes first, then a failure, as umad's reads return
+	// the MADs its queue holds before the error of a removed device: a
+	// select over both would pick at random, and a seed would not replay.
+	select {
+	case r := <-e.q:
+		return r, nil
+	default:
+	}
+	if err := e.failed(); err != nil {
+		return hw.Received{}, err
 	}
 	select {
 	case r := <-e.q:
 		return r, nil
 	case err := <-e.fail:
-		return hw.Received{}, err
+		return e.queuedFirst(err)
 	case <-e.port.dev.gone:
-		return hw.Received{}, e.port.dev.goneErr
+		return e.queuedFirst(e.port.dev.goneErr)
 	case <-ctx.Done():
 		return hw.Received{}, ctx.Err()
 	case <-e.done:
 		return hw.Received{}, hw.ErrClosed
+	}
+}
+
+// failed takes a pending failure: FailReceive's, or the device's removal.
+func (e *endpoint) failed() error {
+	select {
+	case err := <-e.fail:
+		return err
+	case <-e.port.dev.gone:
+		return e.port.dev.goneErr
+	default:
+		return nil
+	}
+}
+
+// queuedFirst returns a MAD queued while Recv woke for err, keeping err
+// for the next Recv, or else err.
+func (e *endpoint) queuedFirst(err error) (hw.Received, error) {
+	select {
+	case r := <-e.q:
+		if !e.port.dev.removed() {
+			select {
+			case e.fail <- err:
+			default:
+			}
+		}
+		return r, nil
+	default:
+		return hw.Received{}, err
 	}
 }
 

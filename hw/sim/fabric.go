@@ -15,8 +15,10 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -281,7 +283,12 @@ func (f *Fabric) HealAll() {
 func (f *Fabric) Flush() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for l, h := range f.held {
+	// In link order, not the map's: a seed replays the same run.
+	links := slices.SortedFunc(maps.Keys(f.held), func(a, b link) int {
+		return cmp.Or(a.src.id.compare(b.src.id), a.dst.id.compare(b.dst.id))
+	})
+	for _, l := range links {
+		h := f.held[l]
 		delete(f.held, l)
 		h.timer.Stop()
 		f.emit(&h.pkt, h.copies)
@@ -528,7 +535,9 @@ func (f *Fabric) arrive(p *packet) {
 			break
 		}
 	}
-	if ep == nil || to.attr.State != hw.PortActive {
+	// A removed device's endpoints get nothing more, MADs in flight to
+	// it included (a delay, a hold for reordering).
+	if ep == nil || to.attr.State != hw.PortActive || to.dev.goneErr != nil {
 		to.counters.NoAgent++
 		if f.trace != nil {
 			f.event(EventNoAgent, p)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
@@ -85,6 +86,10 @@ func (c Counters) Dropped() uint64 {
 type PortID struct {
 	Device string
 	Port   int
+}
+
+func (a PortID) compare(b PortID) int {
+	return cmp.Or(cmp.Compare(a.Device, b.Device), cmp.Compare(a.Port, b.Port))
 }
 
 // EventKind is what happened to a MAD in a trace.
