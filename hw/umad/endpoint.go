@@ -78,6 +78,7 @@ type Endpoint struct {
 	resolve    func(ctx context.Context, to destination) error // resolveNeighbour; tests replace it
 	neigh      *neigh.Resolver                                 // under mu: opened at first use
 	neighErr   error                                           // under mu: why it could not be
+	neighAt    time.Time                                       // under mu: when it could not be
 
 	received, overflow, malformed, sendFailures, discarded, renewals, renewFailures atomic.Uint64
 	resolvedFirst, resolveFailures, resolveUnknown                                  atomic.Uint64
@@ -350,7 +351,8 @@ func describe(a *hw.Address) string {
 // peer has its MAC resolved before it takes a file (see "Destinations
 // whose MAC does not resolve"), failing with ETIMEDOUT there. A MAD never goes
 // out on a file where its TID may still be in flight (lanes.go), so
-// EINVAL from the kernel means a missing GRH or a bad GID index.
+// EINVAL from the kernel means a missing GRH or a GID index past the
+// table, and ENODATA an empty GID slot (rdma_get_gid_attr).
 func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
 	if mad == nil {
 		return fmt.Errorf("umad send on %s: nil MAD: %w", e.port, unix.EINVAL)
@@ -535,7 +537,16 @@ func (e *Endpoint) learn(to destination, ok bool) {
 	if !ok {
 		delete(e.resolved, to)
 		if len(e.unreached) >= maxResolved {
-			clear(e.unreached)
+			// Those past failedFor say nothing any more; the others are
+			// all cleared only if they alone fill the map.
+			for d, when := range e.unreached {
+				if at.Sub(when) >= failedFor {
+					delete(e.unreached, d)
+				}
+			}
+			if len(e.unreached) >= maxResolved {
+				clear(e.unreached)
+			}
 		}
 		e.unreached[to] = at
 		return

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/hw/neigh"
 	"github.com/ucmd/ucmd/hw/umad/uapi"
 )
 
@@ -633,5 +634,64 @@ func TestOnlyResolutionFailuresMarkUnreached(t *testing.T) {
 		if err := e.Send(context.Background(), to, testMAD(4)); !errors.Is(err, unix.ETIMEDOUT) || writes.Load() != before {
 			t.Errorf("send after a write failing with %v: %v with %d more writes, want ETIMEDOUT and none", errno, err, writes.Load()-before)
 		}
+	}
+}
+
+// A full map of unreached peers first forgets those whose failure is past
+// failedFor: a peer that failed a moment ago stays unreached, where the
+// whole map used to be cleared and its next send held a lane again.
+func TestUnreachedKeepsRecentFailures(t *testing.T) {
+	e, _ := newTestEndpoint(t, hw.LinkEthernet, Options{SendFiles: 4})
+	clock := time.Unix(1000, 0)
+	e.now = func() time.Time { return clock }
+	peer := func(i int) destination {
+		return destination{gid: hw.GID{0xfe, 0x80, 12: byte(i >> 16), 13: byte(i >> 8), 14: byte(i), 15: 1}}
+	}
+	for i := range maxResolved - 1 {
+		e.learn(peer(i), false)
+	}
+	clock = clock.Add(failedFor)
+	recent := peer(maxResolved)
+	e.learn(recent, false)
+	clock = clock.Add(time.Millisecond)
+	e.learn(peer(maxResolved+1), false) // the map is full
+	if _, ago := e.lookup(recent); ago != time.Millisecond {
+		t.Errorf("a peer that failed 1ms ago, after the map filled: failed %v ago, want 1ms", ago)
+	}
+	e.mu.Lock()
+	n := len(e.unreached)
+	e.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d peers unreached, want the 2 that failed within failedFor", n)
+	}
+}
+
+// A failure to open the rtnetlink socket is tried again after neighRetry,
+// not kept for the endpoint's life.
+func TestNeighOpenRetried(t *testing.T) {
+	e, _ := newTestEndpoint(t, hw.LinkEthernet, Options{SendFiles: 4})
+	clock := time.Unix(1000, 0)
+	e.now = func() time.Time { return clock }
+	saved := openNeigh
+	t.Cleanup(func() { openNeigh = saved })
+	opens := 0
+	openNeigh = func() (*neigh.Resolver, error) {
+		opens++
+		if opens == 1 {
+			return nil, unix.EMFILE
+		}
+		return neigh.Open()
+	}
+	for range 2 {
+		if _, err := e.neighbours(); !errors.Is(err, unix.EMFILE) {
+			t.Fatalf("neighbours: %v, want the open's EMFILE", err)
+		}
+	}
+	if opens != 1 {
+		t.Errorf("%d opens within neighRetry, want 1", opens)
+	}
+	clock = clock.Add(neighRetry)
+	if r, err := e.neighbours(); err != nil || r == nil || opens != 2 {
+		t.Errorf("after neighRetry: %v, %v with %d opens; want a resolver from a second open", r, err, opens)
 	}
 }

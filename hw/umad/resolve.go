@@ -92,15 +92,27 @@ func (e *Endpoint) resolveNeighbour(ctx context.Context, to destination) error {
 	return r.Resolve(ctx, ifindex, ipOf(src), ipOf(to.gid), resolveLimit)
 }
 
-// neighbours is the endpoint's rtnetlink socket, opened at first use.
+// openNeigh opens an rtnetlink socket (tests replace it).
+var openNeigh = neigh.Open
+
+// neighRetry is how long a failure to open the rtnetlink socket stands
+// before the next send that needs it tries again.
+const neighRetry = 10 * time.Second
+
+// neighbours is the endpoint's rtnetlink socket, opened at first use. A
+// failure is tried again after neighRetry: a passing one (EMFILE, ENOBUFS)
+// would otherwise send every first send to a new peer through umad's
+// resolution, holding a shared lane, for the endpoint's life.
 func (e *Endpoint) neighbours() (*neigh.Resolver, error) {
+	now := e.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return nil, hw.ErrClosed
 	}
-	if e.neigh == nil && e.neighErr == nil {
-		e.neigh, e.neighErr = neigh.Open()
+	if e.neigh == nil && (e.neighErr == nil || now.Sub(e.neighAt) >= neighRetry) {
+		e.neigh, e.neighErr = openNeigh()
+		e.neighAt = now
 	}
 	return e.neigh, e.neighErr
 }
