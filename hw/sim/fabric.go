@@ -279,6 +279,17 @@ func (f *Fabric) HealAll() {
 	clear(f.parts)
 }
 
+// SetQueueLen sets the receive queue of the endpoints opened from now on
+// (n <= 0: DefaultQueueLen); those open keep theirs.
+func (f *Fabric) SetQueueLen(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n <= 0 {
+		n = DefaultQueueLen
+	}
+	f.queueLen = n
+}
+
 // Flush releases every held (to-be-reordered) MAD now.
 func (f *Fabric) Flush() {
 	f.mu.Lock()

@@ -3,9 +3,14 @@ package storm
 import (
 	"context"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ucmd/ucmd/cuse/callermem"
+	"github.com/ucmd/ucmd/hw/sim"
+	"github.com/ucmd/ucmd/ucm"
 )
 
 // Settings no storm can run are refused with the flag's name, before
@@ -43,5 +48,55 @@ func TestBadSettings(t *testing.T) {
 		if _, err := RunListener(ctx, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("RunListener(%+v): %v, want %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+// An event left in a file's queue is one leak: the Budget's count of the
+// user's events and the file's queue both hold it, and leaks counted it
+// in each.
+func TestLeakedEventCountedOnce(t *testing.T) {
+	n := newSimNet(1, sim.Knobs{}, 0)
+	mem := callermem.NewFake()
+	a, err := n.addStack(0, mem, 0, ucm.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := n.addStack(1, mem, 0, ucm.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	id, err := a.createID(1)
+	if err == nil {
+		err = a.sendREQ(id, b, 0, DefaultTimeouts)
+	}
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.settle() // the REQ reaches b's listener; b's application reads nothing
+	if l := b.leaks(); l.ucmEvents != 1 {
+		t.Errorf("b holds one REQ event: leaks %+v, want 1 ucm event", l)
+	}
+}
+
+// QueueLen is the listener port's receive queue; the senders' ports get
+// room for their own connections' MADs, not the listener's: every port
+// made the listener's queue up front (280 bytes a slot), 101 × Requests
+// slots, 141 MB for 5,000 REQs and 28 GB for a million.
+func TestListenerQueueOnlyAtTheListener(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res, err := RunListener(t.Context(), ListenerConfig{Requests: 5000, Senders: 100, AcceptRate: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if res.Established != 5000 {
+		t.Errorf("%d of 5000 established", res.Established)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 100<<20 {
+		t.Errorf("a storm of 5000 REQs from 100 senders allocated %d MB, want under 100", grew>>20)
 	}
 }

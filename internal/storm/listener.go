@@ -193,6 +193,13 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 		}
 		st.onEv = s.onSender
 		all = append(all, st)
+		if i == 0 {
+			// QueueLen is the listener's; a sender gets room for a few
+			// MADs of each of its connections. (Every port had the
+			// listener's: 280 bytes a slot made up front, 28 GB for
+			// --requests 1000000.)
+			s.net.f.SetQueueLen(max(sim.DefaultQueueLen, 4*((cfg.Requests+cfg.Senders-1)/cfg.Senders)))
+		}
 	}
 	s.lnode, s.senders = all[0], all[1:]
 	s.lnode.onEv = s.onListener

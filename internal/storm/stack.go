@@ -373,9 +373,13 @@ func (st *stack) leaks() leaks {
 	if u.Files != 1 {
 		l.ucmIDs++ // a file lost or added: count it somewhere visible
 	}
+	// The files' queues hold the events the Budget counts: an event left
+	// is one leak, not two (the larger count, should they differ).
+	queued := 0
 	for _, f := range st.ucm.Files() {
-		l.ucmEvents += f.QueuedEvents
+		queued += f.QueuedEvents
 	}
+	l.ucmEvents = max(queued, u.Events)
 	cids, cevs := st.cm.Count()
 	l.cmIDs, l.cmEvents = cids-1, cevs
 	return l
