@@ -682,3 +682,36 @@ func TestExitStatuses(t *testing.T) {
 		t.Errorf("exec without privileges: %v, exit status %d, want %d", err, exitStatus(err), exitExecFailed)
 	}
 }
+
+// --mode that the installed udev rule contradicts is warned about: udev
+// applies the rule's MODE at every event, after ucmd's chmod. The rule of
+// a name in /etc overrides the packaged one.
+func TestUDevModeConflict(t *testing.T) {
+	etc, lib := t.TempDir(), t.TempDir()
+	saved := udevRuleDirs
+	t.Cleanup(func() { udevRuleDirs = saved })
+	udevRuleDirs = []string{etc, lib}
+	packaged, err := os.ReadFile("../../dist/90-ucmd.rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := udevModeConflict(0o600); why != "" {
+		t.Errorf("no rule installed: %q", why)
+	}
+	if err := os.WriteFile(filepath.Join(lib, udevRuleName), packaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if why := udevModeConflict(0o666); why != "" {
+		t.Errorf("--mode 0666 with the packaged rule: %q", why)
+	}
+	if why := udevModeConflict(0o600); !strings.Contains(why, "--mode 0600: udev's rule "+filepath.Join(lib, udevRuleName)+" sets MODE 0666") {
+		t.Errorf("--mode 0600 with the packaged rule: %q", why)
+	}
+	override := strings.ReplaceAll(string(packaged), `MODE="0666"`, `MODE="0600"`)
+	if err := os.WriteFile(filepath.Join(etc, udevRuleName), []byte(override), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if why := udevModeConflict(0o600); why != "" {
+		t.Errorf("--mode 0600 with an /etc rule of MODE 0600: %q", why)
+	}
+}
