@@ -73,7 +73,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.fixedNumbers, "fixed-numbers", false, "register ucm0 to ucm31 as 231:224+N, the kernel driver's numbers (later nodes, as without it, share a major the kernel picks)")
 	fs.StringVar(&f.statusGroup, "status-group", "", "`GROUP` (a name in /etc/group, or a gid) that may read the status socket (ucmd status) besides root: mode 0660 and that group; default root only")
 	fs.StringVar(&f.metrics, "metrics-listen", "", "`HOST:PORT` to serve Prometheus metrics on at /metrics (MADs, retransmissions, timeouts, ids per state, files, queued events, failed commands, command latency and connection setup histograms; docs/metrics.md); e.g. 127.0.0.1:9435; default off, which also attaches no latency timing")
-	fs.StringVar(&f.mode, "mode", "0666", "permissions of the device nodes (the kernel driver used 0666); udev applies the MODE of its rule 90-ucmd.rules at every event, so another mode needs that rule overridden in /etc/udev/rules.d")
+	fs.StringVar(&f.mode, "mode", "0666", "permissions of the device nodes (the kernel driver used 0666); udev applies the MODE of 90-ucmd.rules at every event, so another mode needs that rule overridden in /etc/udev/rules.d")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.IntVar(&f.maxIDs, "max-ids", 0, "most ids one open file may hold (0: default 65536)")
