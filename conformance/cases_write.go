@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -57,6 +58,34 @@ func writeCases() []Case {
 		}},
 		{Name: "write/largest-in", Spec: "ucm-abi.md §2.3: hdr.in is 16 bits; in = 65535 with len = 8 + 65535 succeeds and returns len (one write, however CUSE splits large ones)", run: func(e *env) error {
 			return createIDWithIn(e, 0xffff)
+		}},
+		{Name: "write/past-max-write-ignored", Spec: "ucm-abi.md §2.3: ib_ucm_write runs the one command at the start of the buffer and returns len; bytes past 8 + 65535, which CUSE sends in a request of their own, are ignored, not run as a command", run: func(e *env) error {
+			c, err := e.Client()
+			if err != nil {
+				return err
+			}
+			// A CREATE_ID of the largest in, then a second CREATE_ID that
+			// only a device running the tail as a command would see.
+			resp, tail := c.Mem.Alloc(4), c.Mem.Alloc(4)
+			c.Mem.Write(tail, []byte{0xff, 0xff, 0xff, 0xff})
+			b := Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 6, Response: resp})
+			b = append(b, make([]byte, abi.HeaderSize+0xffff-len(b))...)
+			binary.NativeEndian.PutUint16(b[4:], 0xffff) // hdr.in
+			b = append(b, Encode(abi.CmdCreateID, 4, &abi.CreateID{UID: 7, Response: tail})...)
+			n, err := c.Raw(b)
+			if err != nil {
+				return fmt.Errorf("write of %d bytes: %w", len(b), err)
+			}
+			if n != len(b) {
+				return fmt.Errorf("write returned %d, want %d", n, len(b))
+			}
+			if got := c.Mem.Read(tail, 4); !bytes.Equal(got, []byte{0xff, 0xff, 0xff, 0xff}) {
+				return fmt.Errorf("the bytes past 8 + 65535 ran as a CREATE_ID (its response %x was written)", got)
+			}
+			var r abi.CreateIDResp
+			r.Decode(c.Mem.Read(resp, 4))
+			_, err = c.AttrID(r.ID)
+			return check("ATTR_ID of the id the write made", err)
 		}},
 		{Name: "write/short-in-accepted", Spec: "ucm-abi.md §2.3: handlers read sizeof(cmd) whatever hdr.in says; in=0 with the struct present succeeds", run: func(e *env) error {
 			return createIDWithIn(e, 0)

@@ -30,6 +30,13 @@ type Request struct {
 	// requests carry no f_flags; Poll gets the flags the file was opened
 	// with.
 	Flags uint32
+	// Offset is a READ's or WRITE's position in the system call's
+	// transfer: CUSE ignores the file position (cuse_read_iter and
+	// cuse_write_iter start at 0) and splits a transfer longer than
+	// max_read or max_write into requests at 0, max_write, 2·max_write...
+	// So a write with Offset > 0 continues one whose start the device
+	// has already served.
+	Offset uint64
 }
 
 // Nonblock reports whether the file was in O_NONBLOCK mode for this call.

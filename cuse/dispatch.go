@@ -328,7 +328,9 @@ func (s *Server) read(r *request) {
 		return
 	}
 	dst := make([]byte, in.Size)
-	n, err := f.h.Read(r, r.public(in.Flags), dst)
+	req := r.public(in.Flags)
+	req.Offset = in.Offset
+	n, err := f.h.Read(r, req, dst)
 	if err == nil && (n < 0 || n > len(dst)) {
 		err = fmt.Errorf("Handle.Read returned %d for a %d-byte buffer", n, len(dst))
 	}
@@ -354,7 +356,9 @@ func (s *Server) write(r *request) {
 	if f == nil {
 		return
 	}
-	n, err := f.h.Write(r, r.public(in.Flags), data)
+	req := r.public(in.Flags)
+	req.Offset = in.Offset
+	n, err := f.h.Write(r, req, data)
 	if err == nil && (n < 0 || n > len(data)) {
 		// The kernel fails the write(2) with EIO on size > count anyway.
 		err = fmt.Errorf("Handle.Write returned %d for %d bytes", n, len(data))

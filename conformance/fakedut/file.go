@@ -21,7 +21,8 @@ type File struct {
 
 // Write implements conformance.File. As the kernel's fuse_direct_io, it
 // sends a write longer than the server's max_write as several WRITE
-// requests of at most max_write bytes, one after another, and stops at
+// requests of at most max_write bytes, one after another, each at its
+// offset in the write (cuse_write_iter starts at 0), and stops at
 // the first error or short count: the bytes written before an error are
 // the result, the error only when there are none.
 func (f *File) Write(b []byte) (int, error) {
@@ -33,7 +34,7 @@ func (f *File) Write(b []byte) (int, error) {
 			chunk = chunk[:max]
 		}
 		f.mu.Lock()
-		p := f.F.WriteAsync(f.Caller, chunk)
+		p := f.F.WriteAsyncAt(f.Caller, chunk, uint64(done))
 		f.mu.Unlock()
 		r, err := wait(p)
 		if err == nil && r.Errno != 0 {

@@ -378,10 +378,16 @@ func (f *File) Kernel() *Kernel { return f.k }
 // into several WRITE requests (fuse_direct_io), and a request longer than
 // the server's buffer never reaches it.
 func (f *File) WriteAsync(c cuse.Caller, data []byte) *Pending {
+	return f.WriteAsyncAt(c, data, 0)
+}
+
+// WriteAsyncAt is WriteAsync at offset off of the write(2) it is part of:
+// the kernel's second request of a split write is at max_write.
+func (f *File) WriteAsyncAt(c cuse.Caller, data []byte, off uint64) *Pending {
 	if max := f.k.Init.MaxWrite; max != 0 && len(data) > int(max) {
 		f.k.t.Errorf("cusetest: WRITE of %d bytes, over max_write %d: the kernel would split it", len(data), max)
 	}
-	in := fuse.WriteIn{Fh: f.Fh, Size: uint32(len(data)), Flags: f.flags()}
+	in := fuse.WriteIn{Fh: f.Fh, Offset: off, Size: uint32(len(data)), Flags: f.flags()}
 	return f.k.send(Header{Opcode: OpWrite, Caller: c}, replyShape{exact: wire.SizeofWriteOut, count: len(data)},
 		wire.AppendWriteIn(nil, &in), data)
 }
