@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/ucmd/ucmd/abi"
@@ -24,6 +25,88 @@ func moreCases() []Case {
 			a, n := p.Passive.Data(make([]byte, abi.MaxMRAPrivateData+1))
 			return expect(p.Passive.Cmd(abi.CmdSendMRA, 0, &abi.MRA{ID: child, Data: a, Len: n, Timeout: 10}), unix.EINVAL)
 		}),
+		// The limits themselves pass (the CM's checks are "len > max"),
+		// and the bytes arrive whole: a device refusing the limit, or
+		// sending less, passed the limit+1 cases alone.
+		{Name: "send_req/private-data-at-limit", Spec: "ucm-abi.md §2.6: exactly 92 bytes of REQ private data → success, all 92 in the passive side's REQ_RECEIVED", run: func(e *env) error {
+			p, err := newPair(e)
+			if err != nil {
+				return err
+			}
+			pd := pattern(abi.MaxREQPrivateData, 0x10)
+			if err := p.SendREQ(pd); err != nil {
+				return err
+			}
+			ev, err := p.Passive.Expect(abi.CMREQReceived, Wait)
+			if err != nil {
+				return err
+			}
+			return samePrivateData("REQ_RECEIVED", ev.Data, pd)
+		}},
+		onREQ("send_rep/private-data-at-limit", "ucm-abi.md §2.6: exactly 196 bytes of REP private data → success, all 196 in the active side's REP_RECEIVED", func(p *pair, child uint32) error {
+			pd := pattern(abi.MaxREPPrivateData, 0x20)
+			r := rep(child)
+			r.Data, r.Len = p.Passive.Data(pd)
+			if err := p.Passive.SendREP(r); err != nil {
+				return check("SEND_REP", err)
+			}
+			ev, err := p.Active.Expect(abi.CMREPReceived, Wait)
+			if err != nil {
+				return err
+			}
+			return samePrivateData("REP_RECEIVED", ev.Data, pd)
+		}),
+		onREQ("send_mra/private-data-at-limit", "ucm-abi.md §2.6: exactly 222 bytes of MRA private data → success, all 222 in the active side's MRA_RECEIVED", func(p *pair, child uint32) error {
+			pd := pattern(abi.MaxMRAPrivateData, 0x30)
+			a, n := p.Passive.Data(pd)
+			if err := p.Passive.Cmd(abi.CmdSendMRA, 0, &abi.MRA{ID: child, Data: a, Len: n, Timeout: 10}); err != nil {
+				return check("SEND_MRA", err)
+			}
+			ev, err := p.Active.Expect(abi.CMMRAReceived, Wait)
+			if err != nil {
+				return err
+			}
+			return samePrivateData("MRA_RECEIVED", ev.Data, pd)
+		}),
+		onREQ("send_rej/ari-at-limit", "ucm-abi.md §2.6: exactly 72 bytes of ARI → success, all 72 as the active side's REJ_RECEIVED info", func(p *pair, child uint32) error {
+			ari := pattern(abi.MaxREJARI, 0x40)
+			if err := p.Passive.SendInfo(abi.CmdSendREJ, child, 28, ari, nil); err != nil {
+				return check("SEND_REJ", err)
+			}
+			ev, err := p.Active.Expect(abi.CMREJReceived, Wait)
+			if err != nil {
+				return err
+			}
+			return samePrivateData("REJ_RECEIVED's ARI", ev.Info, ari)
+		}),
+		{Name: "send_dreq/private-data-at-limit", Spec: "ucm-abi.md §2.6: exactly 220 bytes of DREQ private data → success, all 220 in the passive side's DREQ_RECEIVED", run: func(e *env) error {
+			p, err := newPair(e)
+			if err != nil {
+				return err
+			}
+			if _, err := p.Establish(); err != nil {
+				return err
+			}
+			pd := pattern(abi.MaxDREQPrivateData, 0x50)
+			if err := p.Active.SendPrivateData(abi.CmdSendDREQ, p.ID, pd); err != nil {
+				return check("SEND_DREQ", err)
+			}
+			ev, err := p.Passive.Expect(abi.CMDREQReceived, Wait)
+			if err != nil {
+				return err
+			}
+			return samePrivateData("DREQ_RECEIVED", ev.Data, pd)
+		}},
+		{Name: "notify/einval-event-established", Spec: "ucm-abi.md §3.2: NOTIFY with an event other than COMM_EST/PATH_MIG → EINVAL, also on an established id (where COMM_EST would be taken)", run: func(e *env) error {
+			p, err := newPair(e)
+			if err != nil {
+				return err
+			}
+			if _, err := p.Establish(); err != nil {
+				return err
+			}
+			return expect(p.Active.Notify(p.ID, 99), unix.EINVAL)
+		}},
 		onREQ("init_qp_attr/einval-qp-state", "ucm-abi.md §3.2: INIT_QP_ATTR for a state other than INIT/RTR/RTS → EINVAL", func(p *pair, child uint32) error {
 			_, err := p.Passive.InitQPAttr(child, abi.QPStateSQD)
 			return expect(err, unix.EINVAL)
@@ -111,4 +194,24 @@ func onREQ(name, spec string, fn func(p *pair, child uint32) error) Case {
 		}
 		return fn(p, ev.ID)
 	}}
+}
+
+// pattern is n bytes counting up from first, so that a cut, a shift or a
+// stray byte shows.
+func pattern(n int, first byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = first + byte(i)
+	}
+	return b
+}
+
+// samePrivateData checks that an event's private data (or info) starts
+// with want: a received event's data is the message's whole private data
+// area, zeros after what the sender gave.
+func samePrivateData(what string, got, want []byte) error {
+	if len(got) < len(want) || !bytes.Equal(got[:len(want)], want) {
+		return fmt.Errorf("%s carries %x, want %x first", what, got, want)
+	}
+	return nil
 }

@@ -105,10 +105,17 @@ func Run(ctx context.Context, dut DUT, report func(Case, error)) int {
 	return failed
 }
 
-// RunCase runs one case.
-func RunCase(ctx context.Context, dut DUT, c Case) error {
+// RunCase runs one case. A case that panics (a device that answered
+// with something a case's code did not expect, a data pointer without its
+// present bit, say) fails with the panic, and the run goes on.
+func RunCase(ctx context.Context, dut DUT, c Case) (err error) {
 	e := &env{Ctx: ctx, DUT: dut}
 	defer e.close()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the case's code panicked on what the device answered: %v", p)
+		}
+	}()
 	return c.run(e)
 }
 
