@@ -91,6 +91,19 @@ case "$nb" in
   *) bad "rtnetlink could not be asked under the unit's sandbox: $nb" ;;
 esac
 
+# --- a program started by ucmd exec finds its device after ucmd restarts -------
+rm -f /tmp/exec-go
+ucmd exec -- sh -c 'until [ -e /tmp/exec-go ]; do sleep 0.1; done; cat /sys/class/infiniband_cm/ucm0/ibdev && ls /sys/class/infiniband_verbs' > /tmp/exec-restart.out 2>&1 &
+epid=$!
+sleep 1 # in its namespace
+systemctl restart ucmd.service
+touch /tmp/exec-go
+if wait $epid && grep -q '^rxe0$' /tmp/exec-restart.out && grep -q '^uverbs' /tmp/exec-restart.out; then
+  ok "a program started by ucmd exec before a restart of ucmd reads its class tree and /sys/class after it"
+else
+  bad "ucmd exec across a restart of ucmd"; sed 's/^/# /' /tmp/exec-restart.out
+fi
+
 # --- the journal: each line's priority, and no second timestamp ---------------
 # (internal/journal: stderr is the journal's stream, JOURNAL_STREAM)
 n_time=$(journalctl -b -u ucmd.service -o cat | grep -c '^time=')
