@@ -494,6 +494,46 @@ func TestStatusAndConformanceErrors(t *testing.T) {
 	}
 }
 
+// A device that never answers a write fails the case it hangs in when
+// --timeout runs out, and the run ends with its summary instead of
+// hanging with it.
+func TestConformanceHungDevice(t *testing.T) {
+	f, env := fakeMachine(t)
+	serve(t, env, notifySocket(t), "--sim-devices", "1")
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	env.openDUT = func(path string) (conformance.DUT, error) {
+		d, err := f.DUT("infiniband/ucm0", nil)
+		return hungDUT{d, release}, err
+	}
+	start := time.Now()
+	out, err := runIn(t, env, "conformance", "--ibdev", "x", "--timeout", "300ms", "--run", "^write/short-header$", "/dev/infiniband/ucm0")
+	if err == nil || !strings.Contains(out, "FAIL write/short-header: no answer from the device before --timeout ran out") || !strings.Contains(out, "0 passed, 1 failed") {
+		t.Errorf("conformance of a hung device: %v\n%s", err, out)
+	}
+	if d := time.Since(start); d > waitFor {
+		t.Errorf("the run took %v", d)
+	}
+}
+
+// hungDUT is a device whose files' writes block until release closes.
+type hungDUT struct {
+	conformance.DUT
+	release chan struct{}
+}
+
+func (d hungDUT) Open(bool) (conformance.File, error) { return hungFile{d.release}, nil }
+
+type hungFile struct{ release chan struct{} }
+
+func (f hungFile) Write([]byte) (int, error) { <-f.release; return 0, unix.EIO }
+func (hungFile) Read(int) (int, error)       { return 0, unix.EINVAL }
+func (hungFile) WaitReadable(time.Duration) (bool, error) {
+	return false, nil
+}
+func (hungFile) SetNonblock(bool) error { return nil }
+func (hungFile) Close() error           { return nil }
+
 // brokenDUT is a device whose files cannot be opened.
 type brokenDUT struct{ conformance.DUT }
 
