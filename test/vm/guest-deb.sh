@@ -103,9 +103,11 @@ for f in /usr/sbin/ucmd /lib/systemd/system/ucmd.service /lib/udev/rules.d/90-uc
 done
 [ -e /etc/default/ucmd ] || fail "remove deleted the conffile"
 ok "remove: stopped ucmd ($c), files gone, /etc/default/ucmd kept"
+mkdir -p /run/ucmd/class # as the unit keeps it (RuntimeDirectoryPreserve=yes)
 out=$(dpkg -P ucmd 2>&1) || fail "dpkg -P: $out"
 [ ! -e /etc/default/ucmd ] || fail "purge left /etc/default/ucmd"
+[ ! -e /run/ucmd ] || fail "purge left /run/ucmd"
 [ ! -L /etc/systemd/system/multi-user.target.wants/ucmd.service ] || fail "purge left the enablement symlink"
 dpkg -s ucmd >/dev/null 2>&1 && fail "dpkg still knows ucmd"
-ok "purge: conffile and enablement symlink gone, package unknown to dpkg"
+ok "purge: conffile, enablement symlink and /run/ucmd gone, package unknown to dpkg"
 echo "guest-deb: all $n checks passed"
