@@ -70,6 +70,12 @@ func eventCases() []Case {
 				return fmt.Errorf("req %+v", r)
 			case r.PrimaryPath.DLID != p.Path.SLID:
 				return fmt.Errorf("primary path %+v", r.PrimaryPath)
+			case r.ResponderResources != reqInitiatorDepth || r.InitiatorDepth != reqResponderResources:
+				return fmt.Errorf("responder resources %d, initiator depth %d: want the REQ's %d and %d swapped",
+					r.ResponderResources, r.InitiatorDepth, reqResponderResources, reqInitiatorDepth)
+			case r.LocalCMResponseTimeout != reqRemoteTimeout || r.RemoteCMResponseTimeout != reqLocalTimeout:
+				return fmt.Errorf("local CM response timeout %d, remote %d: want the REQ's remote %d and local %d swapped",
+					r.LocalCMResponseTimeout, r.RemoteCMResponseTimeout, reqRemoteTimeout, reqLocalTimeout)
 			}
 			if _, err := p.Passive.AttrID(ev.ID); err != nil {
 				return check("ATTR_ID of the new id", err)

@@ -131,13 +131,15 @@ func (c *Client) Path(p abi.PathRec) uint64 {
 	return a
 }
 
-// REQ returns a SEND_REQ for an RC connection as cmpost sends it.
+// REQ returns a SEND_REQ for an RC connection as cmpost sends it. The
+// pairs the receiver sees swapped differ (cm_format_req_event), so that a
+// device that does not swap them shows.
 func (c *Client) REQ(id uint32, sid uint64, path abi.PathRec, qpn uint32) *abi.REQ {
 	return &abi.REQ{
 		ID: id, QPN: qpn, QPType: abi.QPTypeRC, PSN: qpn + 1, SID: sid,
 		PrimaryPath:        c.Path(path),
-		ResponderResources: 1, InitiatorDepth: 1,
-		RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20,
+		ResponderResources: reqResponderResources, InitiatorDepth: reqInitiatorDepth,
+		RemoteCMResponseTimeout: reqRemoteTimeout, LocalCMResponseTimeout: reqLocalTimeout,
 		RetryCount: 5, RNRRetryCount: 7, MaxCMRetries: 5, FlowControl: 1,
 	}
 }
@@ -229,3 +231,11 @@ func Errno(err error) unix.Errno {
 	}
 	return ^unix.Errno(0)
 }
+
+// The REQ's pairs, each different from its partner.
+const (
+	reqResponderResources = 3
+	reqInitiatorDepth     = 5
+	reqRemoteTimeout      = 20
+	reqLocalTimeout       = 19
+)
