@@ -107,6 +107,33 @@ func moreCases() []Case {
 			}
 			return expect(p.Active.Notify(p.ID, 99), unix.EINVAL)
 		}},
+		// The per-command einval-other-file cases address an IDLE id,
+		// which the CM refuses anyway: here the id is in REQ_RCVD, where
+		// its owner's SEND_REP succeeds.
+		onREQ("send_rep/einval-other-file-req-rcvd", "ucm-abi.md §3.1, design.md rule 1: SEND_REP from another file, for a connection in REQ_RCVD → EINVAL and the connection is left alone: the owner's SEND_REP then succeeds and the RTU event carries the owner's uid", func(p *pair, child uint32) error {
+			r := rep(child)
+			r.UID = 0xBAD
+			if err := expect(p.Active.SendREP(r), unix.EINVAL); err != nil {
+				return check("SEND_REP from the active side's file", err)
+			}
+			if err := p.Passive.SendREP(rep(child)); err != nil {
+				return check("the owner's SEND_REP", err)
+			}
+			if _, err := p.Active.Expect(abi.CMREPReceived, Wait); err != nil {
+				return err
+			}
+			if err := p.Active.SendPrivateData(abi.CmdSendRTU, p.ID, nil); err != nil {
+				return check("SEND_RTU", err)
+			}
+			ev, err := p.Passive.Expect(abi.CMRTUReceived, Wait)
+			if err != nil {
+				return err
+			}
+			if ev.UID != childUID {
+				return fmt.Errorf("RTU_RECEIVED with uid %#x, want the owner's %#x", ev.UID, childUID)
+			}
+			return nil
+		}),
 		onREQ("init_qp_attr/einval-qp-state", "ucm-abi.md §3.2: INIT_QP_ATTR for a state other than INIT/RTR/RTS → EINVAL", func(p *pair, child uint32) error {
 			_, err := p.Passive.InitQPAttr(child, abi.QPStateSQD)
 			return expect(err, unix.EINVAL)
