@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -58,9 +59,19 @@ func Encode(cmd abi.Cmd, out uint16, s abi.Struct) []byte {
 
 func (c *Client) out(cmd abi.Cmd) uint16 { return uint16(cmd.OutLen()) }
 
+// response is a buffer for a command's response, filled with 0xff: the
+// kernel wrote every byte of each response, and a response a device does
+// not write then reads as ids, counts and states no check takes for right
+// (zeroed, it read as id 0 and no events reported).
+func (c *Client) response(n int) uint64 {
+	a := c.Mem.Alloc(n)
+	c.Mem.Write(a, bytes.Repeat([]byte{0xff}, n))
+	return a
+}
+
 // CreateID creates an id with cookie uid.
 func (c *Client) CreateID(uid uint64) (uint32, error) {
-	resp := c.Mem.Alloc(abi.CreateIDRespSize)
+	resp := c.response(abi.CreateIDRespSize)
 	if err := c.Cmd(abi.CmdCreateID, c.out(abi.CmdCreateID), &abi.CreateID{UID: uid, Response: resp}); err != nil {
 		return 0, err
 	}
@@ -71,7 +82,7 @@ func (c *Client) CreateID(uid uint64) (uint32, error) {
 
 // DestroyID destroys id and returns events_reported.
 func (c *Client) DestroyID(id uint32) (uint32, error) {
-	resp := c.Mem.Alloc(abi.DestroyIDRespSize)
+	resp := c.response(abi.DestroyIDRespSize)
 	if err := c.Cmd(abi.CmdDestroyID, c.out(abi.CmdDestroyID), &abi.DestroyID{Response: resp, ID: id}); err != nil {
 		return 0, err
 	}
@@ -83,7 +94,7 @@ func (c *Client) DestroyID(id uint32) (uint32, error) {
 // AttrID returns ATTR_ID's answer.
 func (c *Client) AttrID(id uint32) (abi.AttrIDResp, error) {
 	var r abi.AttrIDResp
-	resp := c.Mem.Alloc(abi.AttrIDRespSize)
+	resp := c.response(abi.AttrIDRespSize)
 	if err := c.Cmd(abi.CmdAttrID, c.out(abi.CmdAttrID), &abi.AttrID{Response: resp, ID: id}); err != nil {
 		return r, err
 	}
@@ -94,7 +105,7 @@ func (c *Client) AttrID(id uint32) (abi.AttrIDResp, error) {
 // InitQPAttr returns INIT_QP_ATTR's answer.
 func (c *Client) InitQPAttr(id uint32, st abi.QPState) (abi.QPAttr, error) {
 	var r abi.QPAttr
-	resp := c.Mem.Alloc(abi.QPAttrSize)
+	resp := c.response(abi.QPAttrSize)
 	if err := c.Cmd(abi.CmdInitQPAttr, c.out(abi.CmdInitQPAttr), &abi.InitQPAttr{Response: resp, ID: id, QPState: st}); err != nil {
 		return r, err
 	}
@@ -177,7 +188,7 @@ func (c *Client) GetEvent() (Event, error) { return c.GetEventLen(255, 255) }
 func (c *Client) GetEventLen(dataLen, infoLen uint8) (Event, error) {
 	var ev Event
 	g := &abi.EventGet{
-		Response: c.Mem.Alloc(abi.EventRespSize),
+		Response: c.response(abi.EventRespSize),
 		Data:     c.Mem.Alloc(max(int(dataLen), 1)),
 		Info:     c.Mem.Alloc(max(int(infoLen), 1)),
 		DataLen:  dataLen, InfoLen: infoLen,
