@@ -272,24 +272,59 @@ func ListenSocket(dir, name string, opts ...Option) (net.Listener, error) {
 		c.Close()
 		return nil, fmt.Errorf("%s: another ucmd is running", path)
 	}
-	os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	// Bound in a directory of its own, which only root can enter, given
+	// its group and mode there, then renamed into place: bound where it
+	// stays, the socket took the process's umask until the chmod after
+	// it, and a client that connected in between was served whatever
+	// the mode was to be.
+	tmp, err := os.MkdirTemp(dir, ".bind-")
 	if err != nil {
 		return nil, err
 	}
+	defer os.RemoveAll(tmp)
+	bound := filepath.Join(tmp, name)
+	ln, err := net.Listen("unix", bound)
+	if err != nil {
+		return nil, err
+	}
+	afterBind(path)
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false) // it is unlinked at path, below
 	mode := os.FileMode(0o600)
 	if o.gid >= 0 {
 		mode = 0o660
-		if err := os.Chown(path, -1, o.gid); err != nil {
+		if err := os.Chown(bound, -1, o.gid); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("%s: group %d: %w", path, o.gid, err)
 		}
 	}
-	if err := os.Chmod(path, mode); err != nil {
+	if err := os.Chmod(bound, mode); err != nil {
 		ln.Close()
 		return nil, err
 	}
-	return ln, nil
+	if err := os.Rename(bound, path); err != nil { // replaces a stale one
+		ln.Close()
+		return nil, err
+	}
+	return &socketListener{UnixListener: ul, path: path}, nil
+}
+
+// afterBind runs once the socket is bound, before its mode is set (tests
+// try to connect then).
+var afterBind = func(path string) {}
+
+// socketListener unlinks its socket at the path it was renamed to when it
+// closes, as a UnixListener does at the path it was bound to.
+type socketListener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+func (l *socketListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { os.Remove(l.path) })
+	return err
 }
 
 func (s *Server) serve() {

@@ -433,3 +433,43 @@ func TestServerOneSnapshotAtATime(t *testing.T) {
 		t.Errorf("%d snapshots taken at once, want 1", n)
 	}
 }
+
+// No client can connect before the socket has its mode: it is bound out of
+// reach and renamed into place once set. Bound in place, it took the
+// umask's mode until the chmod after it, and a client that connected in
+// between was served. Closed, the listener removes it.
+func TestSocketModeBeforeReachable(t *testing.T) {
+	dir := t.TempDir()
+	saved := afterBind
+	t.Cleanup(func() { afterBind = saved })
+	connected := false
+	afterBind = func(path string) {
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			connected = true
+		}
+	}
+	ln, err := ListenSocket(dir, "x.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if connected {
+		t.Error("a client connected before the socket's mode was set")
+	}
+	path := filepath.Join(dir, "x.sock")
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 || st.Mode()&os.ModeSocket == 0 {
+		t.Errorf("socket: %v, %v; want a socket of mode 0600", st, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the runtime dir holds %d entries, want the socket alone", len(ents))
+	}
+	if c, err := net.Dial("unix", path); err != nil {
+		t.Errorf("connect after ListenSocket: %v", err)
+	} else {
+		c.Close()
+	}
+	ln.Close()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("socket after Close: %v, want it removed", err)
+	}
+}
