@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -74,6 +75,7 @@ func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, err
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
 	ln = netutil.LimitListener(ln, lim.conns)
+	idle := &idleConns{max: lim.conns, open: make(map[net.Conn]time.Time)}
 	mux := http.NewServeMux()
 	mux.Handle(Path, m.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -92,6 +94,7 @@ func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, err
 			WriteTimeout:      lim.write,
 			IdleTimeout:       lim.idle,
 			MaxHeaderBytes:    lim.headerBytes,
+			ConnState:         idle.track,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},
 		done: make(chan struct{}),
@@ -103,6 +106,45 @@ func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, err
 		}
 	}()
 	return s, nil
+}
+
+// idleConns closes the connection idle the longest whenever every
+// connection the endpoint serves at once is open: a scraper keeps its
+// connection between scrapes, and so may anyone who reaches the address,
+// who could otherwise hold every slot idle for the idle limit (two
+// minutes) and keep Prometheus waiting in the backlog.
+type idleConns struct {
+	max  int
+	mu   sync.Mutex
+	open map[net.Conn]time.Time // idle since; zero while a request runs
+}
+
+func (t *idleConns) track(c net.Conn, st http.ConnState) {
+	t.mu.Lock()
+	switch st {
+	case http.StateNew, http.StateActive:
+		t.open[c] = time.Time{}
+	case http.StateIdle:
+		t.open[c] = time.Now()
+	case http.StateHijacked, http.StateClosed:
+		delete(t.open, c)
+	}
+	var oldest net.Conn
+	if len(t.open) >= t.max {
+		var since time.Time
+		for o, at := range t.open {
+			if !at.IsZero() && (oldest == nil || at.Before(since)) {
+				oldest, since = o, at
+			}
+		}
+		if oldest != nil {
+			delete(t.open, oldest)
+		}
+	}
+	t.mu.Unlock()
+	if oldest != nil {
+		oldest.Close()
+	}
 }
 
 // Addr is the address served (the port chosen for port 0).

@@ -84,10 +84,12 @@ func TestServerConnectionLimit(t *testing.T) {
 	lim := defaultLimits
 	lim.conns = 2
 	addr := serve(t, lim)
+	// In the middle of a request (its headers not yet all sent), each
+	// holds a slot.
 	holders := []net.Conn{dial(t, addr), dial(t, addr)}
-	for i, c := range holders { // accepted and served: each holds a slot
-		if r, err := get(c); err != nil || r.StatusCode != http.StatusOK {
-			t.Fatalf("connection %d: GET /: %v, %v", i, r, err)
+	for i, c := range holders {
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\n"); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
 		}
 	}
 	third := dial(t, addr)
@@ -182,5 +184,30 @@ func TestSnapshotShared(t *testing.T) {
 	wg.Wait()
 	if n := p.n.Load(); n != 1 {
 		t.Errorf("8 scrapes at once took %d snapshots, want 1", n)
+	}
+}
+
+// Connections left idle between requests (a scraper's, or anyone's who
+// reaches the address) do not keep the others out: with every slot taken,
+// the one idle the longest is closed.
+func TestServerEvictsIdleConnections(t *testing.T) {
+	lim := defaultLimits
+	lim.conns = 2
+	addr := serve(t, lim)
+	holders := []net.Conn{dial(t, addr), dial(t, addr)}
+	for i, c := range holders { // served, then idle: each holds a slot
+		if r, err := get(c); err != nil || r.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d: GET /: %v, %v", i, r, err)
+		}
+		time.Sleep(10 * time.Millisecond) // the first is idle the longer
+	}
+	third := dial(t, addr)
+	third.SetDeadline(time.Now().Add(10 * time.Second))
+	if r, err := get(third); err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("a third connection with two idle ones holding the limit of 2: %v, %v", r, err)
+	}
+	holders[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := holders[0].Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("the connection idle the longest: read %d bytes, %v; want it closed (EOF)", n, err)
 	}
 }
