@@ -222,7 +222,11 @@ type Server struct {
 	// snap lets one snapshot (and its JSON) be made at a time: each walks
 	// every id of every open file, megabytes for a daemon of many ids.
 	snap sync.Mutex
+	next time.Time // under snap: no snapshot before this
 }
+
+// maxSnapshotWait bounds how long an answer waits for its turn.
+const maxSnapshotWait = time.Second
 
 // MaxClients bounds the status socket's connections served at once; more
 // wait in the kernel's backlog. Each holds its answer until it is read or
@@ -343,10 +347,20 @@ func (s *Server) serve() {
 }
 
 // answer is a snapshot taken after the request arrived, as JSON.
+// answer is a snapshot taken after the request came, as JSON. The next
+// one begins no sooner than ten times this one's time after it: a member
+// of --status-group who loops `ucmd status` (or many at once) gets fresh
+// answers, more slowly, and costs the daemon about a tenth of a CPU in
+// walks of the ids under the files' locks (7 ms and 10 MB at 60,000 ids).
 func (s *Server) answer() ([]byte, error) {
 	s.snap.Lock()
 	defer s.snap.Unlock()
+	if wait := time.Until(s.next); wait > 0 {
+		time.Sleep(min(wait, maxSnapshotWait))
+	}
+	start := time.Now()
 	b, err := json.Marshal(s.p.Snapshot())
+	s.next = start.Add(10 * time.Since(start))
 	return append(b, '\n'), err
 }
 

@@ -473,3 +473,32 @@ func TestSocketModeBeforeReachable(t *testing.T) {
 		t.Errorf("socket after Close: %v, want it removed", err)
 	}
 }
+
+// A client that asks again and again gets a fresh snapshot each time, but
+// the snapshots (a walk of every id under the files' locks) take at most
+// about a tenth of the daemon's time: the next begins no sooner than ten
+// times the last one's time after it.
+func TestSnapshotsBounded(t *testing.T) {
+	dir := t.TempDir()
+	const walk = 2 * time.Millisecond
+	var snaps atomic.Int64
+	srv, err := Listen(dir, ProviderFunc(func() Snapshot {
+		snaps.Add(1)
+		time.Sleep(walk)
+		return sample()
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	start := time.Now()
+	for range 20 {
+		if _, err := Fetch(t.Context(), dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	if n, most := snaps.Load(), int64(elapsed/(10*walk))+1; n != 20 || n > most {
+		t.Errorf("%d snapshots for 20 fetches in %v, want 20, and at most %d in that time", n, elapsed, most)
+	}
+}
