@@ -711,6 +711,10 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"serve", "--rescan", "1ms"}, exitUsage},
 		{[]string{"serve", "--sim-devices", "3"}, exitUsage}, // the default fabric is umad
 		{[]string{"status", "--no-such-flag"}, exitUsage},
+		{[]string{"trace", "--ladder", "--json"}, exitUsage},
+		{[]string{"trace", "--ladder", "-q", "-w", filepath.Join(dir, "x.pcapng")}, exitUsage},
+		{[]string{"trace", "-q"}, exitUsage},
+		{[]string{"trace", "--count", "-1"}, exitUsage},
 	} {
 		_, err := runIn(t, env, tc.args...)
 		if got := exitStatus(err); got != tc.want {

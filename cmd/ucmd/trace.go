@@ -116,10 +116,21 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 		}
 	}
 	if tf.ibLink != "erf" && tf.ibLink != "infiniband" {
-		return fmt.Errorf("--ib-linktype %q: want erf or infiniband", tf.ibLink)
+		return usage(fmt.Errorf("--ib-linktype %q: want erf or infiniband", tf.ibLink))
 	}
 	if tf.buffer <= 0 || tf.buffer > trace.MaxBuffer {
-		return fmt.Errorf("--buffer %d: want 1 to %d", tf.buffer, trace.MaxBuffer)
+		return usage(fmt.Errorf("--buffer %d: want 1 to %d", tf.buffer, trace.MaxBuffer))
+	}
+	// Flags that would be ignored are refused: each says what to print.
+	switch {
+	case tf.ladder && tf.asJSON:
+		return usage(errors.New("--ladder and --json: the ladder is drawn from the text of the trace; pick one"))
+	case tf.ladder && tf.quiet:
+		return usage(errors.New("--ladder and --quiet: the ladder is the trace's only output; pick one"))
+	case tf.quiet && tf.write == "":
+		return usage(errors.New("--quiet without --write: nothing would be printed or written"))
+	case tf.count < 0:
+		return usage(fmt.Errorf("--count %d: want 0 (no limit) or more", tf.count))
 	}
 	// SIGHUP (the terminal closed) too: the runtime's default would exit
 	// at once, leaving the capture cut short.
