@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 func newExecCmd(g *globalFlags) *cobra.Command {
 	var userName string
+	var ignorePipe bool
 	cmd := &cobra.Command{
 		Use:   "exec [--user NAME] -- PROGRAM [ARG...]",
 		Short: "run a libibcm program that can find ucmd's devices",
@@ -37,7 +39,13 @@ Users are found in /etc/passwd, else through getent(1) (LDAP, sssd), else,
 for the sudo user, as sudo names them (SUDO_UID, SUDO_GID).
 
 The exit status is PROGRAM's; as env(1)'s, 127 when PROGRAM was not found,
-126 when it cannot be run, 125 when ucmd exec itself failed.`,
+126 when it cannot be run, 125 when ucmd exec itself failed.
+
+PROGRAM starts with every signal but SIGHUP and SIGINT at its default action,
+even where ucmd exec was started with it ignored: the Go runtime replaces an
+inherited SIG_IGN, and ucmd cannot tell it was there. A systemd service's
+processes start with SIGPIPE ignored (IgnoreSIGPIPE=yes); --ignore-sigpipe
+starts PROGRAM so.`,
 		Example: `  sudo ucmd exec -- dapltest -T S -D ofa-v2-ib0     # runs as you (SUDO_USER)
   sudo ucmd exec --user mpi -- ./my_libibcm_app --port 1
   ucmd exec --runtime-dir /run/ucmd-test -- cat /sys/class/infiniband_cm/ucm0/ibdev   # as root`,
@@ -45,16 +53,17 @@ The exit status is PROGRAM's; as env(1)'s, 127 when PROGRAM was not found,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Exit statuses as env(1)'s: 127 PROGRAM not found, 126 not
 			// runnable, 125 anything else that stopped ucmd exec.
-			return withStatus(exitExecFailed, runExec(cmd, g, userName, args))
+			return withStatus(exitExecFailed, runExec(cmd, g, userName, ignorePipe, args))
 		},
 	}
 	cmd.Flags().StringVar(&userName, "user", "", "run PROGRAM as this user (name or uid; default: $SUDO_USER, else stay root)")
+	cmd.Flags().BoolVar(&ignorePipe, "ignore-sigpipe", false, "start PROGRAM with SIGPIPE ignored (as systemd starts a service's processes)")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
 }
 
 // runExec is exec's work; on success it does not return.
-func runExec(cmd *cobra.Command, g *globalFlags, userName string, args []string) error {
+func runExec(cmd *cobra.Command, g *globalFlags, userName string, ignorePipe bool, args []string) error {
 	if !execPrivileged() {
 		return errors.New("exec needs root: it makes a private mount namespace (CAP_SYS_ADMIN); run `sudo ucmd exec -- PROGRAM`, and PROGRAM runs as you (--user)")
 	}
@@ -82,6 +91,9 @@ func runExec(cmd *cobra.Command, g *globalFlags, userName string, args []string)
 			return err
 		}
 		env = target.environ(env)
+	}
+	if ignorePipe {
+		signal.Ignore(syscall.SIGPIPE) // SIG_IGN survives execve
 	}
 	// Exec from the goroutine (and so the thread) that entered the
 	// namespace: the new program inherits it.

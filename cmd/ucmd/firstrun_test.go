@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -223,5 +224,39 @@ func TestExecAsUser(t *testing.T) {
 	out, err := exec.Command(bin, "exec", "--runtime-dir", private, "--user", "nobody", "--", "true").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "not searchable by other users") {
 		t.Errorf("exec --user with a 0700 runtime dir: %v\n%s", err, out)
+	}
+}
+
+// PROGRAM starts with SIGPIPE at its default action, and ignored with
+// --ignore-sigpipe (as systemd starts a service's processes).
+func TestExecIgnoreSIGPIPE(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_ADMIN) for a mount namespace")
+	}
+	run := t.TempDir()
+	if err := sysclass.WriteTree(run, []sysclass.Device{{Index: 0, IBDev: "rxe0", Major: 231, Minor: 224}}); err != nil {
+		t.Fatal(err)
+	}
+	bin := sharedBin(t)
+	const pipeBit = 1 << (13 - 1) // SIGPIPE in /proc's SigIgn mask
+	for _, tc := range []struct {
+		args    []string
+		ignored bool
+	}{
+		{nil, false},
+		{[]string{"--ignore-sigpipe"}, true},
+	} {
+		args := append(append([]string{"exec", "--runtime-dir", run, "--user", "root"}, tc.args...), "--", "grep", "^SigIgn:", "/proc/self/status")
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ucmd %v: %v\n%s", args, err, out)
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(out), "SigIgn:")), 16, 64)
+		if err != nil {
+			t.Fatalf("ucmd %v printed %q", args, out)
+		}
+		if got := mask&pipeBit != 0; got != tc.ignored {
+			t.Errorf("ucmd %v: SIGPIPE ignored %v, want %v (SigIgn %#x)", args, got, tc.ignored, mask)
+		}
 	}
 }
