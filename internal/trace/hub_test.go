@@ -503,3 +503,32 @@ func TestHubOwnerReadsBounded(t *testing.T) {
 		t.Errorf("%d owner reads in %v for 150 MADs and 3 subscribers, want at most %d", n, elapsed, most)
 	}
 }
+
+// The port's attributes the trace shows are read again once older than
+// portAttrAge (as of the MADs' times): a GID changed at the same index, or
+// a LID the subnet manager changed, showed the old value for the whole
+// trace.
+func TestPortAttrsReadAgain(t *testing.T) {
+	dev, port := roceDev()
+	h := NewHub(nil, nil)
+	newGID := hw.GID{0xfe, 0x80, 8: 0x50, 0x54, 0x00, 0xff, 0xfe, 0x99, 0x99, 0x99}
+	rec := func(seq uint64, at time.Time) *record {
+		req := testREQ()
+		var m hw.MAD
+		copy(m[:], testMAD(seq, req))
+		h.seq.Store(seq)
+		return &record{seq: seq, time: at, dev: dev, port: 1, dir: cmcore.MADReceived, mad: m,
+			peer: hw.Address{QPN: 1}, grh: peerGRH, hasGRH: true}
+	}
+	var rs resolver
+	first, _ := rs.event(h, rec(1, t0))
+	port.attr.GIDs = []hw.GIDEntry{{Index: 1, GID: newGID, Type: hw.GIDTypeRoCEv2}} // same index, another address
+	soon, _ := rs.event(h, rec(2, t0.Add(time.Second)))
+	later, _ := rs.event(h, rec(3, t0.Add(portAttrAge)))
+	if first.Local.GID == gidString(newGID) || soon.Local.GID != first.Local.GID {
+		t.Errorf("within portAttrAge: local GID %s then %s, want the first read's both times", first.Local.GID, soon.Local.GID)
+	}
+	if later.Local.GID != gidString(newGID) {
+		t.Errorf("after portAttrAge: local GID %s, want the port's new %s", later.Local.GID, gidString(newGID))
+	}
+}

@@ -31,9 +31,16 @@ type portKey struct {
 
 type portInfo struct {
 	seq  uint64
+	read time.Time // the time of the MAD it was read for
 	attr hw.PortAttr
 	err  error
 }
+
+// portAttrAge is how long a port's attributes stand for the trace before
+// they are read again: the subnet manager may give the port another LID,
+// and a GID may change at the same index. (Reading them is cheap: the
+// device layer caches them, as long.)
+const portAttrAge = 5 * time.Second
 
 type commKey struct {
 	dev  string
@@ -48,8 +55,8 @@ func (rs *resolver) port(h *Hub, r *record, need func(*hw.PortAttr) bool) *hw.Po
 	}
 	k := portKey{r.dev.Name(), r.port}
 	pi := rs.ports[k]
-	if pi == nil || (pi.seq < r.seq && (pi.err != nil || !need(&pi.attr))) {
-		pi = &portInfo{seq: h.seq.Load()}
+	if pi == nil || (pi.seq < r.seq && (pi.err != nil || !need(&pi.attr) || r.time.Sub(pi.read) >= portAttrAge)) {
+		pi = &portInfo{seq: h.seq.Load(), read: r.time}
 		pi.err = errNoPort
 		for _, p := range r.dev.Ports() {
 			if p.Num() == r.port {
