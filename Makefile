@@ -160,5 +160,5 @@ clean:
 include test/clients/clients.mk
 include test/perf/anchors.mk
 
-# make install (PREFIX, DESTDIR), make deb, make deb-test (the package in the VM).
+# make pkg then make install (PREFIX, DESTDIR), make deb, make deb-test (the package in the VM).
 include dist/install.mk

@@ -1,6 +1,7 @@
 # dist/install.mk — included from the top-level Makefile.
+#   make pkg                                      build what install copies (as yourself)
 #   make install [PREFIX=/usr/local] [DESTDIR=]   static binary, unit, udev rule,
-#                                                 man pages, completions
+#                                                 man pages, completions; builds nothing
 #   make uninstall                                the same files, removed
 #   make deb [VERSION=...]                        bin/ucmd_<version>_<arch>.deb (dpkg-deb)
 #   make deb-test                                 the package in the test VM:
@@ -23,7 +24,7 @@ DEBARCH     ?= $(shell $(GO) env GOARCH)
 
 PKG := $(BIN)/pkg
 
-.PHONY: install uninstall man completions deb deb-test
+.PHONY: pkg install uninstall man completions deb deb-test
 
 # Static (CGO_ENABLED=0), stripped, the version stamped in.
 $(PKG)/ucmd: FORCE
@@ -41,7 +42,14 @@ completions: $(PKG)/ucmd
 	$(PKG)/ucmd completion zsh > $(PKG)/completions/_ucmd
 	$(PKG)/ucmd completion fish > $(PKG)/completions/ucmd.fish
 
-install: $(PKG)/ucmd man completions
+pkg: $(PKG)/ucmd man completions
+
+# install copies what pkg built and builds nothing: `sudo make install`
+# rebuilt as root, fetched the Go toolchain into root's cache and left
+# root's files in bin/, where the next `make` as yourself failed.
+install:
+	@if [ ! -x $(PKG)/ucmd ] || [ ! -d $(PKG)/man ] || [ ! -d $(PKG)/completions ]; then \
+		echo "make install: nothing built to install: run 'make pkg' first (as yourself), then 'sudo make install'" >&2; exit 1; fi
 	install -D -m 0755 $(PKG)/ucmd $(DESTDIR)$(SBINDIR)/ucmd
 	install -d -m 0755 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man8
 	sed 's|/usr/local/sbin/ucmd|$(SBINDIR)/ucmd|' dist/ucmd.service > $(DESTDIR)$(UNITDIR)/ucmd.service
@@ -70,7 +78,7 @@ uninstall:
 # The Debian package: the install above into a staging root (Debian paths),
 # gzipped man pages, the maintainer scripts of dist/deb, dpkg-deb.
 DEBROOT := $(BIN)/deb/root
-deb: $(PKG)/ucmd man completions
+deb: pkg
 	rm -rf $(BIN)/deb && mkdir -p $(DEBROOT)/DEBIAN
 	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEBROOT) PREFIX=/usr \
 		UNITDIR=/lib/systemd/system UDEVRULESDIR=/lib/udev/rules.d \
