@@ -134,6 +134,20 @@ func moreCases() []Case {
 			}
 			return nil
 		}),
+		{Name: "get_event/data-buffer-exact", Spec: "ucm-abi.md §3.2: GET_EVENT copies the event's private data into data, no more than data_len: a REQ event into a data buffer of exactly 92 bytes (data_len 92), with an info buffer of 1 byte, succeeds", run: func(e *env) error {
+			p, err := pairWithREQ(e)
+			if err != nil {
+				return err
+			}
+			ev, err := p.Passive.GetEventLen(abi.MaxREQPrivateData, 1)
+			if err != nil {
+				return check("GET_EVENT with a 92-byte data buffer", err)
+			}
+			if ev.Event != abi.CMREQReceived || !bytes.HasPrefix(ev.Data, []byte("hello")) {
+				return fmt.Errorf("event %v with data %q, want REQ_RECEIVED with hello", ev.Event, ev.Data)
+			}
+			return nil
+		}},
 		onREQ("init_qp_attr/einval-qp-state", "ucm-abi.md §3.2: INIT_QP_ATTR for a state other than INIT/RTR/RTS → EINVAL", func(p *pair, child uint32) error {
 			_, err := p.Passive.InitQPAttr(child, abi.QPStateSQD)
 			return expect(err, unix.EINVAL)

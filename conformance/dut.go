@@ -47,8 +47,9 @@ type File interface {
 
 // Memory is the test process's memory as the device sees it.
 type Memory interface {
-	// Alloc returns n zeroed, writable bytes followed by an inaccessible
-	// guard page.
+	// Alloc returns n zeroed, writable bytes followed at once by an
+	// inaccessible guard page, so that an access one byte past them
+	// faults.
 	Alloc(n int) uint64
 	// Bad returns an address at which every access faults.
 	Bad() uint64

@@ -198,9 +198,13 @@ type mmapMem struct {
 	bad     uint64
 }
 
+// Alloc places the n bytes at the end of their pages, against the guard
+// page: a device that reads or writes one byte past a buffer faults, as
+// the kernel's copies would have (they copied exactly the lengths asked).
 func (m *mmapMem) Alloc(n int) uint64 {
+	n = max(n, 1)
 	page := os.Getpagesize()
-	size := (max(n, 1) + page - 1) / page * page
+	size := (n + page - 1) / page * page
 	b, err := unix.Mmap(-1, 0, size+page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		panic(fmt.Sprintf("conformance: mmap: %v", err))
@@ -208,34 +212,30 @@ func (m *mmapMem) Alloc(n int) uint64 {
 	if err := unix.Mprotect(b[size:], unix.PROT_NONE); err != nil {
 		panic(fmt.Sprintf("conformance: mprotect: %v", err))
 	}
-	addr := uint64(uintptr(unsafe.Pointer(&b[0])))
+	addr := uint64(uintptr(unsafe.Pointer(&b[size-n])))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.regions == nil {
 		m.regions = make(map[uint64][]byte)
 	}
-	m.regions[addr] = b[:size]
+	m.regions[addr] = b[size-n : size]
 	m.maps = append(m.maps, b)
 	return addr
 }
 
 func (m *mmapMem) Bad() uint64 {
 	m.mu.Lock()
-	bad := m.bad
-	m.mu.Unlock()
-	if bad != 0 {
-		return bad
-	}
-	a := m.Alloc(1)
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := m.regions[a]
-	if err := unix.Mprotect(b, unix.PROT_NONE); err != nil {
-		panic(fmt.Sprintf("conformance: mprotect: %v", err))
+	if m.bad != 0 {
+		return m.bad
 	}
-	delete(m.regions, a)
-	m.bad = a
-	return a
+	b, err := unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		panic(fmt.Sprintf("conformance: mmap: %v", err))
+	}
+	m.maps = append(m.maps, b)
+	m.bad = uint64(uintptr(unsafe.Pointer(&b[0])))
+	return m.bad
 }
 
 func (m *mmapMem) region(addr uint64, n int) []byte {

@@ -73,15 +73,18 @@ func (f *Fake) Unmap(pid int, addr uint64, n int) {
 }
 
 // Alloc maps a fresh, zeroed range of n bytes in pid and returns its
-// address. Each range starts on a page and is followed by an unmapped guard
-// page, so an overrun faults.
+// address. Each range ends where an unmapped guard page begins, so that a
+// device that reads or writes even one byte past it faults; a range of
+// whole pages starts on a page.
 func (f *Fake) Alloc(pid int, n int) uint64 {
+	n = max(n, 1)
 	f.mu.Lock()
 	p := f.proc(pid)
-	addr := p.next
-	_, end := pageRange(addr, max(n, 1))
+	first := p.next
+	_, end := pageRange(first, n)
 	p.next = end + PageSize
 	f.mu.Unlock()
+	addr := end - uint64(n)
 	f.Map(pid, addr, n)
 	return addr
 }
