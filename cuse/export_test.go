@@ -60,3 +60,23 @@ func BlockYields(release <-chan struct{}, entered *atomic.Int64) (advance func(t
 	}
 	return advance, restore
 }
+
+// RaceShutdownWithSpawn arranges, until restore, that once arm is called
+// the first reader to take the last idle slot sees the Server start
+// stopping in the window before it decides whether to start another (as a
+// shutdown beginning then would). late counts the readers started while
+// stopping; reached says whether the window was reached.
+func RaceShutdownWithSpawn(late *atomic.Int64) (arm func(), reached func() bool, restore func()) {
+	var armed, hit atomic.Bool
+	spawnWindow = func(s *Server) {
+		if armed.Load() && hit.CompareAndSwap(false, true) {
+			s.stopping.Store(true)
+		}
+	}
+	spawned = func(s *Server) {
+		if s.stopping.Load() {
+			late.Add(1)
+		}
+	}
+	return func() { armed.Store(true) }, hit.Load, func() { spawnWindow, spawned = nil, nil }
+}

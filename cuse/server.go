@@ -282,6 +282,11 @@ func (s *Server) isClosed() bool {
 // registration of the request it names, read just before by another: it
 // is then answered EAGAIN, which makes the kernel queue it again (see
 // interrupt), and the next delivery finds the request.
+// Test hooks, nil outside tests: spawnWindow runs between a reader taking
+// the last idle slot and its look at stopping, spawned when it starts
+// another reader.
+var spawnWindow, spawned func(*Server)
+
 func (s *Server) reader() {
 	defer s.readers.Done()
 	rs := s.takeReaderState()
@@ -303,12 +308,27 @@ func (s *Server) reader() {
 		if !s.dispatch(r, buf[:n]) {
 			continue // an INTERRUPT, or dropped; still idle
 		}
-		if s.idle.Add(-1) == 0 && !s.stopping.Load() {
-			// The last idle reader takes this request: start
-			// another before serving it.
+		if s.idle.Add(-1) == 0 {
+			// The last idle reader takes this request: start another
+			// before serving it. Counted idle before stopping is looked
+			// at, as rejoin does: a shutdown beginning now either sees
+			// a reader idle (and wakes the one started here) or is seen
+			// here (and none starts). Looked at first, a reader could
+			// start after wakeReaders had found none idle, and read
+			// from the channel as Close closed it.
 			s.idle.Add(1)
-			s.readers.Add(1)
-			go s.reader()
+			if spawnWindow != nil {
+				spawnWindow(s)
+			}
+			if s.stopping.Load() {
+				s.idle.Add(-1)
+			} else {
+				s.readers.Add(1)
+				if spawned != nil {
+					spawned(s)
+				}
+				go s.reader()
+			}
 		}
 		s.serve(r)
 		if r.done {

@@ -801,3 +801,26 @@ func TestInterruptedReleaseStillCleansUp(t *testing.T) {
 		t.Errorf("RELEASE = %v", r.Errno)
 	}
 }
+
+// A reader that takes the last idle slot as a shutdown begins starts no
+// reader once stopping is set: counted idle before it looks, as rejoin
+// does. Looked at first, a reader could start after wakeReaders had found
+// none idle, and read from the channel as Close closed it.
+func TestNoReaderStartsWhileStopping(t *testing.T) {
+	var late atomic.Int64
+	arm, reached, restore := cuse.RaceShutdownWithSpawn(&late)
+	defer restore()
+	d := newTestDev()
+	k := cusetest.Start(t, d, &cusetest.Options{Config: cuse.Config{IdleReaders: 1}})
+	f := mustOpen(t, k, alice, unix.O_RDWR)
+	arm()
+	for i := 0; i < 20 && !reached(); i++ {
+		f.WriteAsync(alice, []byte("hello")).Wait()
+	}
+	if !reached() {
+		t.Fatal("no reader took the last idle slot")
+	}
+	if n := late.Load(); n != 0 {
+		t.Errorf("%d readers started after the Server began stopping", n)
+	}
+}
