@@ -243,6 +243,36 @@ func (b *Budget) Usage() BudgetUsage {
 // administrator looks at the right knob (--user-files). Running out of the
 // memory budget is ENOMEM whatever the command, open included.
 func (b *Budget) take(uid uint32, c charge) error {
+	err := b.takeUnlogged(uid, c)
+	b.logged(err)
+	return err
+}
+
+// refusal is an error of a limit that refused something, with what its
+// log line needs: takeUnlogged and fileRefusedUnlogged return it to
+// callers that hold a lock (a file's), which log it through logged once
+// they have let go, as a log writer may block.
+type refusal struct {
+	l     Limit
+	uid   uint32
+	bound int64
+	warn  bool
+	err   error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// logged logs err if it is a refusal, and returns it.
+func (b *Budget) logged(err error) error {
+	if r, ok := err.(*refusal); ok {
+		b.logRefusal(r.warn, r.l, r.uid, r.bound, r.err)
+	}
+	return err
+}
+
+// takeUnlogged is take without the log line of a refusal (see refusal).
+func (b *Budget) takeUnlogged(uid uint32, c charge) error {
 	b.mu.Lock()
 	u := b.users[uid]
 	fresh := u == nil
@@ -269,8 +299,7 @@ func (b *Budget) take(uid uint32, c charge) error {
 	if err != nil {
 		warn := b.count(l)
 		b.mu.Unlock()
-		b.logRefusal(warn, l, uid, bound, err)
-		return err
+		return &refusal{l: l, uid: uid, bound: bound, warn: warn, err: err}
 	}
 	u.files += c.files
 	u.ids += c.ids
@@ -309,14 +338,14 @@ func (b *Budget) logRefusal(warn bool, l Limit, uid uint32, bound int64, err err
 		"note", "ucmd status counts every refusal; more of this limit's are logged at debug level for a minute")
 }
 
-// fileRefused counts a refusal by a per-file limit (MaxIDs, MaxEvents), whose
-// check is the file's own, not the Budget's. It returns err.
+// fileRefused counts a refusal by a per-file limit (MaxIDs, MaxEvents),
+// whose check is the file's own, not the Budget's, and returns it as a
+// refusal to log through logged.
 func (b *Budget) fileRefused(l Limit, uid uint32, bound int, err error) error {
 	b.mu.Lock()
 	warn := b.count(l)
 	b.mu.Unlock()
-	b.logRefusal(warn, l, uid, int64(bound), err)
-	return err
+	return &refusal{l: l, uid: uid, bound: int64(bound), warn: warn, err: err}
 }
 
 // Refusals returns how many times each limit refused something, by name

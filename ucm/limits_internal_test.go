@@ -2,10 +2,20 @@ package ucm
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/ucmd/ucmd/abi"
+	"github.com/ucmd/ucmd/conformance"
+	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/cuse/callermem"
+	"golang.org/x/sys/unix"
 )
 
 // A limit's refusals are logged at Warn at most once a minute: the first,
@@ -47,7 +57,7 @@ func TestRefusalWarnedOnceAMinute(t *testing.T) {
 		if step.l == LimitUserIDs {
 			err = b.take(7, idCharge(false))
 		} else {
-			err = b.fileRefused(step.l, 7, 1, errGone)
+			err = b.logged(b.fileRefused(step.l, 7, 1, errGone))
 		}
 		if err == nil {
 			t.Fatalf("%v: not refused", step.l)
@@ -96,5 +106,63 @@ func TestCopySlotsOutliveTheFiles(t *testing.T) {
 	b.give(7, fileCharge)
 	if u := b.User(7); u.Files != 0 || u.Copies != 0 {
 		t.Errorf("after the copy and the file: %+v", u)
+	}
+}
+
+// blockingHandler blocks every record whose message starts with block
+// until release closes, and says when the first such record arrived.
+type blockingHandler struct {
+	block   string
+	entered chan struct{}
+	once    *sync.Once
+	release chan struct{}
+}
+
+func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h blockingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.block) {
+		h.once.Do(func() { close(h.entered) })
+		<-h.release
+	}
+	return nil
+}
+func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
+
+// A limit's refusal is logged once the file's lock is let go: a log
+// writer that blocks (a full pipe, a slow journal) held the file's lock,
+// and with it the file's commands and the watchdog's probe.
+func TestRefusalLoggedOutsideTheFileLock(t *testing.T) {
+	h := blockingHandler{block: "ucm: a limit refused", entered: make(chan struct{}), once: &sync.Once{}, release: make(chan struct{})}
+	defer close(h.release)
+	cm := newSimCM(t, "sim0")
+	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{}, Limits: Limits{MaxIDs: 1}, Logger: slog.New(h),
+		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
+		ProcessName: func(int) (string, error) { return "t", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
+	fh, err := d.Open(context.Background(), req, nopWaker{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := make([]byte, abi.CreateIDRespSize)
+	create := conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: uint64(uintptr(unsafe.Pointer(&resp[0])))})
+	if _, err := fh.Write(context.Background(), req, create); err != nil {
+		t.Fatal(err)
+	}
+	go fh.Write(context.Background(), req, create) // past MaxIDs: refused, its log line blocks
+	select {
+	case <-h.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second CREATE_ID was not refused")
+	}
+	probed := make(chan struct{})
+	go func() { d.Probe(); close(probed) }()
+	select {
+	case <-probed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Probe blocked behind a log line written under a file's lock")
 	}
 }

@@ -14,6 +14,13 @@ import (
 // opener's budget. The caller has allocated nothing yet; on success c has
 // a hidden id.
 func (f *file) addCtx(c *ucmCtx) error {
+	// A refusal is logged once the file's lock is let go: a log writer
+	// that blocks (a full pipe, a slow journal) must not hold the file's
+	// commands, its GET_EVENTs and the watchdog's probe.
+	return f.d.budget.logged(f.addCtxLocked(c))
+}
+
+func (f *file) addCtxLocked(c *ucmCtx) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -23,7 +30,7 @@ func (f *file) addCtx(c *ucmCtx) error {
 		return f.d.budget.fileRefused(LimitMaxIDs, f.uid, f.d.limits.MaxIDs,
 			fmt.Errorf("ucm: file has %d ids: %w", len(f.ctxs), unix.ENOMEM))
 	}
-	if err := f.d.budget.take(f.uid, idCharge(c.newConn)); err != nil {
+	if err := f.d.budget.takeUnlogged(f.uid, idCharge(c.newConn)); err != nil {
 		return err
 	}
 	if err := f.d.ids.alloc(c); err != nil {
@@ -105,12 +112,12 @@ func (f *file) enqueue(owner *ucmCtx, e *event) error {
 	}
 	if n := len(f.events); n >= f.d.limits.MaxEvents {
 		f.mu.Unlock()
-		return f.d.budget.fileRefused(LimitMaxEvents, f.uid, f.d.limits.MaxEvents,
-			fmt.Errorf("ucm: %d events queued: %w", n, unix.ENOMEM))
+		return f.d.budget.logged(f.d.budget.fileRefused(LimitMaxEvents, f.uid, f.d.limits.MaxEvents,
+			fmt.Errorf("ucm: %d events queued: %w", n, unix.ENOMEM)))
 	}
-	if err := f.d.budget.take(f.uid, eventCharge(e)); err != nil {
+	if err := f.d.budget.takeUnlogged(f.uid, eventCharge(e)); err != nil {
 		f.mu.Unlock()
-		return err
+		return f.d.budget.logged(err) // after the file's lock, as in addCtx
 	}
 	e.ctx = owner
 	e.resp.UID = owner.uid
