@@ -30,7 +30,9 @@ func (c *call) createID(ctx context.Context, m *abi.CreateID) error {
 		if y, rerr := f.d.ids.remove(f, x.id); rerr == nil && y == x {
 			// Another thread may have guessed the id already. If the
 			// wait for it ends early (interrupt, release), the id goes
-			// anyway: the answer is EFAULT, whatever happens.
+			// anyway: the answer is the copy's error (EFAULT; EINTR or
+			// ENOMEM when the copy was interrupted or refused a slot),
+			// whatever the wait does.
 			_ = f.await(ctx, f.d.ids.unused(x))
 			f.teardown(ctx, x)
 		}
