@@ -86,25 +86,45 @@ func BenchmarkHandleCreateDestroy(b *testing.B) {
 	}
 }
 
+// openDirect is a device made with cfg on a CM of its own on the simulated
+// fabric, its caller memory this process (process_vm_readv/writev) unless
+// cfg says otherwise, and a file of it opened by this process, released
+// when tb ends; req is the request the file's calls are made with.
+func openDirect(tb testing.TB, cfg Config) (*Device, cuse.Handle, cuse.Request) {
+	tb.Helper()
+	if cfg.CM == nil {
+		cfg.CM = newSimCM(tb, "sim0")
+	}
+	if cfg.Memory == nil {
+		cfg.Memory = callermem.ProcessVM{}
+	}
+	if cfg.ThreadGroup == nil {
+		cfg.ThreadGroup = func(tid int) (int, error) { return os.Getpid(), nil }
+	}
+	if cfg.ProcessName == nil {
+		cfg.ProcessName = func(int) (string, error) { return "t", nil }
+	}
+	d, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
+	h, err := d.Open(context.Background(), req, nopWaker{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Release(context.Background()) })
+	return d, h, req
+}
+
 // directFile is a device on the simulated fabric whose caller memory is
 // this process (process_vm_writev), and a file of it opened by this
 // process: write hands the file one command, failing tb on an error;
 // responses go to resp, at addr.
 func directFile(tb testing.TB) (d *Device, cm *cmcore.CM, h cuse.Handle, write func([]byte), addr uint64, resp []byte) {
 	tb.Helper()
-	cm = newSimCM(tb, "sim0")
-	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{},
-		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
-		ProcessName: func(int) (string, error) { return "t", nil }})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
-	h, err = d.Open(context.Background(), req, nopWaker{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { h.Release(context.Background()) })
+	d, h, req := openDirect(tb, Config{})
+	cm = d.cm
 	resp = make([]byte, abi.EventRespSize)
 	addr = uint64(uintptr(unsafe.Pointer(&resp[0])))
 	write = func(b []byte) {

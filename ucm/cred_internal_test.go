@@ -1,13 +1,10 @@
 package ucm
 
 import (
-	"context"
 	"os"
 	"runtime"
 	"testing"
 
-	"github.com/ucmd/ucmd/cuse"
-	"github.com/ucmd/ucmd/cuse/callermem"
 	"golang.org/x/sys/unix"
 )
 
@@ -109,19 +106,7 @@ func TestProcessNamePrintable(t *testing.T) {
 		}
 	}
 
-	cm := newSimCM(t, "sim0")
-	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{},
-		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
-		ProcessName: func(int) (string, error) { return "a\nrxe0\t1\t0\tsshd", nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
-	h, err := d.Open(context.Background(), req, nopWaker{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Release(context.Background())
+	d, _, _ := openDirect(t, Config{ProcessName: func(int) (string, error) { return "a\nrxe0\t1\t0\tsshd", nil }})
 	if files := d.Files(); len(files) != 1 || files[0].Comm != `a\x0arxe0\x091\x090\x09sshd` {
 		t.Errorf("files %+v, want one whose process name is escaped", files)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,9 +12,6 @@ import (
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
-	"github.com/ucmd/ucmd/cuse"
-	"github.com/ucmd/ucmd/cuse/callermem"
-	"golang.org/x/sys/unix"
 )
 
 // A limit's refusals are logged at Warn at most once a minute: the first,
@@ -135,18 +131,7 @@ func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
 func TestRefusalLoggedOutsideTheFileLock(t *testing.T) {
 	h := blockingHandler{block: "ucm: a limit refused", entered: make(chan struct{}), once: &sync.Once{}, release: make(chan struct{})}
 	defer close(h.release)
-	cm := newSimCM(t, "sim0")
-	d, err := New(Config{CM: cm, Memory: callermem.ProcessVM{}, Limits: Limits{MaxIDs: 1}, Logger: slog.New(h),
-		ThreadGroup: func(tid int) (int, error) { return os.Getpid(), nil },
-		ProcessName: func(int) (string, error) { return "t", nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := cuse.Request{Caller: cuse.Caller{Pid: os.Getpid(), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}, Flags: unix.O_RDWR}
-	fh, err := d.Open(context.Background(), req, nopWaker{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, fh, req := openDirect(t, Config{Limits: Limits{MaxIDs: 1}, Logger: slog.New(h)})
 	resp := make([]byte, abi.CreateIDRespSize)
 	create := conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: uint64(uintptr(unsafe.Pointer(&resp[0])))})
 	if _, err := fh.Write(context.Background(), req, create); err != nil {

@@ -49,18 +49,23 @@ func (c checks) err() error {
 	return fmt.Errorf("storm: %w", errors.Join(c...))
 }
 
+// fabric checks the settings both storms give the simulated fabric.
+func (c *checks) fabric(latency, jitter time.Duration, loss float64, queue int, deadline time.Duration) {
+	c.nonNegative("latency", latency)
+	c.nonNegative("jitter", jitter)
+	c.probability("loss", loss)
+	c.count("queue", queue)
+	c.nonNegative("sim-deadline", deadline)
+}
+
 func (cfg *Config) check() error {
 	var c checks
 	c.count("on-demand", cfg.OnDemand)
 	c.nonNegative("on-demand-spread", cfg.OnDemandSpread)
 	c.nonNegative("start-spread", cfg.StartSpread)
-	c.nonNegative("latency", cfg.Latency)
-	c.nonNegative("jitter", cfg.Jitter)
-	c.probability("loss", cfg.Loss)
+	c.fabric(cfg.Latency, cfg.Jitter, cfg.Loss, cfg.QueueLen, cfg.Deadline)
 	c.probability("duplicate", cfg.Duplicate)
 	c.probability("reorder", cfg.Reorder)
-	c.count("queue", cfg.QueueLen)
-	c.nonNegative("sim-deadline", cfg.Deadline)
 	return c.err()
 }
 
@@ -74,10 +79,6 @@ func (cfg *ListenerConfig) check() error {
 		c = append(c, fmt.Errorf("--mra-timeout %d: want a 5-bit IBTA time, 0 to 31", cfg.MRAServiceTimeout))
 	}
 	c.count("mra-queue", cfg.MRAQueue)
-	c.nonNegative("latency", cfg.Latency)
-	c.nonNegative("jitter", cfg.Jitter)
-	c.probability("loss", cfg.Loss)
-	c.count("queue", cfg.QueueLen)
-	c.nonNegative("sim-deadline", cfg.Deadline)
+	c.fabric(cfg.Latency, cfg.Jitter, cfg.Loss, cfg.QueueLen, cfg.Deadline)
 	return c.err()
 }
