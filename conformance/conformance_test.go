@@ -11,10 +11,18 @@ import (
 )
 
 // TestFake runs every case over the fake kernel, each on a fresh device.
-func TestFake(t *testing.T) {
+func TestFake(t *testing.T) { testFake(t, nil) }
+
+// TestFakeDelivered is TestFake with the CM receiving as on hw/umad: each
+// MAD handed to it on the endpoint's goroutine, in a buffer overwritten
+// after the call, which shows a CM that keeps a received MAD or a slice
+// of it. (The other tests on the simulated fabric take MADs from Recv.)
+func TestFakeDelivered(t *testing.T) { testFake(t, &fakedut.Options{Deliver: true}) }
+
+func testFake(t *testing.T, opts *fakedut.Options) {
 	for _, c := range conformance.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			d := fakedut.New(t, nil)
+			d := fakedut.New(t, opts)
 			err := conformance.RunCase(context.Background(), d, c)
 			if errors.Is(err, conformance.ErrSkip) {
 				t.Skip(err)

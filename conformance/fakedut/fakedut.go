@@ -58,6 +58,10 @@ type Options struct {
 	// Observer is the device's ucm.Config.Observer (command latency,
 	// connection setup time); nil is none.
 	Observer ucm.Observer
+	// Deliver runs the CM's receive path as on hw/umad: the fabric's
+	// endpoints deliver each MAD to the CM on a goroutine of their own,
+	// in a buffer overwritten after the call (sim.Config.Deliver).
+	Deliver bool
 }
 
 // ProcessName is every process's name on a DUT (ucm.Config.ProcessName),
@@ -71,7 +75,7 @@ func New(tb testing.TB, opts *Options) *DUT {
 	if opts == nil {
 		opts = &Options{}
 	}
-	fab := sim.New(sim.Config{Seed: 1})
+	fab := sim.New(sim.Config{Seed: 1, Deliver: opts.Deliver})
 	sd, err := fab.AddIB("sim0", 1)
 	if err != nil {
 		tb.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,7 +29,8 @@ type endpoint struct {
 	methods [maxMethods / 64]uint64
 	hiTID   uint32
 	q       chan hw.Received
-	fail    chan error // the next Recv returns this (FailReceive)
+	inline  chan hw.Received // after Deliver, what arrives; guarded by the fabric's lock
+	fail    chan error       // the next Recv returns this (FailReceive)
 	done    chan struct{}
 	closed  bool // guarded by the fabric's lock
 }
@@ -95,7 +97,48 @@ func (p *Port) OpenMAD(reg hw.Registration) (hw.Endpoint, error) {
 	f.nextAgent++
 	e.hiTID = f.nextAgent
 	p.eps = append(p.eps, e)
+	if f.deliver {
+		return &deliverer{endpoint: e}, nil
+	}
 	return e, nil
+}
+
+// deliverer is an endpoint of a Config.Deliver fabric.
+type deliverer struct {
+	*endpoint
+	once sync.Once
+}
+
+var _ hw.Deliverer = (*deliverer)(nil)
+
+// scribble is what a delivered MAD's buffer holds once the call returns.
+const scribble = 0xEE
+
+// Deliver implements hw.Deliverer.
+func (d *deliverer) Deliver(fn func(r *hw.Received)) {
+	d.once.Do(func() {
+		f := d.port.dev.fabric
+		in := make(chan hw.Received, cap(d.q))
+		f.mu.Lock()
+		d.inline = in
+		f.mu.Unlock()
+		go func() {
+			var buf hw.Received // one buffer, as umad's reader reuses its own
+			for {
+				select {
+				case r := <-in:
+					buf = r
+					fn(&buf)
+					for i := range buf.MAD {
+						buf.MAD[i] = scribble
+					}
+					buf.Src = hw.Address{}
+				case <-d.done:
+					return
+				}
+			}
+		}()
+	})
 }
 
 func inUse(p *Port, reg hw.Registration, m uint8, owner string) error {

@@ -44,6 +44,13 @@ type Config struct {
 	PreserveTID bool
 	// Knobs are the initial fault-injection settings.
 	Knobs Knobs
+	// Deliver makes the endpoints hw.Deliverers, as hw/umad's are: after
+	// Deliver(f), each MAD goes to f on a goroutine of the endpoint's, in
+	// one buffer that is overwritten once f returns, so that a caller
+	// that keeps the MAD past the call shows in its tests. Recv returns
+	// what was queued before. Not with a fake clock whose tests expect
+	// every delivery done when Advance returns.
+	Deliver bool
 }
 
 // DefaultQueueLen is the default receive queue length per endpoint.
@@ -57,6 +64,7 @@ type Fabric struct {
 	rng        *rand.Rand
 	queueLen   int
 	rewriteTID bool
+	deliver    bool
 	knobs      Knobs
 	// sendBlock and resolveDelay mirror knobs.SendBlock and
 	// knobs.Resolve so that Send reads them without the lock.
@@ -105,6 +113,7 @@ func New(c Config) *Fabric {
 		rng:        rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15)),
 		queueLen:   c.QueueLen,
 		rewriteTID: !c.PreserveTID,
+		deliver:    c.Deliver,
 		knobs:      c.Knobs,
 		byLID:      make(map[uint16]*Port),
 		byGID:      make(map[hw.GID]*Port),
@@ -560,8 +569,12 @@ func (f *Fabric) arrive(p *packet) {
 		g := p.grh
 		r.Src.GRH = &g
 	}
+	q := ep.q
+	if ep.inline != nil {
+		q = ep.inline
+	}
 	select {
-	case ep.q <- r:
+	case q <- r:
 		to.counters.Received++
 		if f.trace != nil {
 			f.event(EventDelivered, p)
