@@ -21,6 +21,7 @@ import (
 func newConformanceCmd(g *globalFlags) *cobra.Command {
 	var ibdev, run string
 	var timeout time.Duration
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "conformance PATH",
 		Short: "check a ucm device node against the kernel's ib_ucm ABI",
@@ -94,6 +95,9 @@ Prints one line per case and a summary; exits 0 only if no case failed.`,
 			if fail > 0 {
 				return fmt.Errorf("%d conformance case(s) failed", fail)
 			}
+			if strict && skip > 0 {
+				return fmt.Errorf("%d conformance case(s) skipped (--strict)", skip)
+			}
 			if ctx.Err() != nil {
 				return fmt.Errorf("conformance: %w", ctx.Err())
 			}
@@ -102,6 +106,7 @@ Prints one line per case and a summary; exits 0 only if no case failed.`,
 	}
 	cmd.Flags().StringVar(&ibdev, "ibdev", "", "RDMA device the node serves (for the connecting cases)")
 	cmd.Flags().StringVar(&run, "run", "", "only cases whose name matches this regular expression")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail when any case is skipped (no --ibdev, no loopback path, no root for the credential case): a run that passes then ran every case")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
 	return cmd
 }

@@ -478,6 +478,18 @@ func TestStatusAndConformanceErrors(t *testing.T) {
 	if err != nil || !strings.Contains(out, "note: no loopback path on nosuchdev0") {
 		t.Errorf("conformance --ibdev: %v\n%s", err, out)
 	}
+	// A skipped case passes the run, unless --strict.
+	for _, strict := range []bool{false, true} {
+		args := []string{"conformance", "--ibdev", "nosuchdev0", "--run", "^send_req/private-data-at-limit$", ucm0}
+		if strict {
+			args = append(args[:1], append([]string{"--strict"}, args[1:]...)...)
+		}
+		out, err := runIn(t, env, args...)
+		if !strings.Contains(out, "0 passed, 0 failed, 1 skipped") || (err != nil) != strict ||
+			(strict && !strings.Contains(err.Error(), "1 conformance case(s) skipped (--strict)")) {
+			t.Errorf("conformance %v with its one case skipped: %v\n%s", args, err, out)
+		}
+	}
 	// A device that fails every case fails the command.
 	env.openDUT = func(path string) (conformance.DUT, error) {
 		d, err := f.DUT("infiniband/ucm0", nil)
