@@ -936,7 +936,17 @@ func (d *Daemon) Snapshot() status.Snapshot {
 		fabric = FabricUMAD
 	}
 	snap := status.Snapshot{Version: d.cfg.Version, Started: d.started, Fabric: fabric}
-	for _, s := range d.servedNow() {
+	// The devices served, not served and retired, as of one moment: read
+	// apart, a device retired in between showed as served and retired at
+	// once (and counted so in the metrics).
+	d.mu.Lock()
+	served := slices.Clone(d.served)
+	snap.Unserved = slices.Clone(d.unserved)
+	if len(d.retired) > 0 {
+		snap.Retired = maps.Clone(d.retired)
+	}
+	d.mu.Unlock()
+	for _, s := range served {
 		st := s.cm.Stats()
 		sd := status.Device{
 			Name:     s.dev.Name(),
@@ -994,12 +1004,6 @@ func (d *Daemon) Snapshot() status.Snapshot {
 		}
 		snap.Devices = append(snap.Devices, sd)
 	}
-	d.mu.Lock()
-	snap.Unserved = slices.Clone(d.unserved)
-	if len(d.retired) > 0 {
-		snap.Retired = maps.Clone(d.retired)
-	}
-	d.mu.Unlock()
 	snap.Limits = budgetStatus(d.budget)
 	return snap
 }
