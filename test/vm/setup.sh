@@ -39,9 +39,17 @@ updated=
 apt_update() {
   [ -n "$updated" ] && return 0
   log "apt-get update"
-  # one unreachable third-party source fails the update as a whole; the
-  # Debian lists it did fetch may still be enough
-  apt-get update -qq >&2 || log "warning: apt-get update failed; continuing with the lists there are"
+  # a fresh machine's own first apt run may hold the lists' lock: wait for
+  # it, and try again after a failure; one unreachable third-party source
+  # fails the update as a whole, and the Debian lists it did fetch may
+  # still be enough
+  local try
+  for try in 1 2 3; do
+    apt-get update -qq -o DPkg::Lock::Timeout=300 >&2 && break
+    [ "$try" = 3 ] && { log "warning: apt-get update failed; continuing with the lists there are"; break; }
+    log "apt-get update failed; again in 10 s"
+    sleep 10
+  done
   updated=1
 }
 
