@@ -264,6 +264,11 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
+// Test hooks, nil outside tests: spawnWindow runs between a reader taking
+// the last idle slot and its look at stopping, spawned when it starts
+// another reader.
+var spawnWindow, spawned func(*Server)
+
 // reader is one of the readers, as in libfuse's multi-threaded loop: it
 // blocks in read(2) on the channel (the kernel wakes one waiting reader
 // per request and hands it the request), serves the request itself, and
@@ -282,11 +287,6 @@ func (s *Server) isClosed() bool {
 // registration of the request it names, read just before by another: it
 // is then answered EAGAIN, which makes the kernel queue it again (see
 // interrupt), and the next delivery finds the request.
-// Test hooks, nil outside tests: spawnWindow runs between a reader taking
-// the last idle slot and its look at stopping, spawned when it starts
-// another reader.
-var spawnWindow, spawned func(*Server)
-
 func (s *Server) reader() {
 	defer s.readers.Done()
 	rs := s.takeReaderState()
