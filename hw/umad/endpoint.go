@@ -382,7 +382,15 @@ func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error 
 	if err != nil {
 		return err
 	}
-	defer e.release(sf)
+	defer e.release(sf) // closes the lane after Close
+	select {
+	case <-e.done:
+		// Close ran while this send took or opened its lane (an open
+		// registers an agent: milliseconds): no MAD goes out after Close
+		// has returned but one whose write had begun.
+		return fmt.Errorf("umad send on %s: %w", e.port, hw.ErrClosed)
+	default:
+	}
 	h := hdrForSend(sf.agent, &dst)
 	h.Encode(sf.buf[:])
 	copy(sf.buf[uapi.SizeofUserMADHdr:], mad[:])
@@ -643,12 +651,16 @@ func (e *Endpoint) Close() error {
 	}
 	e.closed = true
 	close(e.done)
-	for _, sf := range e.idle {
-		sf.close()
-	}
+	idle := e.idle
 	e.idle = nil
 	r := e.neigh
 	e.mu.Unlock()
+	// Outside mu: closing a lane's file unregisters its agent, which waits
+	// for the agent's sends to complete, and the read loop takes mu for
+	// every RoCE MAD it learns a peer from.
+	for _, sf := range idle {
+		sf.close()
+	}
 	if r != nil {
 		r.Close() // waits for a request in progress, so outside mu
 	}

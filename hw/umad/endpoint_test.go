@@ -695,3 +695,33 @@ func TestNeighOpenRetried(t *testing.T) {
 		t.Errorf("after neighRetry: %v, %v with %d opens; want a resolver from a second open", r, err, opens)
 	}
 }
+
+// A send that was opening its lane when Close ran writes nothing once the
+// open returns: no MAD goes out after Close has returned but one whose
+// write had begun.
+func TestNoSendAfterClose(t *testing.T) {
+	e, _ := newTestEndpoint(t, hw.LinkInfiniBand, Options{SendFiles: 4})
+	var writes atomic.Int32
+	e.write = func(int, []byte) error { writes.Add(1); return nil }
+	opening, open := make(chan struct{}), make(chan struct{})
+	next := e.openSend
+	e.openSend = func() (*sendFile, error) {
+		close(opening)
+		<-open
+		return next()
+	}
+	e.mu.Lock()
+	e.idle = nil // the first lane is in use: the send opens another
+	e.mu.Unlock()
+	sent := make(chan error, 1)
+	go func() { sent <- e.Send(context.Background(), hw.Address{LID: 2, QPN: 1}, testMAD(1)) }()
+	<-opening
+	e.Close()
+	close(open)
+	if err := <-sent; !errors.Is(err, hw.ErrClosed) {
+		t.Errorf("a send whose lane opened after Close: %v, want ErrClosed", err)
+	}
+	if n := writes.Load(); n != 0 {
+		t.Errorf("%d writes after Close returned, want none", n)
+	}
+}
