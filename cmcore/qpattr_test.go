@@ -183,25 +183,36 @@ func TestREQFromPath(t *testing.T) {
 	}
 }
 
+// ipv4GID is the IPv4-mapped GID of 10.0.0.last.
+func ipv4GID(last byte) hw.GID {
+	return hw.GID{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, last}
+}
+
+// roce makes the harness's port an active RoCE port whose GID table holds
+// localGID at index 0, then gids.
+func (h *harness) roce(gids ...hw.GIDEntry) {
+	h.port.attr = hw.PortAttr{
+		LinkLayer: hw.LinkEthernet, State: hw.PortActive,
+		GIDs:  append([]hw.GIDEntry{{Index: 0, GID: localGID, Type: hw.GIDTypeRoCEv1}}, gids...),
+		PKeys: []uint16{0xffff},
+	}
+}
+
+// rocePath is a RoCE v2 path from gid to itself.
+func rocePath(gid hw.GID) *PathRecord {
+	return &PathRecord{SGID: gid, DGID: gid, PKey: 0xffff, MTU: 3, HopLimit: 64, PacketLifeTime: 18, GIDType: hw.GIDTypeRoCEv2}
+}
+
 // A SGID past GID index 255 (RoCE tables have up to 1,024 slots) cannot
 // be named in umad's 8-bit gid_index: the path is refused with EINVAL, not
 // sent from the GID the wrapped index names.
 func TestSGIDPastIndex255(t *testing.T) {
 	h := newHarness(t)
-	v2 := hw.GID{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 7}
-	wrapped := hw.GID{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 8}
-	h.port.attr = hw.PortAttr{
-		LinkLayer: hw.LinkEthernet, State: hw.PortActive,
-		GIDs: []hw.GIDEntry{
-			{Index: 0, GID: localGID, Type: hw.GIDTypeRoCEv1},
-			{Index: 44, GID: wrapped, Type: hw.GIDTypeRoCEv2},
-			{Index: 300, GID: v2, Type: hw.GIDTypeRoCEv2},
-		},
-		PKeys: []uint16{0xffff},
-	}
+	v2, wrapped := ipv4GID(7), ipv4GID(8)
+	h.roce(hw.GIDEntry{Index: 44, GID: wrapped, Type: hw.GIDTypeRoCEv2}, hw.GIDEntry{Index: 300, GID: v2, Type: hw.GIDTypeRoCEv2})
 	id := h.newID()
 	p := testREQParams()
-	p.Primary = &PathRecord{SGID: v2, DGID: v2, PKey: 0xffff, MTU: 3, HopLimit: 64, PacketLifeTime: 18, GIDType: hw.GIDTypeRoCEv2}
+	p.Primary = rocePath(v2)
 	if err := id.SendREQ(p); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "GID index 300") {
 		t.Fatalf("SendREQ from GID index 300: %v, want EINVAL naming the index", err)
 	}
@@ -215,19 +226,11 @@ func TestSGIDPastIndex255(t *testing.T) {
 // RoCE peers give RoCE paths, and LAP/APR are dropped on RoCE ports.
 func TestRoCE(t *testing.T) {
 	h := newHarness(t)
-	v1 := hw.GID{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1}
-	h.port.attr = hw.PortAttr{
-		LinkLayer: hw.LinkEthernet, State: hw.PortActive,
-		GIDs: []hw.GIDEntry{
-			{Index: 0, GID: localGID, Type: hw.GIDTypeRoCEv1},
-			{Index: 1, GID: v1, Type: hw.GIDTypeRoCEv1},
-			{Index: 2, GID: v1, Type: hw.GIDTypeRoCEv2},
-		},
-		PKeys: []uint16{0xffff},
-	}
+	v1 := ipv4GID(1)
+	h.roce(hw.GIDEntry{Index: 1, GID: v1, Type: hw.GIDTypeRoCEv1}, hw.GIDEntry{Index: 2, GID: v1, Type: hw.GIDTypeRoCEv2})
 	id := h.newID()
 	p := testREQParams()
-	p.Primary = &PathRecord{SGID: v1, DGID: v1, PKey: 0xffff, MTU: 3, HopLimit: 64, PacketLifeTime: 18, GIDType: hw.GIDTypeRoCEv2}
+	p.Primary = rocePath(v1)
 	must(t, id.SendREQ(p))
 	ep := h.port.ep
 	ep.mu.Lock()
