@@ -121,7 +121,13 @@ type Port struct {
 	attrTime  time.Time     // when it was read; zero: never
 	refreshed chan struct{} // non-nil while a background refresh runs; closed when it ends
 	refreshes int           // background refreshes started
+	reads     uint64        // sysfs reads started, background or not
+	attrRead  uint64        // which of them attr is: a read stores only over an older one
 }
+
+// afterAttrRead, when set by a test, runs between a sysfs read of the
+// port's attributes and storing them.
+var afterAttrRead func(background bool)
 
 // fullRefreshEvery: every so many background refreshes, one reads the
 // whole GID and P_Key tables again; the others read what can have changed
@@ -165,6 +171,8 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 		done := make(chan struct{})
 		p.refreshed = done
 		prev := cloneAttr(p.attr)
+		p.reads++
+		read := p.reads
 		p.refreshes++
 		if p.refreshes%fullRefreshEvery == 0 {
 			prev = hw.PortAttr{} // now and then, everything
@@ -176,14 +184,18 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 				from = &prev
 			}
 			a, err := p.sys.portAttr(p.dev.name, p.num, from)
+			if afterAttrRead != nil {
+				afterAttrRead(true)
+			}
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			p.refreshed = nil
 			if err == nil {
-				p.attr = a
+				p.store(a, read)
+			} else {
+				// Keep serving the last snapshot; retry after maxAge.
+				p.attrTime = time.Now()
 			}
-			// On error keep serving the last snapshot; retry after maxAge.
-			p.attrTime = time.Now()
 		}()
 	}
 	a := p.attr
@@ -199,14 +211,30 @@ func (p *Port) Refresh() (hw.PortAttr, error) {
 
 // refresh is Refresh, sharing the new snapshot's tables.
 func (p *Port) refresh() (hw.PortAttr, error) {
+	p.mu.Lock()
+	p.reads++
+	read := p.reads
+	p.mu.Unlock()
 	a, err := p.sys.portAttr(p.dev.name, p.num, nil)
+	if afterAttrRead != nil {
+		afterAttrRead(false)
+	}
 	if err != nil {
 		return hw.PortAttr{}, err
 	}
 	p.mu.Lock()
-	p.attr, p.attrTime = a, time.Now()
+	p.store(a, read)
 	p.mu.Unlock()
 	return a, nil
+}
+
+// store keeps a, the attributes of sysfs read number read, unless a read
+// started later has already been stored: a background refresh that ends
+// after a Refresh must not put its older tables back. p.mu is held.
+func (p *Port) store(a hw.PortAttr, read uint64) {
+	if read > p.attrRead {
+		p.attr, p.attrRead, p.attrTime = a, read, time.Now()
+	}
 }
 
 func cloneAttr(a hw.PortAttr) hw.PortAttr {

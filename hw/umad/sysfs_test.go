@@ -203,6 +203,45 @@ func TestAttrCached(t *testing.T) {
 	}
 }
 
+// A background refresh that read sysfs before a Refresh, and ends after
+// it, must not put its older tables back.
+func TestRefreshNotOverwrittenByOlderRead(t *testing.T) {
+	root := tree(t, fakeSysfs())
+	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := devs[1].ports[0]
+	if a, _ := p.Attr(); len(a.GIDs) != 3 {
+		t.Fatalf("GIDs %v, want 3", a.GIDs)
+	}
+	read, release := make(chan struct{}), make(chan struct{})
+	afterAttrRead = func(background bool) {
+		if background {
+			close(read)
+			<-release
+		}
+	}
+	t.Cleanup(func() { afterAttrRead = nil })
+	p.mu.Lock()
+	p.attrTime = p.attrTime.Add(-2 * time.Hour)
+	p.mu.Unlock()
+	p.Attr() // starts the background refresh
+	<-read   // it has read the 3 GIDs
+	p.mu.Lock()
+	done := p.refreshed
+	p.mu.Unlock()
+	os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/1"), []byte(zeroGID), 0o644)
+	if a, err := p.Refresh(); err != nil || len(a.GIDs) != 2 {
+		t.Fatalf("Refresh: GIDs %v (%v), want 2", a.GIDs, err)
+	}
+	close(release)
+	<-done
+	if a, _ := p.Attr(); len(a.GIDs) != 2 {
+		t.Fatalf("GIDs after the older background read ended: %v, want Refresh's 2", a.GIDs)
+	}
+}
+
 func TestDiscoverNoRDMA(t *testing.T) {
 	devs, err := Discover(Options{SysfsRoot: t.TempDir()})
 	if err != nil || devs != nil {
