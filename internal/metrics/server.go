@@ -35,6 +35,7 @@ func CheckAddr(addr string) error {
 type Server struct {
 	ln   net.Listener
 	srv  *http.Server
+	idle *idleConns
 	done chan struct{}
 }
 
@@ -49,6 +50,7 @@ type limits struct {
 	header      time.Duration // to read a request's headers
 	read, write time.Duration // a whole request, a whole response
 	idle        time.Duration // between two requests on one connection
+	grace       time.Duration // before a connection still sending its first request may be closed for another
 	headerBytes int
 }
 
@@ -58,6 +60,7 @@ var defaultLimits = limits{
 	read:        30 * time.Second,
 	write:       30 * time.Second,
 	idle:        2 * time.Minute,
+	grace:       time.Second,
 	headerBytes: 16 << 10,
 }
 
@@ -75,7 +78,7 @@ func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, err
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
 	ln = netutil.LimitListener(ln, lim.conns)
-	idle := &idleConns{max: lim.conns, open: make(map[net.Conn]time.Time)}
+	idle := &idleConns{max: lim.conns, grace: lim.grace, open: make(map[net.Conn]connIdle)}
 	mux := http.NewServeMux()
 	mux.Handle(Path, m.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -97,6 +100,7 @@ func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, err
 			ConnState:         idle.track,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},
+		idle: idle,
 		done: make(chan struct{}),
 	}
 	go func() {
@@ -112,39 +116,92 @@ func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, err
 // connection the endpoint serves at once is open: a scraper keeps its
 // connection between scrapes, and so may anyone who reaches the address,
 // who could otherwise hold every slot idle for the idle limit (two
-// minutes) and keep Prometheus waiting in the backlog.
+// minutes), or silent before its first request for the header limit, and
+// keep Prometheus waiting in the backlog past its scrape timeout (10 s by
+// default). A connection whose request has not all arrived counts as idle
+// once it has been open for the grace, which no scraper on a working
+// network needs to send its request; one whose request is being answered
+// is never closed.
 type idleConns struct {
-	max  int
-	mu   sync.Mutex
-	open map[net.Conn]time.Time // idle since; zero while a request runs
+	max   int
+	grace time.Duration
+	mu    sync.Mutex
+	open  map[net.Conn]connIdle
+	timer *time.Timer // armed while every slot is held by connections still in their grace
+}
+
+type connIdle struct {
+	since time.Time // accepted, or last request answered
+	fresh bool      // its first request has not all arrived
+	busy  bool      // a request is being answered
 }
 
 func (t *idleConns) track(c net.Conn, st http.ConnState) {
 	t.mu.Lock()
 	switch st {
-	case http.StateNew, http.StateActive:
-		t.open[c] = time.Time{}
+	case http.StateNew:
+		t.open[c] = connIdle{since: time.Now(), fresh: true}
 	case http.StateIdle:
-		t.open[c] = time.Now()
+		t.open[c] = connIdle{since: time.Now()}
+	case http.StateActive:
+		t.open[c] = connIdle{busy: true}
 	case http.StateHijacked, http.StateClosed:
 		delete(t.open, c)
 	}
-	var oldest net.Conn
-	if len(t.open) >= t.max {
-		var since time.Time
-		for o, at := range t.open {
-			if !at.IsZero() && (oldest == nil || at.Before(since)) {
-				oldest, since = o, at
-			}
-		}
-		if oldest != nil {
-			delete(t.open, oldest)
-		}
-	}
+	oldest := t.evictLocked(c)
 	t.mu.Unlock()
 	if oldest != nil {
 		oldest.Close()
 	}
+}
+
+// evictLocked picks the connection to close when every slot is held (not
+// keep), and takes it out of the table; if none may be closed yet, it
+// arms the timer for when the first one's grace ends.
+func (t *idleConns) evictLocked(keep net.Conn) net.Conn {
+	if len(t.open) < t.max {
+		return nil
+	}
+	now := time.Now()
+	var oldest net.Conn
+	var since, wait time.Time
+	for o, at := range t.open {
+		switch {
+		case o == keep || at.busy:
+		case at.fresh && now.Sub(at.since) < t.grace:
+			if end := at.since.Add(t.grace); wait.IsZero() || end.Before(wait) {
+				wait = end
+			}
+		case oldest == nil || at.since.Before(since):
+			oldest, since = o, at.since
+		}
+	}
+	if oldest != nil {
+		delete(t.open, oldest)
+		return oldest
+	}
+	if !wait.IsZero() && t.timer == nil {
+		t.timer = time.AfterFunc(wait.Sub(now), func() {
+			t.mu.Lock()
+			t.timer = nil
+			oldest := t.evictLocked(nil)
+			t.mu.Unlock()
+			if oldest != nil {
+				oldest.Close()
+			}
+		})
+	}
+	return nil
+}
+
+// stop ends the timer, once the server has stopped.
+func (t *idleConns) stop() {
+	t.mu.Lock()
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	t.mu.Unlock()
 }
 
 // Addr is the address served (the port chosen for port 0).
@@ -159,5 +216,6 @@ func (s *Server) Close() error {
 		err = s.srv.Close()
 	}
 	<-s.done
+	s.idle.stop()
 	return err
 }

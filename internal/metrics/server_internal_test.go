@@ -211,3 +211,26 @@ func TestServerEvictsIdleConnections(t *testing.T) {
 		t.Errorf("the connection idle the longest: read %d bytes, %v; want it closed (EOF)", n, err)
 	}
 }
+
+// Connections that never finish a request hold no slot against a scraper
+// past the grace: a scrape gets through long before the header limit.
+func TestServerEvictsSilentConnections(t *testing.T) {
+	lim := defaultLimits
+	lim.conns = 2
+	lim.header = time.Minute
+	lim.grace = 50 * time.Millisecond
+	addr := serve(t, lim)
+	silent := []net.Conn{dial(t, addr), dial(t, addr)}
+	io.WriteString(silent[1], "GET / HTTP/1.1\r\n") // and no more
+	c := dial(t, addr)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if r, err := get(c); err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("a scrape with two silent connections holding the limit of 2: %v, %v", r, err)
+	}
+	for i, s := range silent {
+		s.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := s.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Errorf("silent connection %d: read %d bytes, %v; want it closed (EOF)", i, n, err)
+		}
+	}
+}
