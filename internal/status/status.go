@@ -28,6 +28,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ucmd/ucmd/internal/pace"
 )
 
 // SocketName is the control socket's name in the runtime directory.
@@ -222,7 +224,7 @@ type Server struct {
 	// snap lets one snapshot (and its JSON) be made at a time: each walks
 	// every id of every open file, megabytes for a daemon of many ids.
 	snap sync.Mutex
-	next time.Time // under snap: no snapshot before this
+	pace pace.Spacer // under snap
 }
 
 // maxSnapshotWait bounds how long an answer waits for its turn.
@@ -346,21 +348,17 @@ func (s *Server) serve() {
 	})
 }
 
-// answer is a snapshot taken after the request arrived, as JSON.
-// answer is a snapshot taken after the request came, as JSON. The next
-// one begins no sooner than ten times this one's time after it: a member
-// of --status-group who loops `ucmd status` (or many at once) gets fresh
-// answers, more slowly, and costs the daemon about a tenth of a CPU in
-// walks of the ids under the files' locks (7 ms and 10 MB at 60,000 ids).
+// answer is a snapshot taken after the request came, as JSON. The
+// snapshots are spaced (package pace): a member of --status-group who
+// loops `ucmd status` (or many at once) gets fresh answers, more slowly,
+// and costs the daemon about a tenth of a CPU in walks of the ids under
+// the files' locks (7 ms and 10 MB at 60,000 ids).
 func (s *Server) answer() ([]byte, error) {
 	s.snap.Lock()
 	defer s.snap.Unlock()
-	if wait := time.Until(s.next); wait > 0 {
-		time.Sleep(min(wait, maxSnapshotWait))
-	}
-	start := time.Now()
-	b, err := json.Marshal(s.p.Snapshot())
-	s.next = start.Add(10 * time.Since(start))
+	var b []byte
+	var err error
+	s.pace.Run(maxSnapshotWait, func() { b, err = json.Marshal(s.p.Snapshot()) })
 	return append(b, '\n'), err
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/pace"
 	"github.com/ucmd/ucmd/internal/status"
 )
 
@@ -209,7 +210,7 @@ func (t *ownerTable) look(m *Message, inbound bool) (Owner, bool) {
 type ownerCache struct {
 	mu   sync.Mutex
 	t    *ownerTable
-	next time.Time // no read before this
+	pace pace.Spacer
 }
 
 // maxOwnerWait bounds how long a subscriber waits for the next read.
@@ -219,9 +220,8 @@ const maxOwnerWait = time.Second
 // seq. A read walks every id of the device under its files' locks (7 ms
 // at 60,000 ids) and a MAD whose comm id no id has (a connection newer
 // than the table, or a peer's MADs naming random ids) asks for one: so
-// the subscribers share the table, and a read waits until ten times the
-// last read's time has passed since it began, which keeps the walks to
-// about a tenth of a CPU however many MADs miss. A subscriber that waits
+// the subscribers share the table, and the reads are spaced (package
+// pace), which keeps them to about a tenth of a CPU however many MADs miss. A subscriber that waits
 // falls behind, and loses MADs when its buffer fills, not the CM.
 func (h *Hub) ownerTable(dev string, seq uint64) *ownerTable {
 	h.omu.Lock()
@@ -236,12 +236,7 @@ func (h *Hub) ownerTable(dev string, seq uint64) *ownerTable {
 	if c.t != nil && c.t.seq >= seq {
 		return c.t
 	}
-	if wait := time.Until(c.next); wait > 0 {
-		time.Sleep(min(wait, maxOwnerWait))
-	}
-	start := time.Now()
-	c.t = readOwners(h, dev)
-	c.next = start.Add(10 * time.Since(start))
+	c.pace.Run(maxOwnerWait, func() { c.t = readOwners(h, dev) })
 	return c.t
 }
 
