@@ -502,8 +502,13 @@ func (d *Daemon) waitDevices(ctx context.Context) ([]hw.Device, error) {
 	if err != nil && !errors.Is(err, errNoDevice) {
 		return devs, err
 	}
+	// What is missing is logged at once and again when it changes, so that
+	// a misspelled --device shows in the journal while the boot waits for
+	// it, next to the devices there are.
+	var missing string
 	if err != nil {
-		d.log.Info("waiting for RDMA devices with umad ports", "devices", d.cfg.Devices, "for", d.cfg.WaitDevices)
+		missing = err.Error()
+		d.log.Info("waiting for RDMA devices with umad ports", "devices", d.cfg.Devices, "for", d.cfg.WaitDevices, "missing", missing)
 	}
 	deadline := time.NewTimer(d.cfg.WaitDevices)
 	defer deadline.Stop()
@@ -531,6 +536,10 @@ func (d *Daemon) waitDevices(ctx context.Context) ([]hw.Device, error) {
 		}
 		if err != nil || len(devs) != n {
 			stableSince = time.Now()
+		}
+		if err != nil && err.Error() != missing {
+			missing = err.Error()
+			d.log.Info("still waiting for RDMA devices with umad ports", "missing", missing)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/hw/umad"
 	"github.com/ucmd/ucmd/internal/status"
+	"github.com/ucmd/ucmd/internal/syncbuf"
 )
 
 func TestSimDevices(t *testing.T) {
@@ -129,6 +131,58 @@ func TestWaitDevicesTimesOut(t *testing.T) {
 	d.cfg.Fabric = "bogus" // not a device that is missing: no waiting
 	if _, err := d.waitDevices(t.Context()); err == nil || time.Since(start) > 2*time.Second {
 		t.Fatalf("bogus fabric: %v", err)
+	}
+}
+
+// While --wait-devices waits for a --device, the log says what is
+// missing and what is there, at once and whenever that changes: a
+// misspelled name shows before the wait ends.
+func TestWaitDevicesSaysWhatIsMissing(t *testing.T) {
+	root := t.TempDir()
+	for _, dir := range []string{"class/infiniband", "class/infiniband_mad"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log syncbuf.Buffer
+	d := &Daemon{log: slog.New(slog.NewTextHandler(&log, nil)), cfg: Config{
+		Fabric: FabricUMAD, Devices: []string{"mlx5_O"}, WaitDevices: time.Minute,
+		UMAD: umad.Options{SysfsRoot: root},
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := d.waitDevices(ctx); done <- err }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(log.String(), `\"mlx5_O\" not found (devices with umad ports: none`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line saying what is missing at the start of the wait:\n%s", log.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// mlx5_0 appears, with its umad port: the name asked for is still missing.
+	dev := fakeSysfs(t, "mlx5_0", "fe80:0000:0000:0000:0002:c903:0000:0001")
+	if err := os.Rename(filepath.Join(dev, "class/infiniband/mlx5_0"), filepath.Join(root, "class/infiniband/mlx5_0")); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{
+		"class/infiniband_mad/abi_version": "5",
+		"class/infiniband_mad/umad0/ibdev": "mlx5_0",
+		"class/infiniband_mad/umad0/port":  "1",
+	} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for !strings.Contains(log.String(), `still waiting for RDMA devices with umad ports" missing="--device: RDMA device \"mlx5_O\" not found (devices with umad ports: mlx5_0`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line saying mlx5_0 is there and mlx5_O is not:\n%s", log.String())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
