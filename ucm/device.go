@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
@@ -67,6 +68,9 @@ type Device struct {
 
 	filesMu sync.Mutex
 	files   map[*file]struct{} // open files, for Files
+
+	lossMu     sync.Mutex
+	lossWarned time.Time // the last Warn of a lost event (warn)
 }
 
 var _ cuse.Device = (*Device)(nil)

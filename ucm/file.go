@@ -48,7 +48,6 @@ type file struct {
 	delivered  chan struct{} // closed when delivering is cleared
 	closed     bool          // released: no more ids or events
 
-	warned atomic.Bool // a lost event has been logged at Warn
 }
 
 var _ cuse.Handle = (*file)(nil)

@@ -3,6 +3,7 @@ package ucm_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/conformance/fakedut"
+	"github.com/ucmd/ucmd/internal/syncbuf"
 	"github.com/ucmd/ucmd/ucm"
 	"golang.org/x/sys/unix"
 )
@@ -135,3 +137,32 @@ func (h *dropSignal) Handle(_ context.Context, r slog.Record) error {
 
 func (h *dropSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *dropSignal) WithGroup(string) slog.Handler      { return h }
+
+// Lost events are logged at Warn once a minute per device, not once per
+// file: a user at its id limit that opens a listening file after another
+// and has each refused a connection wrote one Warn line a file.
+func TestLostEventWarnsSpaced(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// UserIDs 3: newEnv's listener on b and the active id below hold 2.
+	e := newEnv(t, &fakedut.Options{Limits: ucm.Limits{UserIDs: 3}, Logger: log})
+	a, err := e.a.CreateID(0xa)
+	must(t, err)
+	const n = 20
+	for i := range n {
+		x, err := conformance.NewClient(e.d, false)
+		must(t, err)
+		l, err := x.CreateID(1)
+		must(t, err)
+		sid := uint64(0x9000 + i)
+		must(t, x.Listen(l, sid, 0))
+		must(t, e.a.SendREQ(e.a.REQ(a, sid, e.path, 0x100)))
+		if _, err := e.a.Expect(abi.CMREJReceived, wait); err != nil {
+			t.Fatal(err)
+		}
+		must(t, x.Close())
+	}
+	if got := strings.Count(logs.String(), `level=WARN msg="ucm: rejecting new connection"`); got != 1 {
+		t.Errorf("%d connections refused on %d files: %d Warn lines, want 1\n%s", n, n, got, logs.String())
+	}
+}
