@@ -20,6 +20,7 @@ type outMsg struct {
 	retries int         // transmissions left after the current one
 	state   State       // id state the message belongs to (updated by MRA)
 	timer   clock.Timer // nil while a transmission has not returned (sendReturned arms it)
+	armed   uint32      // timers armed: a callback of an earlier one, fired as an MRA re-armed, does nothing
 }
 
 // startMsg sends mad now and keeps retransmitting it until cancelled or
@@ -55,7 +56,9 @@ func (cm *CM) armMsg(m *outMsg) {
 	if cm.closed {
 		return
 	}
-	m.timer = cm.clk.AfterFunc(m.timeout, func() { cm.msgTimeout(m) })
+	m.armed++
+	gen := m.armed
+	m.timer = cm.clk.AfterFunc(m.timeout, func() { cm.msgTimeout(m, gen) })
 }
 
 // cancelMsg stops the outstanding message (ib_cancel_mad).
@@ -79,11 +82,11 @@ func (cm *CM) extendMsg(m *outMsg, timeout time.Duration, state State) {
 	cm.armMsg(m)
 }
 
-func (cm *CM) msgTimeout(m *outMsg) {
+func (cm *CM) msgTimeout(m *outMsg, gen uint32) {
 	cm.mu.Lock()
 	var t txn
 	id := m.id
-	if id.msg != m || cm.closed {
+	if id.msg != m || m.armed != gen || cm.closed {
 		cm.mu.Unlock()
 		return
 	}

@@ -331,3 +331,34 @@ func TestTIDs(t *testing.T) {
 		t.Errorf("DREP TID %#x, want the DREQ's", hdr.TID)
 	}
 }
+
+// An MRA handled while the retransmission timer has fired, its callback
+// waiting for the CM's lock, leaves one chain of retransmissions, as the
+// kernel's ib_modify_mad of its one pending send does: the fired timer's
+// callback must not retransmit on top of the MRA's new wait.
+func TestMRAWhileTheTimerFires(t *testing.T) {
+	h := newHarness(t)
+	id := h.newID()
+	must(t, id.SendREQ(testREQParams())) // 3 retries
+	h.sent()
+	const interval = 2*64*time.Millisecond + 256*time.Millisecond
+	const ext = (4096 + 128) * time.Millisecond // MRA service timeout 20, plus the path's ack timeout
+
+	cm := h.cm
+	cm.mu.Lock()
+	advanced := make(chan struct{})
+	go func() { h.clk.Advance(interval); close(advanced) }()
+	for h.clk.Pending() != 0 { // popped: its callback runs once the lock is free
+		time.Sleep(time.Millisecond)
+	}
+	var tx txn
+	mra := wire.MRA{LocalCommID: peerComm, RemoteCommID: id.localID, MessageMRAed: wire.MessageREQ, ServiceTimeout: 20}
+	cm.recvMRA(&tx, &rx{p: cm.ports[0], src: peerAddr, tid: 1}, &mra)
+	cm.unlock(&tx)
+	<-advanced
+	if got := h.sent(); len(got) != 0 {
+		t.Errorf("the fired timer's callback sent %d MADs after the MRA; want none", len(got))
+	}
+	times, _ := h.sentTimes(4*ext, time.Millisecond)
+	wantTimes(t, "retransmissions after the MRA", times, []time.Duration{ext, 2 * ext, 3 * ext})
+}
