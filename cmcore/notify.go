@@ -35,9 +35,13 @@ func (id *ID) Notify(ev NotifyEvent) error {
 			err = errInval("PATH_MIG in state %v/%v", id.state, id.lapState)
 			break
 		}
-		// cm_migrate copies the alternate over the primary; the
-		// alternate stays as it was (both then name the same path).
-		id.av = id.altAV()
+		// cm_migrate swaps the two addresses (Linux 4.19 to 5.x, the
+		// last kernels with ib_ucm; its first version copied): the old
+		// primary becomes the alternate, for RTS after a LAP and a
+		// later PATH_MIG back.
+		alt := id.altAV()
+		id.setAltAV(id.av)
+		id.av = alt
 		if p := cm.portByNum(id.av.PortNum); p != nil {
 			id.port, id.dst = p, id.av.madAddress()
 		}

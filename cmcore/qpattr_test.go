@@ -110,20 +110,27 @@ func TestInitQPAttrAfterLAP(t *testing.T) {
 	}
 }
 
-// NOTIFY(PATH_MIG) copies the alternate address over the primary, as
-// cm_migrate does: the QP's primary is then the LAP's path, and so is its
-// alternate, not the old primary.
-func TestPathMigCopiesTheAlternate(t *testing.T) {
+// NOTIFY(PATH_MIG) swaps the primary and alternate addresses, as
+// cm_migrate does from Linux 4.19 (checked) to the last kernels with
+// ib_ucm: the QP's primary is then the LAP's path and its alternate the
+// old primary, and a second PATH_MIG goes back.
+func TestPathMigSwapsTheAddresses(t *testing.T) {
 	h := newHarness(t)
 	id := h.reach("ESTABLISHED/LAP_IDLE") // the peer's LAP: alternate DLID 6
+	before, _, err := id.InitQPAttr(QPStateRTR)
+	must(t, err)
 	must(t, id.Notify(NotifyPathMig))
 	a, mask, err := id.InitQPAttr(QPStateRTR)
 	must(t, err)
 	if a.AH.DLID != 6 {
 		t.Errorf("primary DLID after PATH_MIG %d, want the alternate's 6", a.AH.DLID)
 	}
-	if mask&QPAttrAltPath == 0 || a.AltAH.DLID != 6 {
-		t.Errorf("alternate after PATH_MIG: mask %#x DLID %d, want it kept (6)", mask, a.AltAH.DLID)
+	if mask&QPAttrAltPath == 0 || a.AltAH.DLID != before.AH.DLID {
+		t.Errorf("alternate after PATH_MIG: mask %#x DLID %d, want the old primary's %d", mask, a.AltAH.DLID, before.AH.DLID)
+	}
+	must(t, id.Notify(NotifyPathMig))
+	if b, _, _ := id.InitQPAttr(QPStateRTR); b.AH.DLID != before.AH.DLID || b.AltAH.DLID != 6 {
+		t.Errorf("after a second PATH_MIG: primary DLID %d, alternate %d; want %d and 6 back", b.AH.DLID, b.AltAH.DLID, before.AH.DLID)
 	}
 }
 
