@@ -3,6 +3,7 @@ package cmcore
 import (
 	"github.com/ucmd/ucmd/cmcore/wire"
 	"github.com/ucmd/ucmd/hw"
+	"slices"
 )
 
 // recvREQ is the passive REQ pipeline of ib-cm.md §5.4, in its order:
@@ -70,9 +71,11 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	primary := cm.pathFromREQ(in, &attr, m, &m.Primary, true)
 	av, _, err := cm.avFromPath(&primary)
 	if err != nil {
+		// The ARI is our GID at index 0, none if that slot is empty
+		// (cm_req_handler's rdma_query_gid of index 0).
 		var ari []byte
-		if len(attr.GIDs) > 0 {
-			g := attr.GIDs[0].GID
+		if i := slices.IndexFunc(attr.GIDs, func(g hw.GIDEntry) bool { return g.Index == 0 }); i >= 0 {
+			g := attr.GIDs[i].GID
 			ari = g[:]
 		}
 		cm.sendREJLocked(t, id, rejInvalidGID, ari, nil)

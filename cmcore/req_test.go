@@ -221,6 +221,22 @@ func TestREQBadPath(t *testing.T) {
 	}
 }
 
+// REJ 12's ARI is the GID at index 0, as cm_req_handler queries it, and
+// absent when that slot is empty: not the first GID the table holds.
+func TestREQInvalidGIDARIIsSlotZero(t *testing.T) {
+	h := newHarness(t)
+	h.port.attr.GIDs = []hw.GIDEntry{{Index: 1, GID: localGID, Type: hw.GIDTypeIB}}
+	l := h.newID()
+	must(t, l.Listen(0x1234, 0))
+	req := peerREQ(0x1234)
+	req.Primary.RemoteGID = hw.GID{0xfe, 0x80, 15: 9}
+	h.inject(0x77, req)
+	r := one[*wire.REJ](t, h.sent())
+	if r.Reason != wire.REJInvalidGID || len(r.ARI) != 0 {
+		t.Errorf("REJ reason %d ARI %x, want %d with no ARI (slot 0 is empty)", r.Reason, r.ARI, wire.REJInvalidGID)
+	}
+}
+
 // TestREQOutcome: a REQ_RECEIVED handler's outcome alone decides what the
 // peer gets: Keep nothing yet (the id waits in REQ_RCVD), Destroy a REJ 28,
 // DestroySilently nothing at all, so that its retry is a new REQ.
