@@ -1,9 +1,10 @@
 package cmcore
 
 import (
+	"slices"
+
 	"github.com/ucmd/ucmd/cmcore/wire"
 	"github.com/ucmd/ucmd/hw"
-	"slices"
 )
 
 // recvREQ is the passive REQ pipeline of ib-cm.md §5.4, in its order:
