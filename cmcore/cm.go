@@ -72,7 +72,8 @@ type CM struct {
 	sidr       map[sidrKey]*ID
 	events     []queuedEvent // undelivered from evHead on
 	evHead     int
-	delivering bool // some goroutine is draining events
+	delivering bool          // some goroutine is draining events
+	released   func(ctx any) // OnReleased
 
 	stats counters
 }
@@ -168,15 +169,23 @@ func (cm *CM) Close() error {
 		return nil
 	}
 	cm.closed = true
+	var lingering []any // contexts owed a released call
 	for id := range cm.ids.byID.all() {
 		id.cancelMsg()
 		if id.twTimer != nil {
 			id.twTimer.Stop()
 			id.twTimer = nil
+			if id.destroyed && id.lingers && cm.released != nil {
+				lingering = append(lingering, id.context)
+			}
 		}
 	}
 	cm.events, cm.evHead = nil, 0
+	released := cm.released
 	cm.mu.Unlock()
+	for _, ctx := range lingering {
+		released(ctx)
+	}
 	if cm.cancel != nil {
 		cm.cancel()
 	}

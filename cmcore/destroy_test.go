@@ -220,3 +220,43 @@ func TestDestroyListenerRejectsUndeliveredRequests(t *testing.T) {
 	}
 	rejWith(wire.REJConsumerDefined, nil, wire.MessageREQ, true)(t, h.sent())
 }
+
+// Destroy reports an id the CM keeps for its timewait, and the release
+// hook gets its context once the CM lets go: at the timewait's end, or at
+// Close; an id that does not linger is never reported.
+func TestDestroyLingersUntilReleased(t *testing.T) {
+	h := newHarness(t)
+	var released []any
+	h.cm.OnReleased(func(ctx any) { released = append(released, ctx) })
+
+	idle := h.newID()
+	idle.SetContext("idle")
+	if idle.Destroy() {
+		t.Error("an IDLE id lingers after Destroy")
+	}
+	id := h.reach("ESTABLISHED")
+	id.SetContext("established")
+	if !id.Destroy() {
+		t.Fatal("an ESTABLISHED id, now in timewait, does not linger")
+	}
+	if id.Destroy() {
+		t.Error("a second Destroy reported the id lingering again")
+	}
+	if len(released) != 0 {
+		t.Fatalf("released %v before the timewait ended", released)
+	}
+	h.clk.Advance(msDuration(convertToMs(id.av.Timeout)))
+	if len(released) != 1 || released[0] != "established" {
+		t.Fatalf("released %v after the timewait, want [established]", released)
+	}
+
+	other := h.reach("ESTABLISHED")
+	other.SetContext("at close")
+	if !other.Destroy() {
+		t.Fatal("the second connection does not linger")
+	}
+	h.cm.Close()
+	if len(released) != 2 || released[1] != "at close" {
+		t.Fatalf("released %v after Close, want [established, at close]", released)
+	}
+}

@@ -55,6 +55,7 @@ type ID struct {
 	lapState     LAPState
 	destroyed    bool
 	inRemote     bool // in remoteIDs/remoteQPNs
+	lingers      bool // Destroy said it lingers: the released hook is owed a call
 
 	initiatorDepth     uint8
 	responderResources uint8
@@ -225,14 +226,31 @@ func (id *ID) Listen(sid, mask uint64) error {
 // callback ran, a consumer whose handler touches what Destroy's caller
 // then frees keeps its handler off it itself, as ucm does (the file's
 // mutex and the id's dead mark).
-func (id *ID) Destroy() {
+//
+// It reports whether the CM keeps the id past the call, for its timewait
+// (a connection destroyed in or after ESTABLISHED; §5.1): the hook set by
+// OnReleased is then called with its context once the CM lets go of it.
+func (id *ID) Destroy() (lingers bool) {
 	cm := id.cm
 	var t txn
 	cm.mu.Lock()
 	if !id.destroyed {
 		cm.destroyLocked(&t, id, false)
+		id.lingers = id.twTimer != nil
+		lingers = id.lingers
 	}
 	cm.unlock(&t)
+	return lingers
+}
+
+// OnReleased sets fn to be called with the context of each id whose
+// Destroy reported that it lingers, once the CM lets go of it: when its
+// timewait ends, or at Close. fn runs with no CM lock held, on a timer's
+// goroutine or Close's, and must not block. Set it before creating ids.
+func (cm *CM) OnReleased(fn func(ctx any)) {
+	cm.mu.Lock()
+	cm.released = fn
+	cm.mu.Unlock()
 }
 
 // destroyLocked implements the destroy table of ib-cm.md §3.2. silent
@@ -317,14 +335,22 @@ func (cm *CM) enterTimewait(id *ID) {
 			return
 		}
 		id.twTimer = nil
+		var released func(any)
 		if id.destroyed {
 			cm.ids.release(id)
+			if id.lingers {
+				released = cm.released
+			}
 		} else if id.state == StateTimewait {
 			id.state = StateIdle
 			cm.post(Event{Type: EventTimewaitExit, ID: id}, id)
 		}
+		ctx := id.context
 		var t txn
 		cm.unlock(&t)
+		if released != nil {
+			released(ctx)
+		}
 	})
 }
 

@@ -28,8 +28,8 @@ type ucmCtx struct {
 	// Guarded by file.mu.
 	uid            uint64 // the client's cookie, echoed in its events
 	eventsReported uint32 // events GET_EVENT delivered for this id
-	dead           bool   // torn down: events for it are dropped
-	undelivered    bool   // a new connection whose REQ is still queued: its events are the listener's
+	flags          ctxFlags
+	undelivered    bool // a new connection whose REQ is still queued: its events are the listener's
 
 	slot    slotState // the IDTable's mutex
 	newConn bool      // created for a REQ or SIDR_REQ: charged its CM state too
@@ -38,6 +38,18 @@ type ucmCtx struct {
 	// none is under way; only with an Observer (observer.go).
 	setup atomic.Int64
 }
+
+// ctxFlags are an id's marks, under file.mu; one byte, as the struct has
+// no room for more.
+type ctxFlags uint8
+
+const (
+	ctxDead ctxFlags = 1 << iota // torn down: events for it are dropped
+	// Of the two calls that end an id the CM keeps for its timewait
+	// (teardown and the CM's release hook), one has come; the second
+	// refunds the id's charge (file.lingered).
+	ctxLingerHalf
+)
 
 // put drops a reference taken by IDTable.get.
 func (c *ucmCtx) put() { c.file.d.ids.put(c) }

@@ -110,7 +110,21 @@ func New(cfg Config) (*Device, error) {
 		d.processName = ProcProcessName
 	}
 	d.files = make(map[*file]struct{})
+	d.cm.OnReleased(d.released)
 	return d, nil
+}
+
+// released is the CM's release hook (cmcore.CM.OnReleased): an id torn
+// down while its connection's timewait ran is let go at last, and its
+// charge refunded (file.lingered).
+func (d *Device) released(ctx any) {
+	c, _ := ctx.(*ucmCtx)
+	if c == nil {
+		return
+	}
+	if f := c.file; f.lingered(c) {
+		d.budget.give(f.uid, idCharge(c.newConn))
+	}
 }
 
 // Open implements cuse.Device: every open(2) gets its own file state. As

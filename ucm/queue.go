@@ -86,7 +86,7 @@ func (f *file) newChild(cmID *cmcore.ID) (*ucmCtx, error) {
 func (f *file) forget(c *ucmCtx) {
 	f.mu.Lock()
 	f.unlinkCtx(c)
-	c.dead = true
+	c.flags |= ctxDead
 	f.mu.Unlock()
 	f.releaseID(c)
 }
@@ -106,7 +106,7 @@ func (f *file) enqueue(owner *ucmCtx, e *event) error {
 			owner = f.events[i].ctx
 		}
 	}
-	if f.closed || owner.dead {
+	if f.closed || owner.flags&ctxDead != 0 {
 		f.mu.Unlock()
 		return errGone
 	}
@@ -153,7 +153,7 @@ func (f *file) purge(ctx context.Context, c *ucmCtx) (uint32, []*ucmCtx) {
 			break
 		}
 	}
-	c.dead = true
+	c.flags |= ctxDead
 	f.unlinkCtx(c)
 	if c.queued == 0 {
 		// Nothing of c's in the queue: no need to look at the others'
@@ -263,12 +263,29 @@ func (f *file) teardown(ctx context.Context, c *ucmCtx) uint32 {
 	// goroutine, and the handler takes f.mu. Destroy does not wait for a
 	// handler call already running for c: that call finds c dead (purge,
 	// under f.mu) and queues nothing.
-	c.cmID.Destroy()
+	lingers := c.cmID.Destroy()
 	reported, orphans := f.purge(ctx, c)
 	for _, o := range orphans {
 		f.d.ids.hide(o)
 		f.teardown(ctx, o) // REQ_RCVD: the CM answers the peer with REJ 28
 	}
-	f.releaseID(c)
+	if f.d.ids.release(c) && (!lingers || f.lingered(c)) {
+		f.d.budget.give(f.uid, idCharge(c.newConn))
+	}
 	return reported
+}
+
+// lingered is one of the two calls that end an id the CM keeps past its
+// destroy for its timewait: teardown's, and the CM's release hook once
+// the timewait is over (Device.released). Until both have come the id
+// stays charged to its user, against --user-ids and the memory budget:
+// a connection's CM state lives on for ms(the path's ACK timeout), up to
+// 2.3 hours at the largest a peer's REQ can ask. The second call reports
+// true and refunds it.
+func (f *file) lingered(c *ucmCtx) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	second := c.flags&ctxLingerHalf != 0
+	c.flags |= ctxLingerHalf
+	return second
 }

@@ -78,7 +78,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.IntVar(&f.maxIDs, "max-ids", 0, "most ids one open file may hold (0: default 65536)")
 	fs.IntVar(&f.maxEvents, "max-events", 0, "most undelivered events one open file may queue (0: default 65536)")
-	fs.IntVar(&f.userIDs, "user-ids", 0, fmt.Sprintf("most ids one user (uid) may hold over all its files, past which CREATE_ID fails with ENOMEM and new connections are rejected (0: default %d)", ucm.DefaultUserIDs))
+	fs.IntVar(&f.userIDs, "user-ids", 0, fmt.Sprintf("most ids one user (uid) may hold over all its files, those destroyed but still in their connection's timewait included, past which CREATE_ID fails with ENOMEM and new connections are rejected (0: default %d)", ucm.DefaultUserIDs))
 	fs.IntVar(&f.userEvents, "user-events", 0, fmt.Sprintf("most undelivered events one user may have queued over all its files, past which new connections are rejected and other events dropped (0: default %d)", ucm.DefaultUserEvents))
 	fs.IntVar(&f.userFiles, "user-files", 0, fmt.Sprintf("most files one user may have open on the ucm nodes, past which open fails with EMFILE (0: default %d)", ucm.DefaultUserFiles))
 	fs.IntVar(&f.userWaits, "user-waits", 0, fmt.Sprintf("most commands of one user that may wait at once (GET_EVENT for an event, DESTROY_ID for the id's other commands, a copy for a copy slot), each a goroutine of the daemon's, past which the command fails with ENOMEM (0: default %d)", ucm.DefaultUserWaits))
