@@ -130,7 +130,7 @@ func (s *cmSide) listen(t *testing.T, sid uint64) {
 	if err := l.Listen(sid, 0); err != nil {
 		t.Fatalf("%s: listen on %#x: %v", s.name, sid, err)
 	}
-	t.Cleanup(l.Destroy)
+	t.Cleanup(func() { l.Destroy() })
 }
 
 // roceLinkLocalPath is the path record an application (librdmacm's

@@ -182,7 +182,7 @@ func passiveSide(t *testing.T, port uint16, accept bool, drop map[uint16]int) (*
 	if err := l.Listen(tcpSID(port), 0); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.Destroy)
+	t.Cleanup(func() { l.Destroy() })
 	return s, l
 }
 

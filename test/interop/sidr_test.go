@@ -50,7 +50,7 @@ func TestSIDR(t *testing.T) {
 		}
 		resolve := func(port uint16) (sidrEvent, *cmcore.ID) {
 			id := s.cm.CreateID(s.handle)
-			t.Cleanup(id.Destroy)
+			t.Cleanup(func() { id.Destroy() })
 			err := id.SendSIDRREQ(&cmcore.SIDRREQParams{
 				Path: s.path(t, gidAv4), ServiceID: udpSID(port), TimeoutMs: 1000, MaxCMRetries: 3,
 				PrivateData: cmaHdr(ipB, ipA, srcPortActive, "ours-sidr"),
@@ -108,7 +108,7 @@ func TestSIDR(t *testing.T) {
 			if err := l.Listen(udpSID(port), 0); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(l.Destroy)
+			t.Cleanup(func() { l.Destroy() })
 		}
 		cli := runA(t, "uclient", ipB.String(), strconv.Itoa(portOursUDP), "kernel-sidr")
 		s.wait(t, cmcore.EventSIDRREQReceived, wait)
