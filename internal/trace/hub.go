@@ -261,7 +261,16 @@ func (h *Hub) unsubscribe(s *sub) {
 		delete(h.subs, s)
 		h.nsubs.Add(-1)
 	}
+	last := len(h.subs) == 0
 	h.mu.Unlock()
+	if last {
+		// The owner tables serve the subscribers only; dropped with the
+		// last, they hold no snapshot of ids, nor an entry per device
+		// name ever traced (soft-RoCE devices come back under new names).
+		h.omu.Lock()
+		clear(h.otables)
+		h.omu.Unlock()
+	}
 }
 
 // Subscribers is how many clients are subscribed.

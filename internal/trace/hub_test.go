@@ -504,6 +504,29 @@ func TestHubOwnerReadsBounded(t *testing.T) {
 	}
 }
 
+// The owner tables, one per device traced, go with the last subscriber:
+// they held a snapshot of each device's ids for the daemon's life.
+func TestHubOwnerTablesGoWithTheLastSubscriber(t *testing.T) {
+	dev, _ := roceDev()
+	h := NewHub(func(string) []Owner { return []Owner{{Listening: true, ServiceID: 1}} }, nil)
+	done, stop := h.Subscribe(Request{}, io.Discard)
+	h.ownerTable(dev.Name(), 1)
+	h.omu.Lock()
+	n := len(h.otables)
+	h.omu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d owner tables while tracing, want 1", n)
+	}
+	stop()
+	<-done
+	h.omu.Lock()
+	n = len(h.otables)
+	h.omu.Unlock()
+	if n != 0 {
+		t.Errorf("%d owner tables after the last subscriber left, want none", n)
+	}
+}
+
 // The port's attributes the trace shows are read again once older than
 // portAttrAge (as of the MADs' times): a GID changed at the same index, or
 // a LID the subnet manager changed, showed the old value for the whole
