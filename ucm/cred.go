@@ -2,6 +2,7 @@ package ucm
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -176,7 +177,10 @@ func (d *Device) openWriters(tid int) *writers {
 	}
 	tgid, err := w.lookup(tid)
 	if err != nil {
-		d.log.Warn("ucm: cannot read the opener's thread group; only uid/gid will be checked on write",
+		// An opener killed during its open is gone: at most one Warn a
+		// minute, as a client can do that in a loop.
+		d.log.Log(context.Background(), d.credWarn.level(d.budget.now()),
+			"ucm: cannot read the opener's thread group; only uid/gid will be checked on write",
 			"pid", tid, "err", err)
 		return w
 	}

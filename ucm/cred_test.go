@@ -2,6 +2,8 @@ package ucm_test
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/conformance/fakedut"
 	"github.com/ucmd/ucmd/cuse/callermem"
+	"github.com/ucmd/ucmd/internal/syncbuf"
 	"golang.org/x/sys/unix"
 )
 
@@ -172,4 +175,23 @@ func TestOpenerGroupUnknown(t *testing.T) {
 	fake(c).Caller.Pid = forkedChild
 	_, err := c.CreateID(0)
 	must(t, err)
+}
+
+// An opener whose thread group cannot be read (killed during its open)
+// is logged at Warn once a minute per device, not once an open: a client
+// can do it in a loop.
+func TestUnreadThreadGroupWarnsSpaced(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	d := fakedut.New(t, &fakedut.Options{
+		ThreadGroup: func(int) (int, error) { return 0, unix.ENOENT },
+		Logger:      slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	for range 10 {
+		c, err := conformance.NewClient(d, false)
+		must(t, err)
+		must(t, c.Close())
+	}
+	if n := strings.Count(logs.String(), `level=WARN msg="ucm: cannot read the opener's thread group`); n != 1 {
+		t.Errorf("10 opens whose thread group could not be read: %d Warn lines, want 1\n%s", n, logs.String())
+	}
 }

@@ -69,8 +69,28 @@ type Device struct {
 	filesMu sync.Mutex
 	files   map[*file]struct{} // open files, for Files
 
-	lossMu     sync.Mutex
-	lossWarned time.Time // the last Warn of a lost event (warn)
+	lossWarn, credWarn spacedWarn // lost events (file.warn); unread thread groups (openWriters)
+}
+
+// spacedWarn lets one of a kind of log line through at Warn a minute, the
+// rest at Debug: what a client can trigger at will must not flood the log.
+type spacedWarn struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+// spacedWarnEvery is how often a spacedWarn lets a Warn through.
+const spacedWarnEvery = time.Minute
+
+// level is the level of a line logged now.
+func (w *spacedWarn) level(now time.Time) slog.Level {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.last.IsZero() && now.Sub(w.last) < spacedWarnEvery {
+		return slog.LevelDebug
+	}
+	w.last = now
+	return slog.LevelWarn
 }
 
 var _ cuse.Device = (*Device)(nil)

@@ -3,7 +3,7 @@ package ucm
 import (
 	"errors"
 	"fmt"
-	"time"
+	"log/slog"
 
 	"github.com/ucmd/ucmd/abi"
 	"github.com/ucmd/ucmd/cmcore"
@@ -68,26 +68,16 @@ func (f *file) reject(listener *ucmCtx, why error) cmcore.Outcome {
 // errGone is why events for a closed file or a destroyed id are dropped.
 var errGone = fmt.Errorf("ucm: id or file gone: %w", unix.ENOENT)
 
-// warn logs a lost event: the first of the device's in lossWarnEvery at
-// Warn, the rest at Debug. A client that never reads its events, or one
-// that opens file after file to be refused a connection on each, cannot
-// flood the log; the limits' refusals behind most losses are counted in
-// status either way.
+// warn logs a lost event: the first of the device's in a minute at Warn,
+// the rest at Debug. A client that never reads its events, or one that
+// opens file after file to be refused a connection on each, cannot flood
+// the log; the limits' refusals behind most losses are counted in status
+// either way.
 func (f *file) warn(msg string, args ...any) {
 	d := f.d
-	now := d.budget.now()
-	d.lossMu.Lock()
-	warn := d.lossWarned.IsZero() || now.Sub(d.lossWarned) >= lossWarnEvery
-	if warn {
-		d.lossWarned = now
-	}
-	d.lossMu.Unlock()
-	if warn {
+	if d.lossWarn.level(d.budget.now()) == slog.LevelWarn {
 		d.log.Warn(msg, append(args, "note", "further losses on this device are logged at debug level for a minute")...)
 		return
 	}
 	d.log.Debug(msg, args...)
 }
-
-// lossWarnEvery spaces the Warn lines of lost events.
-const lossWarnEvery = time.Minute
