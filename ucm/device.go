@@ -143,7 +143,9 @@ func (d *Device) released(ctx any) {
 		return
 	}
 	if f := c.file; f.lingered(c) {
-		d.budget.give(f.uid, idCharge(c.newConn))
+		ch := idCharge(c.newConn)
+		ch.timewait = 1
+		d.budget.give(f.uid, ch)
 	}
 }
 

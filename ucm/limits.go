@@ -201,6 +201,7 @@ type Budget struct {
 // or a copy still in progress that outlived its files (give).
 type usage struct {
 	files, ids, events, waits int
+	timewait                  int   // of ids, those destroyed that the CM keeps for their timewait
 	bytes                     int64 // its share of the memory budget
 	copies                    *copySlots
 }
@@ -208,6 +209,7 @@ type usage struct {
 // charge is one addition to or removal from a user's holdings.
 type charge struct {
 	files, ids, events, waits int
+	timewait                  int // never refused: a count within ids
 	bytes                     int64
 }
 
@@ -305,6 +307,7 @@ func (b *Budget) takeUnlogged(uid uint32, c charge) error {
 	u.ids += c.ids
 	u.events += c.events
 	u.waits += c.waits
+	u.timewait += c.timewait
 	u.bytes += c.bytes
 	b.mem += c.bytes
 	if fresh {
@@ -377,6 +380,7 @@ func (b *Budget) give(uid uint32, c charge) {
 	u.ids -= c.ids
 	u.events -= c.events
 	u.waits -= c.waits
+	u.timewait -= c.timewait
 	u.bytes -= c.bytes
 	b.mem -= c.bytes
 	if u.files == 0 && u.ids == 0 && u.events == 0 && u.waits == 0 {
@@ -397,12 +401,15 @@ func (b *Budget) copySlots(uid uint32) *copySlots {
 
 // UserUsage is what one uid holds.
 type UserUsage struct {
-	UID    uint32
-	Files  int   // open files
-	IDs    int   // new connections not yet delivered included
-	Events int   // queued
-	Waits  int   // commands waiting (Limits.UserWaits)
-	Bytes  int64 // what they cost, of the memory budget
+	UID   uint32
+	Files int // open files
+	IDs   int // new connections not yet delivered included
+	// Timewait is how many of IDs were destroyed but are kept by the CM
+	// for their connection's timewait, charged until it ends.
+	Timewait int
+	Events   int   // queued
+	Waits    int   // commands waiting (Limits.UserWaits)
+	Bytes    int64 // what they cost, of the memory budget
 	// Copies is the copies into or out of the uid's processes in
 	// progress (at most Limits.UserCopies), not those waiting for one of
 	// all users' slots: each takes microseconds, so a count that stays up
@@ -434,7 +441,7 @@ func (b *Budget) Users() []UserUsage {
 }
 
 func (u *usage) snapshot(uid uint32) UserUsage {
-	return UserUsage{UID: uid, Files: u.files, IDs: u.ids, Events: u.events, Waits: u.waits, Bytes: u.bytes, Copies: u.copies.copying()}
+	return UserUsage{UID: uid, Files: u.files, IDs: u.ids, Timewait: u.timewait, Events: u.events, Waits: u.waits, Bytes: u.bytes, Copies: u.copies.copying()}
 }
 
 // Copies returns all users' copies in progress and their bound
@@ -466,7 +473,7 @@ var (
 
 // plus adds c and d.
 func (c charge) plus(d charge) charge {
-	return charge{c.files + d.files, c.ids + d.ids, c.events + d.events, c.waits + d.waits, c.bytes + d.bytes}
+	return charge{c.files + d.files, c.ids + d.ids, c.events + d.events, c.waits + d.waits, c.timewait + d.timewait, c.bytes + d.bytes}
 }
 
 // Probe takes the budget's lock and lets it go (Device.Probe).

@@ -269,8 +269,15 @@ func (f *file) teardown(ctx context.Context, c *ucmCtx) uint32 {
 		f.d.ids.hide(o)
 		f.teardown(ctx, o) // REQ_RCVD: the CM answers the peer with REJ 28
 	}
-	if f.d.ids.release(c) && (!lingers || f.lingered(c)) {
-		f.d.budget.give(f.uid, idCharge(c.newConn))
+	if f.d.ids.release(c) {
+		switch {
+		case !lingers:
+			f.d.budget.give(f.uid, idCharge(c.newConn))
+		case f.lingered(c): // its timewait already ended
+			f.d.budget.give(f.uid, idCharge(c.newConn))
+		default: // still charged, shown as in timewait until released
+			f.d.budget.take(f.uid, charge{timewait: 1})
+		}
 	}
 	return reported
 }

@@ -54,8 +54,8 @@ func TestTimewaitIDsStayCharged(t *testing.T) {
 	if n := e.d.IDs.Len(); n != 1 {
 		t.Fatalf("%d ucm ids after the destroys, want the listener's 1", n)
 	}
-	if got := budget.User(uid).IDs; got != 3 {
-		t.Errorf("uid %d charged %d ids, want 3: the listener and the connection's two in timewait", uid, got)
+	if got := budget.User(uid); got.IDs != 3 || got.Timewait != 2 {
+		t.Errorf("uid %d charged %d ids, %d in timewait; want 3 and 2: the listener and the connection's two in timewait", uid, got.IDs, got.Timewait)
 	}
 	_, err := e.a.CreateID(3)
 	must(t, err)
@@ -65,8 +65,8 @@ func TestTimewaitIDsStayCharged(t *testing.T) {
 	// The CM's close lets go of them: the charge comes back.
 	before := budget.Usage().Bytes
 	e.d.CM.Close()
-	if got := budget.User(uid).IDs; got != 2 {
-		t.Errorf("after the CM's close: %d ids charged, want 2 (the listener and the new id)", got)
+	if got := budget.User(uid); got.IDs != 2 || got.Timewait != 0 {
+		t.Errorf("after the CM's close: %d ids charged, %d in timewait; want 2 (the listener and the new id) and 0", got.IDs, got.Timewait)
 	}
 	if after := budget.Usage().Bytes; after >= before {
 		t.Errorf("memory charged %d after the CM's close, %d before: the timewait ids' bytes were not refunded", after, before)

@@ -1025,7 +1025,7 @@ func budgetStatus(b *ucm.Budget) status.Limits {
 	users := b.Users()
 	l.Users = make([]status.User, len(users))
 	for i, uu := range users {
-		l.Users[i] = status.User{UID: uu.UID, Files: uu.Files, IDs: uu.IDs, Events: uu.Events, Waiting: uu.Waits, Copies: uu.Copies, Memory: uu.Bytes}
+		l.Users[i] = status.User{UID: uu.UID, Files: uu.Files, IDs: uu.IDs, Timewait: uu.Timewait, Events: uu.Events, Waiting: uu.Waits, Copies: uu.Copies, Memory: uu.Bytes}
 	}
 	return l
 }

@@ -249,6 +249,7 @@ var (
 	descCharged  = desc("memory_charged_bytes", "What all users' files, ids, events and waiting commands cost the daemon, as the memory budget estimates it (status: limits.memory_charged).")
 	descBudget   = desc("memory_budget_bytes", "The memory budget, --memory-budget (status: limits.memory_budget).")
 	descUsers    = desc("users", "Users (uids) holding a file, id, event or waiting command (status: limits.users).")
+	descTimewait = desc("timewait_ids", "ids destroyed but kept by the CM for their connection's timewait, all users': they count against --user-ids and the memory budget until it ends (status: limits.users[].timewait_ids).")
 	descCopies   = desc("copies_in_progress", "Copies into or out of client memory in progress, all users' (at most --copies): each takes microseconds, so a count that stays up is copies that hang; status's users say whose (status: limits.copies_in_progress).")
 	descRefusals = desc("limit_refusals_total", "What each limit refused, by its ucmd serve flag (user-ids, ..., memory-budget): a command's ENOMEM or EMFILE, a new connection rejected, an event dropped (status: limits.refused).", "limit")
 
@@ -267,7 +268,7 @@ var states = func() []string {
 
 // Describe implements prometheus.Collector.
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descNeigh, descCharged, descBudget, descUsers, descCopies, descRefusals, descRetired, descUnserved} {
+	for _, d := range []*prometheus.Desc{descInfo, descDev, descSent, descRecv, descRetx, descTimeout, descDropped, descSendErr, descIDs, descFiles, descEvents, descWaits, descCopyW, descErrors, descRecvOK, descNeigh, descCharged, descBudget, descUsers, descTimewait, descCopies, descRefusals, descRetired, descUnserved} {
 		ch <- d
 	}
 }
@@ -337,6 +338,11 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCharged, prometheus.GaugeValue, float64(l.MemoryCharged))
 	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(l.MemoryBudget))
 	ch <- prometheus.MustNewConstMetric(descUsers, prometheus.GaugeValue, float64(len(l.Users)))
+	timewait := 0
+	for _, u := range l.Users {
+		timewait += u.Timewait
+	}
+	ch <- prometheus.MustNewConstMetric(descTimewait, prometheus.GaugeValue, float64(timewait))
 	ch <- prometheus.MustNewConstMetric(descCopies, prometheus.GaugeValue, float64(l.Copies))
 	// Every limit, zeros included, so that an alert on an increase needs
 	// no series to appear first.

@@ -39,7 +39,7 @@ func TestSnapshotMetrics(t *testing.T) {
 		{Name: "sim1", Node: "/dev/infiniband/ucm1", NodeGUID: "0002:c903:0000:0002", Ports: []status.Port{{Num: 1, State: "ACTIVE"}}},
 	}, Unserved: []status.Unserved{{Name: "mlx5_1", Reason: "CM class in use"}},
 		Retired: map[string]uint64{status.RetiredGone: 2, status.RetiredChannelFailed: 1},
-		Limits: status.Limits{MemoryCharged: 123456, MemoryBudget: 1 << 29, Copies: 7, CopiesMax: 1024, Users: []status.User{{UID: 0}, {UID: 1000}},
+		Limits: status.Limits{MemoryCharged: 123456, MemoryBudget: 1 << 29, Copies: 7, CopiesMax: 1024, Users: []status.User{{UID: 0}, {UID: 1000, IDs: 5, Timewait: 3}, {UID: 1001, IDs: 2, Timewait: 1}},
 			Refused: map[string]uint64{"user-waits": 800, "memory-budget": 2}}}
 	m := metrics.New(status.ProviderFunc(func() status.Snapshot { return snap }))
 	const want = `
@@ -121,7 +121,10 @@ ucmd_memory_charged_bytes 123456
 ucmd_memory_budget_bytes 5.36870912e+08
 # HELP ucmd_users Users (uids) holding a file, id, event or waiting command (status: limits.users).
 # TYPE ucmd_users gauge
-ucmd_users 2
+ucmd_users 3
+# HELP ucmd_timewait_ids ids destroyed but kept by the CM for their connection's timewait, all users': they count against --user-ids and the memory budget until it ends (status: limits.users[].timewait_ids).
+# TYPE ucmd_timewait_ids gauge
+ucmd_timewait_ids 4
 # HELP ucmd_copies_in_progress Copies into or out of client memory in progress, all users' (at most --copies): each takes microseconds, so a count that stays up is copies that hang; status's users say whose (status: limits.copies_in_progress).
 # TYPE ucmd_copies_in_progress gauge
 ucmd_copies_in_progress 7
@@ -139,7 +142,7 @@ ucmd_limit_refusals_total{limit="user-waits"} 800
 		"ucmd_cm_mads_sent_total", "ucmd_cm_mads_received_total", "ucmd_cm_retransmissions_total",
 		"ucmd_cm_timeouts_total", "ucmd_cm_mads_dropped_total", "ucmd_cm_send_errors_total",
 		"ucmd_command_errors_total", "ucmd_open_files", "ucmd_queued_events", "ucmd_waiting_commands", "ucmd_copy_waiting_commands", "ucmd_port_receiving", "ucmd_neighbour_resolutions_total", "ucmd_info", "ucmd_device_info",
-		"ucmd_device_unserved", "ucmd_devices_retired_total", "ucmd_memory_charged_bytes", "ucmd_memory_budget_bytes", "ucmd_users", "ucmd_copies_in_progress", "ucmd_limit_refusals_total",
+		"ucmd_device_unserved", "ucmd_devices_retired_total", "ucmd_memory_charged_bytes", "ucmd_memory_budget_bytes", "ucmd_users", "ucmd_timewait_ids", "ucmd_copies_in_progress", "ucmd_limit_refusals_total",
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)

@@ -82,13 +82,16 @@ type Limits struct {
 
 // User is what one uid holds over all its files of every device.
 type User struct {
-	UID     uint32 `json:"uid"`
-	Files   int    `json:"files"`
-	IDs     int    `json:"ids"` // new connections not yet delivered included
-	Events  int    `json:"queued_events"`
-	Waiting int    `json:"waiting_commands"`
-	Copies  int    `json:"copies_in_progress"` // at most --user-copies
-	Memory  int64  `json:"memory_charged"`     // bytes of the budget, estimated
+	UID   uint32 `json:"uid"`
+	Files int    `json:"files"`
+	IDs   int    `json:"ids"` // new connections not yet delivered included
+	// Of IDs, those destroyed but kept for their connection's timewait:
+	// charged until it ends (docs/ib-cm.md §5.1).
+	Timewait int   `json:"timewait_ids"`
+	Events   int   `json:"queued_events"`
+	Waiting  int   `json:"waiting_commands"`
+	Copies   int   `json:"copies_in_progress"` // at most --user-copies
+	Memory   int64 `json:"memory_charged"`     // bytes of the budget, estimated
 }
 
 // Unserved is an RDMA device ucmd found but could not serve.
@@ -595,9 +598,9 @@ func WriteText(w io.Writer, s Snapshot) error {
 	fmt.Fprintf(tw, "\nMEMORY-CHARGED\tMEMORY-BUDGET\tCOPYING\tUSERS\tREFUSED-BY-LIMIT\n")
 	fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\n", size(l.MemoryCharged), size(l.MemoryBudget), l.Copies, l.CopiesMax, len(l.Users), countList(l.Refused))
 
-	fmt.Fprintf(tw, "\nUID\tFILES\tIDS\tQUEUED\tWAITING\tCOPYING\tMEMORY\n")
+	fmt.Fprintf(tw, "\nUID\tFILES\tIDS\tIN-TIMEWAIT\tQUEUED\tWAITING\tCOPYING\tMEMORY\n")
 	for _, u := range l.Users {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\n", u.UID, u.Files, u.IDs, u.Events, u.Waiting, u.Copies, size(u.Memory))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", u.UID, u.Files, u.IDs, u.Timewait, u.Events, u.Waiting, u.Copies, size(u.Memory))
 	}
 
 	fmt.Fprintf(tw, "\nDEV\tPID\tUID\tCOMM\tIDS\tQUEUED\tWAITING\tFOR-COPY\tOPENED\n")

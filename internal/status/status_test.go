@@ -37,7 +37,7 @@ func sample() Snapshot {
 		}},
 		Limits: Limits{MemoryCharged: 3 << 19, MemoryBudget: 512 << 20, Refused: map[string]uint64{"user-waits": 800, "max-ids": 2},
 			Copies: 16, CopiesMax: 1024,
-			Users: []User{{UID: 1000, Files: 1, IDs: 2, Events: 1, Waiting: 3, Memory: 5376}, {UID: 65534, Files: 2, IDs: 0, Waiting: 200, Copies: 16, Memory: 2 << 20}}},
+			Users: []User{{UID: 1000, Files: 1, IDs: 2, Timewait: 1, Events: 1, Waiting: 3, Memory: 5376}, {UID: 65534, Files: 2, IDs: 0, Waiting: 200, Copies: 16, Memory: 2 << 20}}},
 	}
 }
 
@@ -121,8 +121,8 @@ func TestWriteText(t *testing.T) {
 	}
 	if lines := strings.Split(strings.TrimRight(tables[4], "\n"), "\n"); len(lines) != 3 ||
 		!strings.HasPrefix(lines[0], "UID") ||
-		strings.Join(strings.Fields(lines[1]), " ") != "1000 1 2 1 3 0 5.2KiB" ||
-		strings.Join(strings.Fields(lines[2]), " ") != "65534 2 0 0 200 16 2.0MiB" {
+		strings.Join(strings.Fields(lines[1]), " ") != "1000 1 2 1 1 3 0 5.2KiB" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "65534 2 0 0 0 200 16 2.0MiB" {
 		t.Errorf("user table:\n%s", tables[4])
 	}
 	// The file table: its opener, ids, queued events and waiting commands.
