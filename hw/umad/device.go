@@ -51,9 +51,10 @@ type Options struct {
 	// AttrMaxAge is how long Port.Attr serves a snapshot before it
 	// refreshes it in the background. A RoCE GID table is up to 1024 sysfs
 	// files (rxe: 50 ms to read under qemu TCG), far too slow to read per
-	// connection; its changes (IP addresses coming and going) show within
-	// about this delay. Zero means DefaultAttrMaxAge; negative means read
-	// sysfs on every call.
+	// connection; its changes (IP addresses coming and going, an SM's new
+	// P_Key table) show within about this delay. A snapshot twice as old
+	// (the port idle meanwhile) is read again before it is served. Zero
+	// means DefaultAttrMaxAge; negative means read sysfs on every call.
 	AttrMaxAge time.Duration
 }
 
@@ -151,8 +152,12 @@ func (p *Port) UMADPath() string {
 // Attr returns the port's attributes. The first call reads sysfs; later
 // calls return that snapshot, and once it is older than
 // Options.AttrMaxAge they start a refresh in the background, so that
-// callers never wait for a GID table read after the first. The slices are
-// the caller's own.
+// callers on a busy port never wait for a GID table read after the first.
+// A snapshot at least twice that old, on a port no one asked about
+// meanwhile, is read again before it is served: it may be from any time
+// before (an SM's P_Key table or an address changed while the port was
+// idle), where the kernel's CM reads caches its events keep current. The
+// slices are the caller's own.
 func (p *Port) Attr() (hw.PortAttr, error) {
 	a, err := p.AttrShared()
 	return cloneAttr(a), err
@@ -167,40 +172,56 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 		p.mu.Unlock()
 		return p.refresh()
 	}
-	if time.Since(p.attrTime) >= maxAge && p.refreshed == nil {
-		done := make(chan struct{})
-		p.refreshed = done
-		prev := cloneAttr(p.attr)
-		p.reads++
-		read := p.reads
-		p.refreshes++
-		if p.refreshes%fullRefreshEvery == 0 {
-			prev = hw.PortAttr{} // now and then, everything
+	age := time.Since(p.attrTime)
+	if age >= maxAge {
+		done := p.refreshed
+		if done == nil {
+			done = p.refreshLocked()
 		}
-		go func() {
-			defer close(done)
-			var from *hw.PortAttr
-			if prev.LinkLayer != 0 {
-				from = &prev
-			}
-			a, err := p.sys.portAttr(p.dev.name, p.num, from)
-			if afterAttrRead != nil {
-				afterAttrRead(true)
-			}
+		if age >= 2*maxAge {
+			p.mu.Unlock()
+			<-done
 			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.refreshed = nil
-			if err == nil {
-				p.store(a, read)
-			} else {
-				// Keep serving the last snapshot; retry after maxAge.
-				p.attrTime = time.Now()
-			}
-		}()
+		}
 	}
 	a := p.attr
 	p.mu.Unlock()
 	return a, nil
+}
+
+// refreshLocked starts a background refresh of the snapshot and returns
+// the channel closed when it ends. p.mu is held.
+func (p *Port) refreshLocked() chan struct{} {
+	done := make(chan struct{})
+	p.refreshed = done
+	prev := cloneAttr(p.attr)
+	p.reads++
+	read := p.reads
+	p.refreshes++
+	if p.refreshes%fullRefreshEvery == 0 {
+		prev = hw.PortAttr{} // now and then, everything
+	}
+	go func() {
+		defer close(done)
+		var from *hw.PortAttr
+		if prev.LinkLayer != 0 {
+			from = &prev
+		}
+		a, err := p.sys.portAttr(p.dev.name, p.num, from)
+		if afterAttrRead != nil {
+			afterAttrRead(true)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.refreshed = nil
+		if err == nil {
+			p.store(a, read)
+		} else {
+			// Keep serving the last snapshot; retry after maxAge.
+			p.attrTime = time.Now()
+		}
+	}()
+	return done
 }
 
 // Refresh reads the port's attributes from sysfs now and caches them.

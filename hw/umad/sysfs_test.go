@@ -184,7 +184,7 @@ func TestAttrCached(t *testing.T) {
 		t.Fatalf("cached GIDs %v (%v), want the first snapshot, unmodified", b.GIDs, err)
 	}
 	p.mu.Lock()
-	p.attrTime = p.attrTime.Add(-2 * time.Hour) // expire it
+	p.attrTime = p.attrTime.Add(-90 * time.Minute) // expire it
 	p.mu.Unlock()
 	// An expired snapshot is still served at once, and refreshed behind.
 	if c, _ := p.Attr(); len(c.GIDs) != 3 {
@@ -200,6 +200,31 @@ func TestAttrCached(t *testing.T) {
 			t.Fatalf("GIDs %v: the background refresh never landed", c.GIDs)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A snapshot twice as old as AttrMaxAge (the port idle meanwhile) is read
+// again before it is served: an SM that moved a partition's P_Key while
+// the port was idle gave the first connection after the old index.
+func TestAttrReadAgainAfterIdle(t *testing.T) {
+	root := tree(t, fakeSysfs())
+	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := devs[0].ports[0] // mlx5_0 port 1, InfiniBand
+	if a, _ := p.Attr(); len(a.PKeys) < 2 || a.PKeys[1] != 0x8001 {
+		t.Fatalf("P_Keys %#04x, want 0x8001 at index 1", a.PKeys)
+	}
+	dir := filepath.Join(root, "class/infiniband/mlx5_0/ports/1/pkeys")
+	os.WriteFile(filepath.Join(dir, "1"), []byte("0x8002\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "2"), []byte("0x8001\n"), 0o644)
+	p.mu.Lock()
+	p.attrTime = p.attrTime.Add(-3 * time.Hour) // idle for three times AttrMaxAge
+	p.mu.Unlock()
+	a, err := p.Attr()
+	if i, ok := a.PKeyIndex(0x8001); err != nil || !ok || i != 2 {
+		t.Errorf("first lookup after the idle time: 0x8001 at index %d (%v, %v), want 2 as sysfs has it now; P_Keys %#04x", i, ok, err, a.PKeys)
 	}
 }
 
@@ -224,7 +249,7 @@ func TestRefreshNotOverwrittenByOlderRead(t *testing.T) {
 	}
 	t.Cleanup(func() { afterAttrRead = nil })
 	p.mu.Lock()
-	p.attrTime = p.attrTime.Add(-2 * time.Hour)
+	p.attrTime = p.attrTime.Add(-90 * time.Minute) // expired, not idle: refreshed behind
 	p.mu.Unlock()
 	p.Attr() // starts the background refresh
 	<-read   // it has read the 3 GIDs
