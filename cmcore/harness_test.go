@@ -57,6 +57,10 @@ type fakePort struct {
 	// test calls as the endpoint's reading goroutine would.
 	deliverer bool
 	dep       *deliverEP
+	// fresh, if set, is what AttrFresh returns (the port's tables read
+	// again, newer than attr); freshReads counts the calls.
+	fresh      *hw.PortAttr
+	freshReads int
 }
 
 type deliverEP struct {
@@ -69,6 +73,13 @@ func (e *deliverEP) Deliver(f func(*hw.Received)) { e.f.Store(&f) }
 func (p *fakePort) Device() hw.Device          { return p.dev }
 func (p *fakePort) Num() int                   { return p.num }
 func (p *fakePort) Attr() (hw.PortAttr, error) { return p.attr, nil }
+func (p *fakePort) AttrFresh(time.Duration) (hw.PortAttr, error) {
+	p.freshReads++
+	if p.fresh != nil {
+		return *p.fresh, nil
+	}
+	return p.attr, nil
+}
 func (p *fakePort) OpenMAD(hw.Registration) (hw.Endpoint, error) {
 	p.ep = &fakeEP{closed: make(chan struct{}), fail: make(chan error, 1)}
 	if p.deliverer {

@@ -2,6 +2,8 @@ package cmcore
 
 import (
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/ucmd/ucmd/hw"
 	"golang.org/x/sys/unix"
@@ -89,10 +91,36 @@ func (av *AddressVector) madAddress() hw.Address {
 // attributes ucm hands out (ib_uverbs_qp_dest.sgid_index) carry 8 bits,
 // and a wrapped index would send from another GID. (The kernel's CM kept
 // a pointer to the GID entry and never needed the number.)
+//
+// The ports' snapshots may be seconds old (hw.FreshAttr), where the
+// kernel's caches follow every change at once: when the path does not fit
+// them, it is tried again on snapshots no older than freshAttrAge, so that
+// a GID or P_Key added a moment ago is found. The retry reads sysfs at
+// most once per freshAttrAge and port, however many paths miss.
 func (cm *CM) avFromPath(p *PathRecord) (AddressVector, *port, error) {
+	av, pt, err := cm.avFromPathWith(p, hw.AttrOf)
+	if err == nil || !slices.ContainsFunc(cm.ports, func(pt *port) bool { _, ok := pt.hw.(hw.FreshAttr); return ok }) {
+		return av, pt, err
+	}
+	return cm.avFromPathWith(p, freshAttr)
+}
+
+// freshAttrAge is how old a snapshot avFromPath's retry takes.
+const freshAttrAge = time.Second
+
+// freshAttr is a port's snapshot no older than freshAttrAge, if the port
+// can say.
+func freshAttr(p hw.Port) (hw.PortAttr, error) {
+	if f, ok := p.(hw.FreshAttr); ok {
+		return f.AttrFresh(freshAttrAge)
+	}
+	return hw.AttrOf(p)
+}
+
+func (cm *CM) avFromPathWith(p *PathRecord, attrOf func(hw.Port) (hw.PortAttr, error)) (AddressVector, *port, error) {
 	var far error
 	for _, pt := range cm.ports {
-		attr, err := hw.AttrOf(pt.hw)
+		attr, err := attrOf(pt.hw)
 		if err != nil {
 			continue
 		}

@@ -2,6 +2,7 @@ package cmcore
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/ucmd/ucmd/cmcore/wire"
@@ -218,6 +219,28 @@ func TestREQBadPath(t *testing.T) {
 				t.Errorf("%d ids left", ids)
 			}
 		})
+	}
+}
+
+// A path whose SGID the port's snapshot lacks is tried again on a fresh
+// one: an address added a moment ago (the snapshot is seconds old) is
+// found, as the kernel's GID cache has it at once.
+func TestSendREQFindsAGIDNewerThanTheSnapshot(t *testing.T) {
+	h := newHarness(t)
+	added := hw.GID{0xfe, 0x80, 15: 0x42}
+	fresh := h.port.attr
+	fresh.GIDs = append(slices.Clone(fresh.GIDs), hw.GIDEntry{Index: 1, GID: added, Type: hw.GIDTypeIB})
+	h.port.fresh = &fresh
+	id := h.newID()
+	p := testREQParams()
+	p.Primary.SGID = added
+	must(t, id.SendREQ(p))
+	r := one[*wire.REQ](t, h.sent())
+	if r.Primary.LocalGID != added {
+		t.Errorf("REQ from GID %v, want the one added %v", r.Primary.LocalGID, added)
+	}
+	if h.port.freshReads != 1 {
+		t.Errorf("%d fresh reads, want 1", h.port.freshReads)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // MADSize is the size of every management datagram ucmd sends or receives.
@@ -178,6 +179,15 @@ type Port interface {
 // copying its GID and P_Key tables. hw/umad and hw/sim implement it.
 type SharedAttr interface {
 	AttrShared() (PortAttr, error)
+}
+
+// FreshAttr is a Port whose snapshots may lag the hardware (hw/umad's are
+// refreshed every few seconds): AttrFresh returns one read no longer than
+// maxAge ago, reading it now if need be, shared as AttrShared's. The CM
+// asks for it when a GID it was given is not in the snapshot, as a GID
+// added a moment ago would not be.
+type FreshAttr interface {
+	AttrFresh(maxAge time.Duration) (PortAttr, error)
 }
 
 // AttrOf returns p's attributes for reading only: the tables are shared

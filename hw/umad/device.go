@@ -189,6 +189,29 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 	return a, nil
 }
 
+// AttrFresh implements hw.FreshAttr: the snapshot if it was read less
+// than maxAge ago, else one read now (a refresh under way is waited for,
+// not doubled).
+func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
+	p.mu.Lock()
+	switch {
+	case p.attrTime.IsZero():
+		p.mu.Unlock()
+		return p.refresh()
+	case time.Since(p.attrTime) >= maxAge:
+		done := p.refreshed
+		if done == nil {
+			done = p.refreshLocked()
+		}
+		p.mu.Unlock()
+		<-done
+		p.mu.Lock()
+	}
+	a := p.attr
+	p.mu.Unlock()
+	return a, nil
+}
+
 // refreshLocked starts a background refresh of the snapshot and returns
 // the channel closed when it ends. p.mu is held.
 func (p *Port) refreshLocked() chan struct{} {

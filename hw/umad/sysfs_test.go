@@ -228,6 +228,30 @@ func TestAttrReadAgainAfterIdle(t *testing.T) {
 	}
 }
 
+// AttrFresh serves a snapshot younger than its bound as it is, and reads
+// an older one again first.
+func TestAttrFresh(t *testing.T) {
+	root := tree(t, fakeSysfs())
+	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := devs[1].ports[0] // rxe0
+	if a, _ := p.Attr(); len(a.GIDs) != 3 {
+		t.Fatalf("GIDs %v, want 3", a.GIDs)
+	}
+	os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/2"), []byte("0000:0000:0000:0000:0000:ffff:0a00:0002\n"), 0o644)
+	if a, _ := p.AttrFresh(time.Minute); len(a.GIDs) != 3 {
+		t.Errorf("AttrFresh(1m) of a snapshot just read: %d GIDs, want the snapshot's 3", len(a.GIDs))
+	}
+	p.mu.Lock()
+	p.attrTime = p.attrTime.Add(-2 * time.Minute)
+	p.mu.Unlock()
+	if a, _ := p.AttrFresh(time.Minute); len(a.GIDs) != 4 {
+		t.Errorf("AttrFresh(1m) of a snapshot 2m old: %d GIDs, want the 4 sysfs has now", len(a.GIDs))
+	}
+}
+
 // A background refresh that read sysfs before a Refresh, and ends after
 // it, must not put its older tables back.
 func TestRefreshNotOverwrittenByOlderRead(t *testing.T) {
