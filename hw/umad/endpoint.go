@@ -29,7 +29,7 @@ type Stats struct {
 	Received     uint64 // MADs queued for Recv
 	Overflow     uint64 // dropped: receive queue full
 	Malformed    uint64 // dropped: not a 256-byte MAD
-	SendFailures uint64 // failed sends the kernel handed back (status != 0)
+	SendFailures uint64 // status records read on the receive file (status != 0): none expected, see deliver
 	Discarded    uint64 // unexpected packets read off the send files
 	Renewals     uint64 // send agents replaced so that a TID could be sent again (lanes.go)
 	// RenewFailures counts lanes closed because their agent could not be
@@ -239,8 +239,10 @@ func (e *Endpoint) deliver(b []byte) {
 		return
 	}
 	if h.Status != 0 {
-		// A send handed back with an error (ETIMEDOUT): only sends with
-		// timeout_ms > 0 come back, and we never make those.
+		// A send handed back with an error (ETIMEDOUT). The kernel queues
+		// it on the file of the agent that sent it (send_handler), a send
+		// lane, never this one, and only for sends with timeout_ms > 0,
+		// which we never make: counted should one ever come.
 		e.sendFailures.Add(1)
 		return
 	}
@@ -351,8 +353,9 @@ func describe(a *hw.Address) string {
 // peer has its MAC resolved before it takes a file (see "Destinations
 // whose MAC does not resolve"), failing with ETIMEDOUT there. A MAD never goes
 // out on a file where its TID may still be in flight (lanes.go), so
-// EINVAL from the kernel means a missing GRH or a GID index past the
-// table, and ENODATA an empty GID slot (rdma_get_gid_attr).
+// EINVAL from the kernel means a missing GRH, a GID index past the table
+// or, with CONFIG_SECURITY_INFINIBAND, a P_Key index past it; ENODATA an
+// empty GID slot (rdma_get_gid_attr).
 func (e *Endpoint) Send(ctx context.Context, dst hw.Address, mad *hw.MAD) error {
 	if mad == nil {
 		return fmt.Errorf("umad send on %s: nil MAD: %w", e.port, unix.EINVAL)

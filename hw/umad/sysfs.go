@@ -362,7 +362,7 @@ func (s sysfs) umadPorts() (map[string]string, error) {
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasPrefix(name, "umad") {
-			continue // abi_version, issm devices live elsewhere
+			continue // abi_version, and the issmN nodes of the same class
 		}
 		dev, err := readTrim(s.path("infiniband_mad", name, "ibdev"))
 		if err != nil {
