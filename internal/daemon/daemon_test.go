@@ -161,23 +161,8 @@ func TestWaitDevicesSaysWhatIsMissing(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// mlx5_0 appears, with its umad port: the name asked for is still missing.
-	dev := fakeSysfs(t, "mlx5_0", "fe80:0000:0000:0000:0002:c903:0000:0001")
-	if err := os.Rename(filepath.Join(dev, "class/infiniband/mlx5_0"), filepath.Join(root, "class/infiniband/mlx5_0")); err != nil {
-		t.Fatal(err)
-	}
-	for name, v := range map[string]string{
-		"class/infiniband_mad/abi_version": "5",
-		"class/infiniband_mad/umad0/ibdev": "mlx5_0",
-		"class/infiniband_mad/umad0/port":  "1",
-	} {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addDevice(t, root, "mlx5_0", "fe80:0000:0000:0000:0002:c903:0000:0001")
+	withUMAD0(t, root, "mlx5_0")
 	for !strings.Contains(log.String(), `still waiting for RDMA devices with umad ports" missing="--device: RDMA device \"mlx5_O\" not found (devices with umad ports: mlx5_0`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no line saying mlx5_0 is there and mlx5_O is not:\n%s", log.String())
@@ -186,18 +171,21 @@ func TestWaitDevicesSaysWhatIsMissing(t *testing.T) {
 	}
 }
 
-// A device without umad ports (iWARP: no IB CM, and ib_ucm made no node
-// for it) is not served and stops nothing: the others are, and naming it
-// says why it cannot be.
-func TestDevicesWithoutUMADSkipped(t *testing.T) {
-	root := fakeSysfs(t, "rxe0", "fe80:0000:0000:0000:0002:c903:0000:0001")
-	iwarp := fakeSysfs(t, "siw0", "fe80:0000:0000:0000:0002:c903:0000:0002")
-	if err := os.Rename(filepath.Join(iwarp, "class/infiniband/siw0"), filepath.Join(root, "class/infiniband/siw0")); err != nil {
+// addDevice puts fakeSysfs's device dev into the tree at root.
+func addDevice(t *testing.T, root, dev, gid0 string) {
+	t.Helper()
+	from := fakeSysfs(t, dev, gid0)
+	if err := os.Rename(filepath.Join(from, "class/infiniband", dev), filepath.Join(root, "class/infiniband", dev)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// withUMAD0 gives dev's port 1 the umad device umad0 in the tree at root.
+func withUMAD0(t *testing.T, root, dev string) {
+	t.Helper()
 	for name, v := range map[string]string{
 		"class/infiniband_mad/abi_version": "5",
-		"class/infiniband_mad/umad0/ibdev": "rxe0",
+		"class/infiniband_mad/umad0/ibdev": dev,
 		"class/infiniband_mad/umad0/port":  "1",
 	} {
 		p := filepath.Join(root, name)
@@ -208,6 +196,15 @@ func TestDevicesWithoutUMADSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// A device without umad ports (iWARP: no IB CM, and ib_ucm made no node
+// for it) is not served and stops nothing: the others are, and naming it
+// says why it cannot be.
+func TestDevicesWithoutUMADSkipped(t *testing.T) {
+	root := fakeSysfs(t, "rxe0", "fe80:0000:0000:0000:0002:c903:0000:0001")
+	addDevice(t, root, "siw0", "fe80:0000:0000:0000:0002:c903:0000:0002")
+	withUMAD0(t, root, "rxe0")
 	d := &Daemon{cfg: Config{Fabric: FabricUMAD, UMAD: umad.Options{SysfsRoot: root}}}
 	devs, err := d.devices()
 	if err != nil || len(devs) != 1 || devs[0].Name() != "rxe0" {
