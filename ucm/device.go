@@ -142,11 +142,7 @@ func (d *Device) released(ctx any) {
 	if c == nil {
 		return
 	}
-	if f := c.file; f.lingered(c) {
-		ch := idCharge(c.newConn)
-		ch.timewait = 1
-		d.budget.give(f.uid, ch)
-	}
+	c.file.lingered(c, false)
 }
 
 // Open implements cuse.Device: every open(2) gets its own file state. As

@@ -270,13 +270,10 @@ func (f *file) teardown(ctx context.Context, c *ucmCtx) uint32 {
 		f.teardown(ctx, o) // REQ_RCVD: the CM answers the peer with REJ 28
 	}
 	if f.d.ids.release(c) {
-		switch {
-		case !lingers:
+		if lingers {
+			f.lingered(c, true)
+		} else {
 			f.d.budget.give(f.uid, idCharge(c.newConn))
-		case f.lingered(c): // its timewait already ended
-			f.d.budget.give(f.uid, idCharge(c.newConn))
-		default: // still charged, shown as in timewait until released
-			f.d.budget.take(f.uid, charge{timewait: 1})
 		}
 	}
 	return reported
@@ -284,15 +281,27 @@ func (f *file) teardown(ctx context.Context, c *ucmCtx) uint32 {
 
 // lingered is one of the two calls that end an id the CM keeps past its
 // destroy for its timewait: teardown's, and the CM's release hook once
-// the timewait is over (Device.released). Until both have come the id
-// stays charged to its user, against --user-ids and the memory budget:
-// a connection's CM state lives on for ms(the path's ACK timeout), up to
-// 2.3 hours at the largest a peer's REQ can ask. The second call reports
-// true and refunds it.
-func (f *file) lingered(c *ucmCtx) bool {
+// the timewait is over (Device.released), in either order. Until both
+// have come the id stays charged to its user, against --user-ids and the
+// memory budget, and counted as in timewait once teardown has come: a
+// connection's CM state lives on for ms(the path's ACK timeout), up to 2.3
+// hours at the largest a peer's REQ can ask. The second call refunds it.
+// The mark and the budget change are made under f.mu together, so that
+// the two calls cannot cross between them.
+func (f *file) lingered(c *ucmCtx, teardown bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	second := c.flags&ctxLingerHalf != 0
+	first := c.flags&ctxLingerHalf == 0
 	c.flags |= ctxLingerHalf
-	return second
+	switch {
+	case first && teardown: // the CM still holds it
+		f.d.budget.takeUnlogged(f.uid, charge{timewait: 1}) // a count within ids: never refused
+	case first: // its timewait ended before teardown came
+	case teardown:
+		f.d.budget.give(f.uid, idCharge(c.newConn))
+	default:
+		ch := idCharge(c.newConn)
+		ch.timewait = 1
+		f.d.budget.give(f.uid, ch)
+	}
 }
