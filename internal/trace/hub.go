@@ -14,6 +14,7 @@ import (
 
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/hw"
+	"github.com/ucmd/ucmd/internal/pace"
 	"github.com/ucmd/ucmd/internal/status"
 )
 
@@ -74,6 +75,9 @@ type Hub struct {
 
 	omu     sync.Mutex
 	otables map[string]*ownerCache // by device, shared by the subscribers
+
+	pmu  sync.Mutex  // held for an owner read: one at a time
+	pace pace.Spacer // spaces the owner reads of every device (ownerTable)
 }
 
 // NewHub makes a hub; owners may be nil (no pid, process name or service

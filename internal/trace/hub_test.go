@@ -555,3 +555,34 @@ func TestPortAttrsReadAgain(t *testing.T) {
 		t.Errorf("after portAttrAge: local GID %s, want the port's new %s", later.Local.GID, gidString(newGID))
 	}
 }
+
+// One subscriber at a time, each seeing one MAD that misses: the owner
+// reads stay spaced across the subscriptions, though the tables go with
+// each last subscriber.
+func TestHubOwnerReadsBoundedAcrossSubscriptions(t *testing.T) {
+	dev, _ := roceDev()
+	const walk = 2 * time.Millisecond
+	var walks atomic.Int64
+	h := NewHub(func(string) []Owner {
+		walks.Add(1)
+		time.Sleep(walk)
+		return nil
+	}, nil)
+	start := time.Now()
+	for c := range uint32(50) {
+		done, stop := h.Subscribe(Request{}, io.Discard)
+		n := walks.Load()
+		observeREQ(h, dev, cmcore.MADReceived, 0x1000+c)
+		for end := time.Now().Add(time.Second); walks.Load() == n && time.Now().Before(end); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		stop()
+		<-done
+	}
+	elapsed := time.Since(start)
+	// Each read costs at least walk and is followed by nine more of
+	// waiting; the first comes at once.
+	if n, most := walks.Load(), int64(elapsed/(10*walk))+2; n > most {
+		t.Errorf("%d owner reads in %v for 50 one-MAD subscriptions, want at most %d", n, elapsed, most)
+	}
+}

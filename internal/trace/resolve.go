@@ -7,7 +7,6 @@ import (
 
 	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/hw"
-	"github.com/ucmd/ucmd/internal/pace"
 	"github.com/ucmd/ucmd/internal/status"
 )
 
@@ -208,9 +207,8 @@ func (t *ownerTable) look(m *Message, inbound bool) (Owner, bool) {
 
 // ownerCache is one device's table of owners, shared by the subscribers.
 type ownerCache struct {
-	mu   sync.Mutex
-	t    *ownerTable
-	pace pace.Spacer
+	mu sync.Mutex
+	t  *ownerTable
 }
 
 // maxOwnerWait bounds how long a subscriber waits for the next read.
@@ -220,9 +218,12 @@ const maxOwnerWait = time.Second
 // seq. A read walks every id of the device under its files' locks (7 ms
 // at 60,000 ids) and a MAD whose comm id no id has (a connection newer
 // than the table, or a peer's MADs naming random ids) asks for one: so
-// the subscribers share the table, and the reads are spaced (package
-// pace), which keeps them to about a tenth of a CPU however many MADs miss. A subscriber that waits
-// falls behind, and loses MADs when its buffer fills, not the CM.
+// the subscribers share the table, and the reads of every device are
+// spaced together (package pace, the hub's spacer: it outlives the tables,
+// which go with the last subscriber), which keeps them to about a tenth
+// of a CPU however many MADs miss and however many traces come and go. A
+// subscriber that waits falls behind, and loses MADs when its buffer
+// fills, not the CM.
 func (h *Hub) ownerTable(dev string, seq uint64) *ownerTable {
 	h.omu.Lock()
 	c := h.otables[dev]
@@ -236,7 +237,9 @@ func (h *Hub) ownerTable(dev string, seq uint64) *ownerTable {
 	if c.t != nil && c.t.seq >= seq {
 		return c.t
 	}
-	c.pace.Run(maxOwnerWait, func() { c.t = readOwners(h, dev) })
+	h.pmu.Lock()
+	h.pace.Run(maxOwnerWait, func() { c.t = readOwners(h, dev) })
+	h.pmu.Unlock()
 	return c.t
 }
 
