@@ -181,7 +181,7 @@ func (d *Device) openWriters(tid int) *writers {
 		// minute, as a client can do that in a loop.
 		d.log.Log(context.Background(), d.credWarn.level(d.budget.now()),
 			"ucm: cannot read the opener's thread group; only uid/gid will be checked on write",
-			"pid", tid, "err", err)
+			"pid", tid, "err", err, "note", "more of these are logged at debug level for a minute")
 		return w
 	}
 	w.tgid = tgid

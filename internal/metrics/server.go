@@ -126,8 +126,9 @@ type idleConns struct {
 	max   int
 	grace time.Duration
 	mu    sync.Mutex
-	open  map[net.Conn]connIdle
-	timer *time.Timer // armed while every slot is held by connections still in their grace
+	open    map[net.Conn]connIdle
+	timer   *time.Timer // armed while every slot is held by connections still in their grace
+	stopped bool        // the server has stopped: arm nothing more
 }
 
 type connIdle struct {
@@ -180,7 +181,7 @@ func (t *idleConns) evictLocked(keep net.Conn) net.Conn {
 		delete(t.open, oldest)
 		return oldest
 	}
-	if !wait.IsZero() && t.timer == nil {
+	if !wait.IsZero() && t.timer == nil && !t.stopped {
 		t.timer = time.AfterFunc(wait.Sub(now), func() {
 			t.mu.Lock()
 			t.timer = nil
@@ -197,6 +198,7 @@ func (t *idleConns) evictLocked(keep net.Conn) net.Conn {
 // stop ends the timer, once the server has stopped.
 func (t *idleConns) stop() {
 	t.mu.Lock()
+	t.stopped = true
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timer = nil
