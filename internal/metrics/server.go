@@ -123,9 +123,9 @@ func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, err
 // network needs to send its request; one whose request is being answered
 // is never closed.
 type idleConns struct {
-	max   int
-	grace time.Duration
-	mu    sync.Mutex
+	max     int
+	grace   time.Duration
+	mu      sync.Mutex
 	open    map[net.Conn]connIdle
 	timer   *time.Timer // armed while every slot is held by connections still in their grace
 	stopped bool        // the server has stopped: arm nothing more
