@@ -34,8 +34,8 @@ func TestInitNegotiation(t *testing.T) {
 	if in.MaxWrite != 4096 || in.MaxRead != cuse.DefaultMaxIO {
 		t.Errorf("max_write %d, max_read %d", in.MaxWrite, in.MaxRead)
 	}
-	if in.Flags != 0 {
-		t.Errorf("flags %#x, want 0 (restricted ioctls)", in.Flags)
+	if in.Flags != 1 {
+		t.Errorf("flags %#x, want CUSE_UNRESTRICTED_IOCTL (1): the kernel offered it", in.Flags)
 	}
 
 	old := cusetest.Start(t, newTestDev(), &cusetest.Options{KernelMinor: 11})

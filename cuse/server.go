@@ -197,7 +197,12 @@ func (s *Server) init(ctx context.Context) error {
 		MaxWrite: s.cfg.MaxWrite,
 		DevMajor: s.cfg.Major,
 		DevMinor: s.cfg.Minor,
-		// Flags stay 0 (restricted ioctls): every ioctl is ENOTTY.
+		// Unrestricted ioctls, which the kernel always offers: it then
+		// sends every ioctl as it comes, with no copy of the argument,
+		// and our ENOTTY reaches the caller whatever the pointer, as from
+		// a driver without unlocked_ioctl. Restricted, it first copies
+		// _IOC_SIZE(cmd) bytes in, and a bad pointer got EFAULT.
+		Flags: in.Flags & wire.CUSE_UNRESTRICTED_IOCTL,
 	}
 	info := s.cfg.info()
 	body = out.Append(make([]byte, 0, wire.SizeofCuseInitOut))

@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -279,6 +281,36 @@ func TestDaemonNodesAndDiscovery(t *testing.T) {
 	if err != nil || len(rows) != 2 || rows[0][1] != "rxe0" || rows[1][1] != "rxe1" {
 		t.Errorf("ucmd status text: %v\n%s", err, text)
 	}
+}
+
+// Every ioctl gets ENOTTY, as from ib_ucm, which had none, whatever its
+// argument: restricted CUSE ioctls copied _IOC_SIZE(cmd) bytes from the
+// argument first, and a bad pointer got EFAULT.
+func TestDaemonIoctlENOTTY(t *testing.T) {
+	startDaemon(t)
+	f, err := os.OpenFile("/dev/infiniband/ucm0", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64) // on the heap: its address stays put
+	const ioc = uintptr('u')<<8 | 1
+	for _, c := range []struct {
+		name string
+		req  uintptr
+		arg  uintptr
+	}{
+		{"_IO", ioc, 0},
+		{"_IOW, a good pointer", 1<<30 | 64<<16 | ioc, uintptr(unsafe.Pointer(&buf[0]))},
+		{"_IOW, a bad pointer", 1<<30 | 64<<16 | ioc, 8},
+		{"_IOR, a bad pointer", 2<<30 | 64<<16 | ioc, 8},
+	} {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), c.req, c.arg)
+		if errno != unix.ENOTTY {
+			t.Errorf("ioctl %s: %v, want ENOTTY", c.name, errno)
+		}
+	}
+	runtime.KeepAlive(buf)
 }
 
 func TestDaemonConformance(t *testing.T) {
