@@ -466,6 +466,20 @@ func TestHubCloseEndsSilentClients(t *testing.T) {
 	}
 }
 
+// walk is what an owner read costs in the tests of their spacing: a large
+// device's walk of its ids.
+const walk = 2 * time.Millisecond
+
+// walkingHub is a hub whose owner reads each take walk, counted.
+func walkingHub(walk time.Duration) (*Hub, *atomic.Int64) {
+	walks := new(atomic.Int64)
+	return NewHub(func(string) []Owner {
+		walks.Add(1)
+		time.Sleep(walk)
+		return nil
+	}, nil), walks
+}
+
 // A MAD whose comm id no id has makes the subscriber read the device's
 // owners again, a walk of every id under the files' locks. A stream of
 // them (a peer naming random comm ids, or connections newer than the last
@@ -474,13 +488,7 @@ func TestHubCloseEndsSilentClients(t *testing.T) {
 // since it began.
 func TestHubOwnerReadsBounded(t *testing.T) {
 	dev, _ := roceDev()
-	const walk = 2 * time.Millisecond
-	var walks atomic.Int64
-	h := NewHub(func(string) []Owner {
-		walks.Add(1)
-		time.Sleep(walk) // a large device's walk
-		return nil
-	}, nil)
+	h, walks := walkingHub(walk)
 	var stops []func()
 	var dones []<-chan struct{}
 	for range 3 {
@@ -561,13 +569,7 @@ func TestPortAttrsReadAgain(t *testing.T) {
 // each last subscriber.
 func TestHubOwnerReadsBoundedAcrossSubscriptions(t *testing.T) {
 	dev, _ := roceDev()
-	const walk = 2 * time.Millisecond
-	var walks atomic.Int64
-	h := NewHub(func(string) []Owner {
-		walks.Add(1)
-		time.Sleep(walk)
-		return nil
-	}, nil)
+	h, walks := walkingHub(walk)
 	start := time.Now()
 	for c := range uint32(50) {
 		done, stop := h.Subscribe(Request{}, io.Discard)
