@@ -511,17 +511,28 @@ func (f *Fabric) resolve(p *packet, dst *hw.Address, sgid *hw.GIDEntry) bool {
 		if idx < 0 {
 			return false
 		}
+		// The received hop limit is what umad reports, not the sender's:
+		// 0xFF on InfiniBand (ib_init_ah_attr_from_wc), on RoCE the
+		// route's to the sender, Linux's default of 64 here.
+		hop := uint8(0xff)
+		if sa.LinkLayer == hw.LinkEthernet {
+			hop = roceRouteHopLimit
+		}
 		p.hasGRH = true
 		p.grh = hw.GRH{
 			GID:          sgid.GID,
 			SGIDIndex:    uint8(idx),
-			HopLimit:     dst.GRH.HopLimit,
+			HopLimit:     hop,
 			TrafficClass: dst.GRH.TrafficClass,
 			FlowLabel:    dst.GRH.FlowLabel & 0xfffff,
 		}
 	}
 	return true
 }
+
+// roceRouteHopLimit is the hop limit a RoCE receiver's route to the
+// sender gives (net.ipv4.ip_default_ttl, IPv6's hop_limit: 64).
+const roceRouteHopLimit = 64
 
 // emit sends copies of p on their way, each after its own delay.
 func (f *Fabric) emit(p *packet, copies int) {

@@ -106,13 +106,15 @@ func TestIBDeliveryAndEcho(t *testing.T) {
 	}
 }
 
+// The received GRH's hop limit is umad's, not the sender's: 0xFF on
+// InfiniBand, the route's (64) on RoCE (TestRoCEDeliveryAndEcho).
 func TestIBWithGRH(t *testing.T) {
 	f := New(Config{Seed: 1})
 	a := mustDev(t)(f.AddIB("a", 1)).Port(1)
 	b := mustDev(t)(f.AddIB("b", 1)).Port(1)
 	ea, eb := open(t, a, cmReg), open(t, b, cmReg)
 	ba, _ := b.Attr()
-	dst := hw.Address{LID: ba.LID, QPN: 1, GRH: &hw.GRH{GID: ba.GIDs[0].GID, SGIDIndex: 0, HopLimit: 0xff, TrafficClass: 7, FlowLabel: 0x12345}}
+	dst := hw.Address{LID: ba.LID, QPN: 1, GRH: &hw.GRH{GID: ba.GIDs[0].GID, SGIDIndex: 0, HopLimit: 3, TrafficClass: 7, FlowLabel: 0x12345}}
 	if err := ea.Send(context.Background(), dst, cmMAD(1, 0x10)); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ func TestRoCEDeliveryAndEcho(t *testing.T) {
 	}
 
 	ba, _ := b.Attr()
-	dst := hw.Address{QPN: 1, QKey: gsiQKey, GRH: &hw.GRH{GID: ba.GIDs[1].GID, SGIDIndex: 0, HopLimit: 64}}
+	dst := hw.Address{QPN: 1, QKey: gsiQKey, GRH: &hw.GRH{GID: ba.GIDs[1].GID, SGIDIndex: 0, HopLimit: 9}}
 	if err := ea.Send(context.Background(), dst, cmMAD(0x77, 0x10)); err != nil {
 		t.Fatal(err)
 	}
