@@ -41,6 +41,39 @@ func (h *hangs) waitHung(n int32) {
 	}
 }
 
+// sendSettled sends one command and waits, up to the tests' bound, until
+// it hangs in its copy or waits for a copy slot: sent one at a time, the
+// commands take the slots in the order sent, which a test may then count
+// on (the server's readers would otherwise take them in any order).
+func (h *hangs) sendSettled(d *fakedut.DUT, c *conformance.Client, cmd []byte) *cusetest.Pending {
+	before := h.in.Load() + int32(copyWaiting(d))
+	p := fake(c).WriteAsync(cmd)
+	for deadline := time.Now().Add(wait); h.in.Load()+int32(copyWaiting(d)) <= before && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	return p
+}
+
+// isDone reports whether p has been answered, without waiting.
+func isDone(p *cusetest.Pending) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// copyWaiting is how many commands of the device's files wait for a copy
+// slot.
+func copyWaiting(d *fakedut.DUT) int {
+	n := 0
+	for _, f := range d.Device.Files() {
+		n += f.CopyWaiting
+	}
+	return n
+}
+
 func (h *hangs) Write(pid int, addr uint64, b []byte) error {
 	if h.armed.Load() {
 		n := h.in.Add(1)
@@ -69,7 +102,7 @@ func TestUserCopiesBoundHungCopies(t *testing.T) {
 	for range 5 {
 		resp := c.Mem.Alloc(abi.CreateIDRespSize)
 		resps = append(resps, resp)
-		pending = append(pending, fake(c).WriteAsync(conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: resp})))
+		pending = append(pending, h.sendSettled(d, c, conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: resp})))
 	}
 	h.waitHung(2)
 	time.Sleep(50 * time.Millisecond) // time for a third to get in, were it let
@@ -205,7 +238,7 @@ func TestCopiesBoundAcrossUsers(t *testing.T) {
 		c, err := conformance.NewClient(d, false)
 		must(t, err)
 		for range 2 {
-			pending = append(pending, fake(c).WriteAsync(conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: c.Mem.Alloc(abi.CreateIDRespSize)})))
+			pending = append(pending, h.sendSettled(d, c, conformance.Encode(abi.CmdCreateID, abi.CreateIDRespSize, &abi.CreateID{UID: 1, Response: c.Mem.Alloc(abi.CreateIDRespSize)})))
 		}
 	}
 	h.waitHung(3)
@@ -213,11 +246,7 @@ func TestCopiesBoundAcrossUsers(t *testing.T) {
 	if n := h.most.Load(); n != 3 {
 		t.Fatalf("%d copies of 3 users hung at once, want the daemon's limit of 3", n)
 	}
-	waitCopies := 0
-	for _, f := range d.Device.Files() {
-		waitCopies += f.CopyWaiting
-	}
-	if waitCopies != 3 {
+	if waitCopies := copyWaiting(d); waitCopies != 3 {
 		t.Errorf("status shows %d commands waiting for a copy, want 3", waitCopies)
 	}
 	// Whose copies hang: the users holding the daemon's slots, not the
@@ -245,10 +274,21 @@ func TestCopiesBoundAcrossUsers(t *testing.T) {
 	for _, p := range pending {
 		d.Kernel.Interrupt(p.Unique)
 	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		n := 0
+		for _, p := range pending {
+			if isDone(p) {
+				n++
+			}
+		}
+		if n >= 3 {
+			break
+		}
+	}
 	var hung []*cusetest.Pending
 	eintr := 0
 	for _, p := range pending {
-		if !answered(p, 100*time.Millisecond) {
+		if !isDone(p) {
 			hung = append(hung, p)
 		} else if r := p.Wait(); r.Errno == unix.EINTR {
 			eintr++

@@ -83,6 +83,7 @@ func TestServerClosesIdleConnections(t *testing.T) {
 func TestServerConnectionLimit(t *testing.T) {
 	lim := defaultLimits
 	lim.conns = 2
+	lim.grace = time.Hour // a slow machine must not see the holders closed as silent
 	addr := serve(t, lim)
 	// In the middle of a request (its headers not yet all sent), each
 	// holds a slot.
@@ -193,6 +194,7 @@ func TestSnapshotShared(t *testing.T) {
 func TestServerEvictsIdleConnections(t *testing.T) {
 	lim := defaultLimits
 	lim.conns = 2
+	lim.grace = time.Hour // only the idle one may go, however slow the dials
 	addr := serve(t, lim)
 	holders := []net.Conn{dial(t, addr), dial(t, addr)}
 	for i, c := range holders { // served, then idle: each holds a slot

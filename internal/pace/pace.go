@@ -12,13 +12,18 @@ import "time"
 // the walks take about a tenth of a CPU. The zero value is ready; callers
 // serialise Run themselves (it is meant to be called under their lock).
 type Spacer struct {
-	next time.Time // no walk before this
+	next  time.Time           // no walk before this
+	sleep func(time.Duration) // nil: time.Sleep (tests replace it)
 }
 
 // Run waits for the spacing, at most maxWait, then runs walk.
 func (s *Spacer) Run(maxWait time.Duration, walk func()) {
 	if wait := time.Until(s.next); wait > 0 {
-		time.Sleep(min(wait, maxWait))
+		sleep := s.sleep
+		if sleep == nil {
+			sleep = time.Sleep
+		}
+		sleep(min(wait, maxWait))
 	}
 	start := time.Now()
 	walk()
