@@ -190,7 +190,7 @@ until journalctl -b -u ucmd.service -o cat | grep -q 'Watchdog timeout'; do
   i=$((i + 1)); [ $i -lt 150 ] || break
   sleep 0.1
 done
-kill -CONT "$pid0"
+kill -CONT "$pid0" 2>/dev/null || true # gone once systemd has killed it: nothing to resume
 i=0
 until [ "$(show ucmd.service ActiveState)" = active ] && [ "$(show ucmd.service MainPID)" != "$pid0" ] && [ "$(show ucmd.service MainPID)" != 0 ]; do
   i=$((i + 1)); [ $i -lt 300 ] || break
