@@ -518,13 +518,11 @@ func TestConformanceHungDevice(t *testing.T) {
 		d, err := f.DUT("infiniband/ucm0", nil)
 		return hungDUT{d, release}, err
 	}
-	start := time.Now()
+	// The device answers only at the test's cleanup: that the run
+	// returns at all shows it did not wait for the device.
 	out, err := runIn(t, env, "conformance", "--ibdev", "x", "--timeout", "300ms", "--run", "^write/short-header$", "/dev/infiniband/ucm0")
 	if err == nil || !strings.Contains(out, "FAIL write/short-header: no answer from the device before --timeout ran out") || !strings.Contains(out, "0 passed, 1 failed") {
 		t.Errorf("conformance of a hung device: %v\n%s", err, out)
-	}
-	if d := time.Since(start); d > waitFor {
-		t.Errorf("the run took %v", d)
 	}
 }
 

@@ -109,7 +109,12 @@ func TestTraceInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := cli.CreateID(2)
-	if err := cli.SendREQ(cli.REQ(id, 0x5151, path, 0x100)); err != nil {
+	req := cli.REQ(id, 0x5151, path, 0x100)
+	// The daemon's clock is real: a response timeout of 2.3 hours keeps
+	// a slow machine from retransmitting the REQ before the REJ, which
+	// would make five MADs of the four counted below.
+	req.RemoteCMResponseTimeout = 31
+	if err := cli.SendREQ(req); err != nil {
 		t.Fatal(err)
 	}
 	ev, err := srv.Expect(abi.CMREQReceived, waitFor)
