@@ -174,10 +174,7 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 	}
 	age := time.Since(p.attrTime)
 	if age >= maxAge {
-		done := p.refreshed
-		if done == nil {
-			done = p.refreshLocked()
-		}
+		done := p.refreshing()
 		if age >= 2*maxAge {
 			p.mu.Unlock()
 			<-done
@@ -199,10 +196,7 @@ func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
 		p.mu.Unlock()
 		return p.refresh()
 	case time.Since(p.attrTime) >= maxAge:
-		done := p.refreshed
-		if done == nil {
-			done = p.refreshLocked()
-		}
+		done := p.refreshing()
 		p.mu.Unlock()
 		<-done
 		p.mu.Lock()
@@ -210,6 +204,16 @@ func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
 	a := p.attr
 	p.mu.Unlock()
 	return a, nil
+}
+
+// refreshing returns the channel of the background refresh under way,
+// starting one if none is: a refresh is joined, never doubled. p.mu is
+// held.
+func (p *Port) refreshing() chan struct{} {
+	if p.refreshed != nil {
+		return p.refreshed
+	}
+	return p.refreshLocked()
 }
 
 // refreshLocked starts a background refresh of the snapshot and returns
