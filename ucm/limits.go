@@ -159,12 +159,6 @@ func (l Limit) String() string {
 	return fmt.Sprintf("Limit(%d)", uint8(l))
 }
 
-// refusalWarnEvery is how often the log may warn that a limit refused
-// something: the first refusal of each limit is a Warn naming the uid and
-// the knob, the next within this interval only Debug (a client past its
-// limit retries in a loop), and status counts every one.
-const refusalWarnEvery = time.Minute
-
 // What the budget charges, in bytes: estimates of the heap each costs,
 // measured with the fake kernel (an idle id with its CM id and table
 // entries: ~570 B; an event: its 256-byte struct and queue slot, plus its
@@ -191,8 +185,12 @@ type Budget struct {
 	mem     int64
 	users   map[uint32]*usage
 	refused [NumLimits]uint64
-	warned  [NumLimits]time.Time // the last Warn of each limit's refusals
-	now     func() time.Time
+	// warned spaces each limit's refusals in the log (spacedWarn): the
+	// first a minute is a Warn naming the uid and the knob, the next only
+	// Debug (a client past its limit retries in a loop); status counts
+	// every one.
+	warned [NumLimits]spacedWarn
+	now    func() time.Time
 
 	copies *copySlots // every user's copies: Limits.Copies
 }
@@ -318,15 +316,10 @@ func (b *Budget) takeUnlogged(uid uint32, c charge) error {
 }
 
 // count counts a refusal by l and says whether to log it at Warn: the
-// first of l's in refusalWarnEvery. b.mu is held.
+// first of l's in a minute. b.mu is held.
 func (b *Budget) count(l Limit) (warn bool) {
 	b.refused[l]++
-	now := b.now()
-	if !b.warned[l].IsZero() && now.Sub(b.warned[l]) < refusalWarnEvery {
-		return false
-	}
-	b.warned[l] = now
-	return true
+	return b.warned[l].level(b.now()) == slog.LevelWarn
 }
 
 // logRefusal logs a refusal by l (whose value is bound) of what uid asked
