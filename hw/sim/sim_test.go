@@ -473,3 +473,37 @@ func TestRemoveDevice(t *testing.T) {
 	}
 	recvNow(t, eb2)
 }
+
+// A RoCE port's GID table follows its IP addresses: after SetGIDs the
+// fabric delivers to the new GIDs only, and both snapshots show the new
+// table.
+func TestSetGIDsMovesAddresses(t *testing.T) {
+	f := New(Config{Seed: 1})
+	a := mustDev(t)(f.AddRoCE("rxe0", 1)).Port(1)
+	b := mustDev(t)(f.AddRoCE("rxe1", 1)).Port(1)
+	ea, eb := open(t, a, cmReg), open(t, b, cmReg)
+	old := gid0(t, b)
+	moved := hw.GID{10: 0xff, 11: 0xff, 12: 192, 13: 168, 15: 7}
+	b.SetGIDs([]hw.GIDEntry{{Index: 1, GID: moved, Type: hw.GIDTypeRoCEv2}})
+
+	send := func(g hw.GID, tid uint64) {
+		t.Helper()
+		dst := hw.Address{QPN: 1, QKey: gsiQKey, GRH: &hw.GRH{GID: g, HopLimit: 64}}
+		if err := ea.Send(context.Background(), dst, cmMAD(tid, 0x10)); err != nil {
+			t.Fatalf("send to %v: %v", g, err)
+		}
+	}
+	send(old, 1)
+	if queued(eb) {
+		t.Error("MAD to a GID the port no longer has was delivered")
+	}
+	send(moved, 2)
+	if r := recvNow(t, eb); uint32(tidOf(&r.MAD)) != 2 || r.Src.GRH == nil || r.Src.GRH.SGIDIndex != 1 {
+		t.Errorf("TID %#x, GRH %+v: want TID 2 received on GID index 1", tidOf(&r.MAD), r.Src.GRH)
+	}
+	for name, get := range map[string]func() (hw.PortAttr, error){"Attr": b.Attr, "AttrShared": b.AttrShared} {
+		if at, _ := get(); len(at.GIDs) != 1 || at.GIDs[0].GID != moved || at.GIDs[0].Index != 1 {
+			t.Errorf("%s: GIDs %+v, want only %v at index 1", name, at.GIDs, moved)
+		}
+	}
+}
