@@ -282,3 +282,57 @@ func TestRoCE(t *testing.T) {
 		t.Errorf("LAP on RoCE gave %v", evs)
 	}
 }
+
+// The passive QP sends to the LID the REQ names for the peer, where its
+// MADs go to the packet's source: the two differ when the peer's CM
+// sends from another LID of its LMC range, or across subnets, where a
+// Linux 6.1+ REQ carries its inbound path's DLID (cm_req_handler's
+// av.dlid_datapath, cm_init_qp_rtr_attr). A permissive LID in the REQ
+// leaves the packet's.
+func TestPassiveRTRDLIDIsTheREQsLocalLID(t *testing.T) {
+	routedSrc := hw.Address{LID: 0x33, QPN: 1, SL: 2, GRH: &hw.GRH{GID: peerGID, HopLimit: 0xff}}
+	for _, c := range []struct {
+		name          string
+		local         uint16
+		routed        bool
+		src           hw.Address
+		wantRTR, want uint16 // the QP's DLID; the MADs' and the event path's
+	}{
+		{"subnet-local, MAD from another LID of the peer's", 0x21, false, hw.Address{LID: 0x20, QPN: 1, SL: 2}, 0x21, 0x20},
+		{"routed, the inbound path's DLID in the REQ", 0x44, true, routedSrc, 0x44, 0x33},
+		{"routed, permissive LID", permissiveLID, true, routedSrc, 0x33, 0x33},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			l := h.newID()
+			must(t, l.Listen(0x7777, 0))
+			req := peerREQ(0x7777)
+			req.Primary.LocalLID = c.local
+			if c.routed {
+				req.Primary.SubnetLocal, req.Primary.HopLimit, req.Primary.RemoteLID = false, 4, permissiveLID
+			}
+			h.injectFrom(c.src, 9, req)
+			evs := h.takeEvents()
+			if len(evs) != 1 || evs[0].Type != EventREQReceived {
+				t.Fatalf("events %+v", evs)
+			}
+			if got := evs[0].REQ.Primary.DLID; got != c.want {
+				t.Errorf("event path DLID %#x, want the packet's %#x", got, c.want)
+			}
+			id := evs[0].ID
+			a, _, err := id.InitQPAttr(QPStateRTR)
+			must(t, err)
+			if a.AH.DLID != c.wantRTR {
+				t.Errorf("RTR DLID %#x, want %#x", a.AH.DLID, c.wantRTR)
+			}
+			must(t, id.SendREP(&REPParams{QPN: localQPN}))
+			ep := h.port.ep
+			ep.mu.Lock()
+			dst := ep.sent[len(ep.sent)-1].dst
+			ep.mu.Unlock()
+			if dst.LID != c.want {
+				t.Errorf("REP sent to LID %#x, want the packet's %#x", dst.LID, c.want)
+			}
+		})
+	}
+}
