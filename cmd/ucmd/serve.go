@@ -364,7 +364,7 @@ func newServeCmd(g *globalFlags, f *serveFlags) *cobra.Command {
 		Use:   "serve",
 		Short: "serve /dev/infiniband/ucmN for RDMA devices (the default command)",
 		Long: `Serve /dev/infiniband/ucm0, ucm1, ... through CUSE, one per RDMA device in
-device order, running the IB connection manager over the kernel's umad
+the order the devices registered, running the IB connection manager over the kernel's umad
 interface (or a simulated fabric with --fabric sim).
 
 Needs /dev/cuse (modprobe cuse), root (CAP_SYS_ADMIN, CAP_SYS_PTRACE), and the

@@ -10,11 +10,14 @@
 package umad
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -291,8 +294,9 @@ func cloneAttr(a hw.PortAttr) hw.PortAttr {
 	return a
 }
 
-// Discover lists the RDMA devices in sysfs, sorted by name. No devices
-// (or no RDMA support at all) is not an error.
+// Discover lists the RDMA devices in sysfs in the order they registered
+// (firstUMAD), then by name. No devices (or no RDMA support at all) is
+// not an error.
 func Discover(opts Options) ([]*Device, error) {
 	opts = opts.withDefaults()
 	sys := sysfs{root: opts.SysfsRoot}
@@ -319,15 +323,61 @@ func Discover(opts Options) ([]*Device, error) {
 		devs = append(devs, d)
 	}
 	slices.SortFunc(devs, func(a, b *Device) int {
-		if a.name < b.name {
-			return -1
+		if c := cmp.Compare(a.firstUMAD(), b.firstUMAD()); c != 0 {
+			return c
 		}
-		if a.name > b.name {
-			return 1
-		}
-		return 0
+		return compareNames(a.name, b.name)
 	})
 	return devs, nil
+}
+
+// firstUMAD is the lowest number of the device's umad files: ib_umad, as
+// ib_ucm did, numbers a device's ports when the device registers, taking
+// the lowest numbers free, so at boot the order of these numbers is the
+// order in which the devices registered (PCI order for one driver's),
+// which decided ucmN. Devices without umad files sort last.
+func (d *Device) firstUMAD() int {
+	first := math.MaxInt
+	for _, p := range d.ports {
+		if n, err := strconv.Atoi(strings.TrimPrefix(p.umad, "umad")); err == nil {
+			first = min(first, n)
+		}
+	}
+	return first
+}
+
+// compareNames orders device names with their numbers as numbers:
+// mlx5_2 before mlx5_10 (and as strings where that ties: rxe0, rxe00).
+func compareNames(a, b string) int {
+	return cmp.Or(compareNumbered(a, b), strings.Compare(a, b))
+}
+
+func compareNumbered(a, b string) int {
+	for a != "" && b != "" {
+		ia, ib := numberEnd(a), numberEnd(b)
+		if ia > 0 && ib > 0 { // both start with a number
+			na, nb := strings.TrimLeft(a[:ia], "0"), strings.TrimLeft(b[:ib], "0")
+			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
+				return c
+			}
+			a, b = a[ia:], b[ib:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// numberEnd is the length of the run of digits s starts with.
+func numberEnd(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 func discoverDevice(sys sysfs, opts Options, name string, umads map[string]string) (*Device, error) {

@@ -80,9 +80,9 @@ func fakeSysfs() map[string]string {
 		mlx + "ports/2/gids/0":                 "fe80:0000:0000:0000:0002:c903:0010:1236\n",
 		mlx + "ports/2/pkeys/0":                "0xffff\n",
 		"class/infiniband_mad/abi_version":     "5\n",
-		"class/infiniband_mad/umad0/ibdev":     "rxe0\n",
+		"class/infiniband_mad/umad0/ibdev":     "mlx5_0\n", // registered first
 		"class/infiniband_mad/umad0/port":      "1\n",
-		"class/infiniband_mad/umad1/ibdev":     "mlx5_0\n",
+		"class/infiniband_mad/umad1/ibdev":     "rxe0\n",
 		"class/infiniband_mad/umad1/port":      "1\n",
 		"class/infiniband_mad/issm0/ibdev":     "rxe0\n", // not a umad device
 		"class/infiniband_mad/umad1/unrelated": "x\n",
@@ -113,7 +113,7 @@ func TestDiscover(t *testing.T) {
 	if mlx.LocalCAAckDelay() != DefaultLocalCAAckDelay || rxe.LocalCAAckDelay() != 15 {
 		t.Errorf("ack delays %d %d, want default and override", mlx.LocalCAAckDelay(), rxe.LocalCAAckDelay())
 	}
-	if len(mlx.Ports()) != 2 || mlx.ports[0].UMADPath() != "/dev/x/umad1" || mlx.ports[1].UMADPath() != "" {
+	if len(mlx.Ports()) != 2 || mlx.ports[0].UMADPath() != "/dev/x/umad0" || mlx.ports[1].UMADPath() != "" {
 		t.Errorf("mlx5_0 ports %d, umad %q %q", len(mlx.Ports()), mlx.ports[0].UMADPath(), mlx.ports[1].UMADPath())
 	}
 
@@ -288,6 +288,57 @@ func TestRefreshNotOverwrittenByOlderRead(t *testing.T) {
 	<-done
 	if a, _ := p.Attr(); len(a.GIDs) != 2 {
 		t.Fatalf("GIDs after the older background read ended: %v, want Refresh's 2", a.GIDs)
+	}
+}
+
+// ucmN follows the order the devices registered in, as ib_ucm's numbers
+// did: the order of their umad numbers (ib_umad numbers a device's ports
+// as it registers), then their names with numbers compared as numbers;
+// devices without umad files last.
+func TestDiscoverOrder(t *testing.T) {
+	files := map[string]string{"class/infiniband_mad/abi_version": "5\n"}
+	dev := func(name string, umad int) {
+		d := "class/infiniband/" + name + "/"
+		files[d+"node_guid"] = "0002:c903:0010:0001\n"
+		files[d+"ports/1/state"] = "4: ACTIVE\n"
+		if umad >= 0 {
+			u := fmt.Sprintf("class/infiniband_mad/umad%d/", umad)
+			files[u+"ibdev"], files[u+"port"] = name+"\n", "1\n"
+		}
+	}
+	for i := range 12 {
+		dev(fmt.Sprintf("mlx5_%d", i), i+1)
+	}
+	dev("rxe0", 0)    // registered before the HCAs
+	dev("iwp3s0", -1) // no umad: iWARP
+	dev("siw1", -1)
+	devs, err := Discover(Options{SysfsRoot: tree(t, files)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range devs {
+		got = append(got, d.Name())
+	}
+	want := []string{"rxe0", "mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6",
+		"mlx5_7", "mlx5_8", "mlx5_9", "mlx5_10", "mlx5_11", "iwp3s0", "siw1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("order %v\nwant      %v", got, want)
+	}
+}
+
+func TestCompareNames(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"mlx5_2", "mlx5_10", -1}, {"mlx5_10", "mlx5_2", 1}, {"mlx5_0", "mlx5_0", 0},
+		{"mlx4_9", "mlx5_0", -1}, {"rxe0", "rxe00", -1}, {"rxe007", "rxe8", -1}, {"rxe08", "rxe8", -1},
+		{"a", "ab", -1}, {"ib1", "ibp1", -1}, {"", "a", -1},
+	} {
+		if got := compareNames(c.a, c.b); got != c.want {
+			t.Errorf("compareNames(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
 	}
 }
 
@@ -519,7 +570,7 @@ func openFilesOf(t *testing.T, path string) int {
 // apart, for as long as it runs (internal/daemon/hotplug.go).
 func TestFailedOpenMADClosesTheFile(t *testing.T) {
 	devDir := t.TempDir()
-	node := filepath.Join(devDir, "umad0")
+	node := filepath.Join(devDir, "umad1")
 	if err := os.WriteFile(node, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
