@@ -124,7 +124,9 @@ func unloadAdvice(sysRoot string) string {
 			"(modprobe -r rdma_ucm rdma_cm ib_cm, plus ib_ipoib, ib_srp, ib_srpt, ib_iser, ib_isert, " +
 			"nvme_rdma, nvmet_rdma, rpcrdma if loaded)"
 	}
-	return "unload the kernel CM and its users first: modprobe -r " + strings.Join(mods, " ")
+	return "unload the kernel CM and its users first: modprobe -r " + strings.Join(mods, " ") +
+		" (loaded at boot before ucmd? an initramfs with dracut's rdma module loads it: " +
+		"see \"An initramfs that loads the RDMA stack\" in ucmd's README)"
 }
 
 // cmHolders returns ib_cm and every module that (transitively) holds it,
