@@ -240,8 +240,8 @@ func (s sysfs) portAttr(dev string, num int, prev *hw.PortAttr) (hw.PortAttr, er
 // gids reads the populated GID entries. RoCE tables have holes: an empty
 // slot reads as the zero GID, or fails with EINVAL on newer kernels.
 //
-// With prev (a refresh), it reads only up to gidLookahead slots past the
-// highest entry, prev's or one it finds on the way. The kernel's GID cache
+// With prev (a refresh of a RoCE port), it reads only up to gidLookahead
+// slots past the highest entry, prev's or one it finds on the way. The kernel's GID cache
 // puts a new GID in the lowest free slot (ib_cache_gid_add), so GIDs added
 // since prev fill its holes and then the slots after its highest entry,
 // one after the other (an address brings two on a port with both RoCE
@@ -263,7 +263,10 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 		return nil, err
 	}
 	limit := math.MaxInt
-	if prev != nil {
+	// Only RoCE tables are filled from the lowest free slot, and only
+	// they have 1,024 slots: an InfiniBand port's GIDs (the port GUID and
+	// the alias GUIDs an SM assigns, at indexes it chooses) are read whole.
+	if prev != nil && ll == hw.LinkEthernet {
 		limit = gidLookahead - 1 // prev empty: GIDs added start at slot 0
 		if n := len(prev.GIDs); n > 0 {
 			limit = prev.GIDs[n-1].Index + gidLookahead
@@ -292,7 +295,7 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 		if g.IsZero() {
 			continue
 		}
-		if prev != nil {
+		if limit != math.MaxInt {
 			limit = max(limit, i+gidLookahead)
 		}
 		e := hw.GIDEntry{Index: i, GID: g, Type: hw.GIDTypeIB}

@@ -549,6 +549,33 @@ func TestRefreshReadsPastTheHighestSlot(t *testing.T) {
 	}
 }
 
+// An InfiniBand port's GID table is not filled from its lowest free slot
+// (an SM puts alias GUIDs at the indexes it chooses): a refresh reads it
+// whole.
+func TestRefreshReadsAnIBTableWhole(t *testing.T) {
+	files := fakeSysfs()
+	for i := 2; i < 128; i++ {
+		files["class/infiniband/mlx5_0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
+	}
+	root := tree(t, files)
+	s := sysfs{root: root}
+	prev, err := s.portAttr("mlx5_0", 1, nil)
+	if err != nil || len(prev.GIDs) != 1 {
+		t.Fatalf("first read: %v, %v", prev.GIDs, err)
+	}
+	alias := "fe80:0000:0000:0000:0002:c903:0010:9999\n"
+	if err := os.WriteFile(filepath.Join(root, "class/infiniband/mlx5_0/ports/1/gids/100"), []byte(alias), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.portAttr("mlx5_0", 1, &prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.GIDs) != 2 || a.GIDs[1].Index != 100 || a.GIDs[1].GID != gid(t, alias[:len(alias)-1]) {
+		t.Errorf("refresh: GIDs %+v, want slot 0 and the alias GUID's GID at slot 100", a.GIDs)
+	}
+}
+
 // openFilesOf counts this process's descriptors open on path.
 func openFilesOf(t *testing.T, path string) int {
 	t.Helper()
