@@ -260,3 +260,33 @@ func TestDestroyLingersUntilReleased(t *testing.T) {
 		t.Fatalf("released %v after Close, want [established, at close]", released)
 	}
 }
+
+// An XRC target destroyed in ESTABLISHED sends nothing and keeps nothing:
+// its QP disconnects nothing, so there is no DREQ and no timewait
+// (cm_destroy_id goes straight to IDLE), and its comm ID is free at once.
+func TestDestroyEstablishedXRCTargetDoesNotLinger(t *testing.T) {
+	h := newHarness(t)
+	l := h.newID()
+	must(t, l.Listen(0x7777, 0))
+	req := peerREQ(0x7777)
+	req.TransportType, req.ExtendedTransport = wire.TransportExtended, wire.ExtendedTransportXRC
+	h.inject(9, req)
+	evs := h.takeEvents()
+	if len(evs) != 1 || evs[0].Type != EventREQReceived {
+		t.Fatalf("events %+v", evs)
+	}
+	id := evs[0].ID
+	must(t, id.SendREP(&REPParams{QPN: localQPN}))
+	h.inject(10, &wire.RTU{LocalCommID: peerComm, RemoteCommID: id.localID})
+	if s, _ := id.State(); s != StateEstablished || id.qpType != QPTypeXRCTgt {
+		t.Fatalf("state %v, QP type %v: want an ESTABLISHED XRC target", s, id.qpType)
+	}
+	h.sent()
+	if id.Destroy() {
+		t.Error("the XRC target lingers after Destroy")
+	}
+	none(t, h.sent())
+	if ids, _ := h.cm.Count(); ids != 1 { // the listener
+		t.Errorf("%d ids held after Destroy, want only the listener's", ids)
+	}
+}

@@ -279,11 +279,15 @@ func (cm *CM) destroyLocked(t *txn, id *ID, silent bool) {
 		id.cancelMsg()
 		cm.sendREJLocked(t, id, rejConsumerDefined, nil, nil)
 	case StateEstablished:
-		if id.qpType != QPTypeXRCTgt {
-			// The DREQ goes out exactly once: it is not retransmitted.
-			cm.sendDREQLocked(t, id, nil)
-			id.cancelMsg()
+		if id.qpType == QPTypeXRCTgt {
+			// No DREQ and no timewait: an XRC target's QP disconnects
+			// nothing (cm_destroy_id goes straight to IDLE).
+			cm.resetToIdle(id)
+			break
 		}
+		// The DREQ goes out exactly once: it is not retransmitted.
+		cm.sendDREQLocked(t, id, nil)
+		id.cancelMsg()
 		cm.enterTimewait(id)
 	case StateDREQSent:
 		id.cancelMsg()
