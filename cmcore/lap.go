@@ -104,7 +104,10 @@ func (cm *CM) recvLAP(t *txn, in *rx, m *wire.LAP) {
 	}
 	// An alternate path no local port can take (its GID or the P_Key is
 	// not ours) drops the LAP before anything else, duplicates included,
-	// and the peer's LAP times out, as cm_lap_handler does.
+	// and the peer's LAP times out, as cm_lap_handler has since 5.14 (up
+	// to 5.13 it checked the LAP state first, so a duplicate in
+	// MRA_LAP_SENT got its MRA whatever its path). Unlike 5.14's, a LAP
+	// that is not taken changes no address.
 	alt, _, err := cm.avFromPath(&path)
 	if err != nil {
 		return

@@ -35,8 +35,9 @@ func (id *ID) Notify(ev NotifyEvent) error {
 			err = errInval("PATH_MIG in state %v/%v", id.state, id.lapState)
 			break
 		}
-		// cm_migrate swaps the two addresses (Linux 4.19 to 5.x, the
-		// last kernels with ib_ucm; its first version copied): the old
+		// cm_migrate swaps the two addresses (Linux 4.19 to 5.13, the
+		// kernels with ib_ucm among them; its first version, and 5.14's,
+		// copied): the old
 		// primary becomes the alternate, for RTS after a LAP and a
 		// later PATH_MIG back.
 		alt := id.altAV()
