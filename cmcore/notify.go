@@ -37,9 +37,8 @@ func (id *ID) Notify(ev NotifyEvent) error {
 		}
 		// cm_migrate swaps the two addresses (Linux 4.19 to 5.13, the
 		// kernels with ib_ucm among them; its first version, and 5.14's,
-		// copied): the old
-		// primary becomes the alternate, for RTS after a LAP and a
-		// later PATH_MIG back.
+		// copied): the old primary becomes the alternate, for RTS after
+		// a LAP and a later PATH_MIG back.
 		alt := id.altAV()
 		id.setAltAV(id.av)
 		id.av = alt

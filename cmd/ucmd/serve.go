@@ -364,8 +364,8 @@ func newServeCmd(g *globalFlags, f *serveFlags) *cobra.Command {
 		Use:   "serve",
 		Short: "serve /dev/infiniband/ucmN for RDMA devices (the default command)",
 		Long: `Serve /dev/infiniband/ucm0, ucm1, ... through CUSE, one per RDMA device in
-the order the devices registered, running the IB connection manager over the kernel's umad
-interface (or a simulated fabric with --fabric sim).
+the order the devices registered, running the IB connection manager over
+the kernel's umad interface (or a simulated fabric with --fabric sim).
 
 Needs /dev/cuse (modprobe cuse), root (CAP_SYS_ADMIN, CAP_SYS_PTRACE), and the
 CM management class free on every port: the kernel's ib_cm (pulled in by

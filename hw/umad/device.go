@@ -352,6 +352,7 @@ func compareNames(a, b string) int {
 	return cmp.Or(compareNumbered(a, b), strings.Compare(a, b))
 }
 
+// compareNumbered is compareNames without the tie-break.
 func compareNumbered(a, b string) int {
 	for a != "" && b != "" {
 		ia, ib := numberEnd(a), numberEnd(b)

@@ -241,17 +241,17 @@ func (s sysfs) portAttr(dev string, num int, prev *hw.PortAttr) (hw.PortAttr, er
 // slot reads as the zero GID, or fails with EINVAL on newer kernels.
 //
 // With prev (a refresh of a RoCE port), it reads only up to gidLookahead
-// slots past the highest entry, prev's or one it finds on the way. The kernel's GID cache
-// puts a new GID in the lowest free slot (ib_cache_gid_add), so GIDs added
-// since prev fill its holes and then the slots after its highest entry,
-// one after the other (an address brings two on a port with both RoCE
-// types); a slot whose GID was deleted while still in use reads as empty
-// but is not free until the last user lets go, so a GID added meanwhile
-// lands past it. A removed entry reads as empty. A RoCE table has 1024
-// slots (rxe: 50 ms of reads under qemu TCG, BenchmarkPortRefresh in
-// test/e2e) of which a few are used; reading all of them every refresh
-// cost a busy daemon 15% of its CPU. The full read once a minute sees what
-// lies further.
+// slots past the highest entry, prev's or one it finds on the way. The
+// kernel's GID cache puts a new GID in the lowest free slot
+// (ib_cache_gid_add), so GIDs added since prev fill its holes and then the
+// slots after its highest entry, one after the other (an address brings
+// two on a port with both RoCE types); a slot whose GID was deleted while
+// still in use reads as empty but is not free until the last user lets
+// go, so a GID added meanwhile lands past it. A removed entry reads as
+// empty. A RoCE table has 1024 slots (rxe: 50 ms of reads under qemu TCG,
+// BenchmarkPortRefresh in test/e2e) of which a few are used; reading all
+// of them every refresh cost a busy daemon 15% of its CPU. The full read
+// once a minute sees what lies further.
 func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEntry, error) {
 	gids, err := openTable(filepath.Join(dir, "gids"))
 	if err != nil {
