@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +98,8 @@ func TestDaemonManyRxeDevices(t *testing.T) {
 		// Added before the daemon starts, so removed after it stops.
 		names = append(names, vethRXE(t, fmt.Sprintf("vma%d", i), fmt.Sprintf("vmb%d", i), true)...)
 	}
-	slices.Sort(names)
+	// ucmN in the order the devices registered, as ib_ucm numbered them:
+	// the order they were made in, not their names' (rvma0 after rxe1).
 	d := startDaemon(t, "--wait-devices", "20s")
 	s := d.waitDevices(t, names...)
 	shared := uint32(0)
