@@ -161,9 +161,9 @@ func (cm *CM) dupREP(t *txn, in *rx, m *wire.REP) {
 	}
 	switch id.state {
 	case StateEstablished:
-		cm.sendRTULocked(t, id)
+		cm.sendRTUTo(t, in.p, in.src, id)
 	case StateMRAREPSent:
-		cm.sendMRALocked(t, id, msgREP)
+		cm.sendMRATo(t, in.p, in.src, id, msgREP)
 	}
 }
 

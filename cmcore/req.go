@@ -13,17 +13,19 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	// 4. Duplicate: this REQ's connection already has an id.
 	if cur := cm.remoteIDs.get(idKey{m.LocalCommID, m.LocalCAGUID}); cur != nil {
 		switch cur.state {
+		// Answers go to this duplicate's source (cm_dup_req_handler's
+		// cm_alloc_response_msg).
 		case StateREQRcvd:
 			if cm.autoMRA != 0 { // Options.AutoMRA; the state stays
-				cm.sendMsg(t, cur.port, cur.dst, cur.tid, &wire.MRA{
+				cm.sendMsg(t, in.p, in.src, cur.tid, &wire.MRA{
 					LocalCommID: cur.localID, RemoteCommID: cur.remoteID,
 					MessageMRAed: msgREQ, ServiceTimeout: cm.autoMRA,
 				})
 			}
 		case StateMRAREQSent:
-			cm.sendMRALocked(t, cur, msgREQ)
+			cm.sendMRATo(t, in.p, in.src, cur, msgREQ)
 		case StateTimewait:
-			cm.sendMsg(t, cur.port, cur.dst, in.tid, &wire.REJ{
+			cm.sendMsg(t, in.p, in.src, in.tid, &wire.REJ{
 				LocalCommID: cur.localID, RemoteCommID: cur.remoteID,
 				MessageRejected: msgOther, Reason: rejStaleConn,
 			})

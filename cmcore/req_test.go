@@ -414,3 +414,41 @@ func TestRoutedREQ(t *testing.T) {
 		t.Errorf("subnet-local path DLID %#x SLID %#x SL %d, want 0x33, 0xffff and the REQ's SL %d", p.DLID, p.SLID, p.SL, local.Primary.SL)
 	}
 }
+
+// The answers to a duplicate REQ or REP go back where the duplicate came
+// from, as the kernel's do (cm_alloc_response_msg from the received work
+// completion), not to the connection's own address: its LID, SL, path
+// bits and P_Key index (ib-cm.md §8.1).
+func TestDuplicatesAnsweredAtTheirSource(t *testing.T) {
+	src := hw.Address{LID: 7, SL: 4, PathBits: 1, QPN: 1, QKey: cmQKey, PKeyIndex: 1}
+	for _, c := range []struct {
+		state string
+		dup   func(h *harness, id *ID) wire.Message
+		want  uint16 // the answer's attribute
+	}{
+		{"MRA_REQ_SENT", func(*harness, *ID) wire.Message { return peerREQ(0x1234) }, wire.AttrMRA},
+		{"ESTABLISHED", func(h *harness, id *ID) wire.Message { return h.peerREP(id) }, wire.AttrRTU},
+		{"MRA_REP_SENT", func(h *harness, id *ID) wire.Message { return h.peerREP(id) }, wire.AttrMRA},
+	} {
+		t.Run(c.state, func(t *testing.T) {
+			h := newHarness(t)
+			id := h.reach(c.state)
+			h.sent()
+			h.injectFrom(src, 0x77, c.dup(h, id))
+			ep := h.port.ep
+			ep.mu.Lock()
+			s := ep.sent
+			ep.mu.Unlock()
+			if len(s) != 1 {
+				t.Fatalf("%d MADs sent for the duplicate, want 1", len(s))
+			}
+			attr, _, err := wire.Decode(&s[0].mad)
+			if err != nil || attr.AttrID != c.want {
+				t.Fatalf("answer %+v, %v: want attribute %#x", attr, err, c.want)
+			}
+			if d := s[0].dst; d.LID != src.LID || d.SL != src.SL || d.PathBits != src.PathBits || d.PKeyIndex != src.PKeyIndex {
+				t.Errorf("answer sent to %+v, want the duplicate's source %+v", d, src)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ucmd/ucmd/cmcore/wire"
+	"github.com/ucmd/ucmd/hw"
 	"golang.org/x/sys/unix"
 )
 
@@ -210,7 +211,13 @@ func (id *ID) SendRTU(pd []byte) error {
 }
 
 func (cm *CM) sendRTULocked(t *txn, id *ID) {
-	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.RTU{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.savedRTU()})
+	cm.sendRTUTo(t, id.port, id.dst, id)
+}
+
+// sendRTUTo sends id's RTU to dst on p: a duplicate REP's source, which
+// the kernel answers (cm_dup_rep_handler's cm_alloc_response_msg).
+func (cm *CM) sendRTUTo(t *txn, p *port, dst hw.Address, id *ID) {
+	cm.sendMsg(t, p, dst, id.tid, &wire.RTU{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.savedRTU()})
 }
 
 // SendDREQ starts a disconnect (ib_send_cm_dreq); an outstanding LAP is
@@ -359,7 +366,13 @@ func (id *ID) SendMRA(serviceTimeout uint8, pd []byte) error {
 }
 
 func (cm *CM) sendMRALocked(t *txn, id *ID, mraed uint8) {
-	cm.sendMsg(t, id.port, id.dst, id.tid, &wire.MRA{
+	cm.sendMRATo(t, id.port, id.dst, id, mraed)
+}
+
+// sendMRATo sends id's MRA to dst on p: a duplicate's source, where the
+// kernel answers duplicates (cm_alloc_response_msg).
+func (cm *CM) sendMRATo(t *txn, p *port, dst hw.Address, id *ID, mraed uint8) {
+	cm.sendMsg(t, p, dst, id.tid, &wire.MRA{
 		LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageMRAed: mraed,
 		ServiceTimeout: id.mraTimeout, PrivateData: id.savedMRA(),
 	})
