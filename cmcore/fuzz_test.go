@@ -10,7 +10,7 @@ import (
 
 // FuzzReceive feeds arbitrary CM MADs to a CM that has ids in many states:
 // nothing from the wire may panic, hang, or leave the CM inconsistent
-// (every id still destroyable, timers drained).
+// (every id still destroyable, timers drained, no id or event left).
 func FuzzReceive(f *testing.F) {
 	h0 := &harness{}
 	seeds := []wire.Message{
@@ -59,5 +59,11 @@ func FuzzReceive(f *testing.F) {
 		if n := h.clk.Pending(); n != 0 {
 			t.Fatalf("%d timers left", n)
 		}
+		// A peer's MADs leave nothing behind once every id is destroyed
+		// (growth a peer could drive), and what the CM answered decodes.
+		if ids, evs := h.cm.Count(); ids != 0 || evs != 0 {
+			t.Fatalf("%d ids, %d events left after destroying every id", ids, evs)
+		}
+		h.sent() // fails on an undecodable MAD
 	})
 }
