@@ -50,6 +50,7 @@ type ID struct {
 	remoteQKey   uint32
 	rqPSN, sqPSN uint32
 	pkey         uint16
+	datapathDLID uint16 // passive IB: the REQ's LID for the QP's RTR address; 0: av's
 	qpType       QPType
 	state        State
 	lapState     LAPState
@@ -228,8 +229,9 @@ func (id *ID) Listen(sid, mask uint64) error {
 // mutex and the id's dead mark).
 //
 // It reports whether the CM keeps the id past the call, for its timewait
-// (a connection destroyed in or after ESTABLISHED; §5.1): the hook set by
-// OnReleased is then called with its context once the CM lets go of it.
+// (a connection destroyed in or after ESTABLISHED, but an XRC target's;
+// §5.1): the hook set by OnReleased is then called with its context once
+// the CM lets go of it.
 func (id *ID) Destroy() (lingers bool) {
 	cm := id.cm
 	var t txn

@@ -42,6 +42,7 @@ func (id *ID) Notify(ev NotifyEvent) error {
 		alt := id.altAV()
 		id.setAltAV(id.av)
 		id.av = alt
+		id.datapathDLID = 0 // the REQ's LID was the old primary's
 		if p := cm.portByNum(id.av.PortNum); p != nil {
 			id.port, id.dst = p, id.av.madAddress()
 		}

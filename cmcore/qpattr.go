@@ -96,6 +96,9 @@ func (id *ID) InitQPAttr(qpState uint8) (QPAttr, uint32, error) {
 		}
 		mask = QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN
 		a.AH = id.av
+		if id.datapathDLID != 0 {
+			a.AH.DLID = id.datapathDLID
+		}
 		a.PathMTU = id.pathMTU
 		a.DestQPN = id.remoteQPN
 		a.RQPSN = id.rqPSN

@@ -336,3 +336,43 @@ func TestPassiveRTRDLIDIsTheREQsLocalLID(t *testing.T) {
 		})
 	}
 }
+
+// The REQ's LID is the QP's only while the REQ's primary path is the
+// primary: a PATH_MIG gives the RTR address the alternate's DLID, and
+// after a PATH_MIG back the MADs still go to the REQ packet's source.
+func TestPassiveDatapathDLIDAcrossPathMig(t *testing.T) {
+	h := newHarness(t)
+	l := h.newID()
+	must(t, l.Listen(0x7777, 0))
+	req := peerREQ(0x7777)
+	req.Primary.LocalLID = 0x21
+	req.Alternate = req.Primary
+	req.Alternate.LocalLID = 0x30
+	src := hw.Address{LID: 0x20, QPN: 1, SL: 2, QKey: cmQKey}
+	h.injectFrom(src, 9, req)
+	id := h.takeEvents()[0].ID
+	must(t, id.SendREP(&REPParams{QPN: localQPN}))
+	h.injectFrom(src, 10, &wire.RTU{LocalCommID: peerComm, RemoteCommID: id.localID})
+	h.sent()
+	rtr := func() uint16 {
+		a, _, err := id.InitQPAttr(QPStateRTR)
+		must(t, err)
+		return a.AH.DLID
+	}
+	if d := rtr(); d != 0x21 {
+		t.Errorf("RTR DLID %#x, want the REQ's 0x21", d)
+	}
+	must(t, id.Notify(NotifyPathMig))
+	if d := rtr(); d != 0x30 {
+		t.Errorf("RTR DLID after PATH_MIG %#x, want the alternate's 0x30", d)
+	}
+	must(t, id.Notify(NotifyPathMig))
+	must(t, id.SendDREQ(nil))
+	ep := h.port.ep
+	ep.mu.Lock()
+	dst := ep.sent[len(ep.sent)-1].dst
+	ep.mu.Unlock()
+	if dst.LID != src.LID {
+		t.Errorf("DREQ after a PATH_MIG and back sent to LID %#x, want the packet's %#x", dst.LID, src.LID)
+	}
+}

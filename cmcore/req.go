@@ -89,14 +89,14 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	if m.Primary.LocalACKTimeout > 0 {
 		av.Timeout = m.Primary.LocalACKTimeout
 	}
-	// The QP sends to the LID the REQ names for the peer, the MADs to the
-	// packet's source (id.dst): across subnets a REQ may carry its inbound
-	// path's DLID there (6.1's av.dlid_datapath; before 6.1 the path itself
-	// took the REQ's LID). A permissive or zero LID leaves the packet's.
-	if l := m.Primary.LocalLID; attr.LinkLayer != hw.LinkEthernet && l != 0 && l != permissiveLID {
-		av.DLID = l
-	}
 	id.av = av
+	// The QP sends to the LID the REQ names for the peer, the MADs to the
+	// packet's source: across subnets a REQ may carry its inbound path's
+	// DLID there (6.1's av.dlid_datapath; before 6.1 the path itself took
+	// the REQ's LID). A permissive or zero LID leaves the packet's.
+	if l := m.Primary.LocalLID; attr.LinkLayer != hw.LinkEthernet && l != 0 && l != permissiveLID {
+		id.datapathDLID = l
+	}
 	var alt *PathRecord
 	if m.Alternate.LocalLID != 0 {
 		p := cm.pathFromREQ(in, &attr, m, &m.Alternate, false)

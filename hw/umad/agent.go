@@ -125,7 +125,7 @@ func unloadAdvice(sysRoot string) string {
 			"nvme_rdma, nvmet_rdma, rpcrdma if loaded)"
 	}
 	return "unload the kernel CM and its users first: modprobe -r " + strings.Join(mods, " ") +
-		" (loaded at boot before ucmd? an initramfs with dracut's rdma module loads it: " +
+		" (loaded at boot before ucmd? an initramfs with dracut's rdma module may have loaded it: " +
 		"see \"An initramfs that loads the RDMA stack\" in ucmd's README)"
 }
 
