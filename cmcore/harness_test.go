@@ -220,6 +220,18 @@ func (h *harness) sent() []wire.Message {
 	return out
 }
 
+// lastDst is where the CM sent its last MAD.
+func (h *harness) lastDst() hw.Address {
+	h.t.Helper()
+	ep := h.port.ep
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if len(ep.sent) == 0 {
+		h.t.Fatal("nothing sent")
+	}
+	return ep.sent[len(ep.sent)-1].dst
+}
+
 // takeEvents returns and forgets the recorded event types.
 func (h *harness) takeEvents() []*Event {
 	e := h.events

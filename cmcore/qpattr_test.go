@@ -326,11 +326,7 @@ func TestPassiveRTRDLIDIsTheREQsLocalLID(t *testing.T) {
 				t.Errorf("RTR DLID %#x, want %#x", a.AH.DLID, c.wantRTR)
 			}
 			must(t, id.SendREP(&REPParams{QPN: localQPN}))
-			ep := h.port.ep
-			ep.mu.Lock()
-			dst := ep.sent[len(ep.sent)-1].dst
-			ep.mu.Unlock()
-			if dst.LID != c.want {
+			if dst := h.lastDst(); dst.LID != c.want {
 				t.Errorf("REP sent to LID %#x, want the packet's %#x", dst.LID, c.want)
 			}
 		})
@@ -368,11 +364,7 @@ func TestPassiveDatapathDLIDAcrossPathMig(t *testing.T) {
 	}
 	must(t, id.Notify(NotifyPathMig))
 	must(t, id.SendDREQ(nil))
-	ep := h.port.ep
-	ep.mu.Lock()
-	dst := ep.sent[len(ep.sent)-1].dst
-	ep.mu.Unlock()
-	if dst.LID != src.LID {
+	if dst := h.lastDst(); dst.LID != src.LID {
 		t.Errorf("DREQ after a PATH_MIG and back sent to LID %#x, want the packet's %#x", dst.LID, src.LID)
 	}
 }
