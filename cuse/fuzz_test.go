@@ -16,7 +16,8 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // FuzzRequest feeds arbitrary messages to a serving Server and checks that
 // it neither panics nor stops serving: after each message a sentinel
-// request must still be answered.
+// request must still be answered, and every reply must be one the kernel
+// takes.
 func FuzzRequest(f *testing.F) {
 	write := append(inHeader(40+40+3, cusetest.OpWrite, 10), make([]byte, 43)...)
 	binary.NativeEndian.PutUint64(write[40:], 1)
@@ -70,7 +71,20 @@ func FuzzRequest(f *testing.F) {
 			if err != nil {
 				t.Fatalf("server stopped answering: %v", err)
 			}
-			if n >= 16 && binary.NativeEndian.Uint64(buf[8:]) == sentinel {
+			// Every reply is one whole fuse_out_header message the
+			// kernel would take: its length field says what was
+			// written, its error is 0 or a negated errno, or, for a
+			// notification (unique 0), the notify code.
+			if n < 16 {
+				t.Fatalf("a %d-byte reply", n)
+			}
+			length := binary.NativeEndian.Uint32(buf)
+			errno := int32(binary.NativeEndian.Uint32(buf[4:]))
+			unique := binary.NativeEndian.Uint64(buf[8:])
+			if int(length) != n || (errno > 0 && unique != 0) || errno < -4095 {
+				t.Fatalf("reply of %d bytes: length %d, error %d, unique %#x", n, length, errno, unique)
+			}
+			if unique == sentinel {
 				return
 			}
 		}
