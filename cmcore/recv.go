@@ -161,9 +161,9 @@ func (cm *CM) dupREP(t *txn, in *rx, m *wire.REP) {
 	}
 	switch id.state {
 	case StateEstablished:
-		cm.sendRTUTo(t, in.p, in.src, id)
+		cm.sendRTULocked(t, in.p, in.src, id)
 	case StateMRAREPSent:
-		cm.sendMRATo(t, in.p, in.src, id, msgREP)
+		cm.sendMRALocked(t, in.p, in.src, id, msgREP)
 	}
 }
 

@@ -23,7 +23,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 				})
 			}
 		case StateMRAREQSent:
-			cm.sendMRATo(t, in.p, in.src, cur, msgREQ)
+			cm.sendMRALocked(t, in.p, in.src, cur, msgREQ)
 		case StateTimewait:
 			cm.sendMsg(t, in.p, in.src, in.tid, &wire.REJ{
 				LocalCommID: cur.localID, RemoteCommID: cur.remoteID,

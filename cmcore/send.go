@@ -205,18 +205,15 @@ func (id *ID) SendRTU(pd []byte) error {
 	}
 	id.savePD(pickRTU, pd)
 	id.state = StateEstablished
-	cm.sendRTULocked(&t, id)
+	cm.sendRTULocked(&t, id.port, id.dst, id)
 	cm.unlock(&t)
 	return nil
 }
 
-func (cm *CM) sendRTULocked(t *txn, id *ID) {
-	cm.sendRTUTo(t, id.port, id.dst, id)
-}
-
-// sendRTUTo sends id's RTU to dst on p: a duplicate REP's source, which
-// the kernel answers (cm_dup_rep_handler's cm_alloc_response_msg).
-func (cm *CM) sendRTUTo(t *txn, p *port, dst hw.Address, id *ID) {
+// sendRTULocked sends id's RTU to dst on p: the connection's address, or
+// a duplicate REP's source, which the kernel answers there
+// (cm_dup_rep_handler's cm_alloc_response_msg).
+func (cm *CM) sendRTULocked(t *txn, p *port, dst hw.Address, id *ID) {
 	cm.sendMsg(t, p, dst, id.tid, &wire.RTU{LocalCommID: id.localID, RemoteCommID: id.remoteID, PrivateData: id.savedRTU()})
 }
 
@@ -359,19 +356,16 @@ func (id *ID) SendMRA(serviceTimeout uint8, pd []byte) error {
 	id.mraTimeout = serviceTimeout & 0x1F
 	id.savePD(pickMRA, pd)
 	if serviceTimeout&MRAFlagDelay == 0 {
-		cm.sendMRALocked(&t, id, mraed)
+		cm.sendMRALocked(&t, id.port, id.dst, id, mraed)
 	}
 	cm.unlock(&t)
 	return nil
 }
 
-func (cm *CM) sendMRALocked(t *txn, id *ID, mraed uint8) {
-	cm.sendMRATo(t, id.port, id.dst, id, mraed)
-}
-
-// sendMRATo sends id's MRA to dst on p: a duplicate's source, where the
-// kernel answers duplicates (cm_alloc_response_msg).
-func (cm *CM) sendMRATo(t *txn, p *port, dst hw.Address, id *ID, mraed uint8) {
+// sendMRALocked sends id's MRA to dst on p: the connection's address, or
+// a duplicate's source, where the kernel answers duplicates
+// (cm_alloc_response_msg).
+func (cm *CM) sendMRALocked(t *txn, p *port, dst hw.Address, id *ID, mraed uint8) {
 	cm.sendMsg(t, p, dst, id.tid, &wire.MRA{
 		LocalCommID: id.localID, RemoteCommID: id.remoteID, MessageMRAed: mraed,
 		ServiceTimeout: id.mraTimeout, PrivateData: id.savedMRA(),

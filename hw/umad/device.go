@@ -323,10 +323,7 @@ func Discover(opts Options) ([]*Device, error) {
 		devs = append(devs, d)
 	}
 	slices.SortFunc(devs, func(a, b *Device) int {
-		if c := cmp.Compare(a.firstUMAD(), b.firstUMAD()); c != 0 {
-			return c
-		}
-		return compareNames(a.name, b.name)
+		return cmp.Or(cmp.Compare(a.firstUMAD(), b.firstUMAD()), compareNames(a.name, b.name))
 	})
 	return devs, nil
 }
@@ -349,27 +346,23 @@ func (d *Device) firstUMAD() int {
 // compareNames orders device names with their numbers as numbers:
 // mlx5_2 before mlx5_10 (and as strings where that ties: rxe0, rxe00).
 func compareNames(a, b string) int {
-	return cmp.Or(compareNumbered(a, b), strings.Compare(a, b))
-}
-
-// compareNumbered is compareNames without the tie-break.
-func compareNumbered(a, b string) int {
-	for a != "" && b != "" {
-		ia, ib := numberEnd(a), numberEnd(b)
-		if ia > 0 && ib > 0 { // both start with a number
-			na, nb := strings.TrimLeft(a[:ia], "0"), strings.TrimLeft(b[:ib], "0")
-			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
+	x, y := a, b
+	for x != "" && y != "" {
+		ix, iy := numberEnd(x), numberEnd(y)
+		if ix > 0 && iy > 0 { // both start with a number
+			nx, ny := strings.TrimLeft(x[:ix], "0"), strings.TrimLeft(y[:iy], "0")
+			if c := cmp.Or(cmp.Compare(len(nx), len(ny)), strings.Compare(nx, ny)); c != 0 {
 				return c
 			}
-			a, b = a[ia:], b[ib:]
+			x, y = x[ix:], y[iy:]
 			continue
 		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
+		if x[0] != y[0] {
+			return cmp.Compare(x[0], y[0])
 		}
-		a, b = a[1:], b[1:]
+		x, y = x[1:], y[1:]
 	}
-	return cmp.Compare(len(a), len(b))
+	return cmp.Or(cmp.Compare(len(x), len(y)), strings.Compare(a, b))
 }
 
 // numberEnd is the length of the run of digits s starts with.

@@ -266,7 +266,8 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 	// Only RoCE tables are filled from the lowest free slot, and only
 	// they have 1,024 slots: an InfiniBand port's GIDs (the port GUID and
 	// the alias GUIDs an SM assigns, at indexes it chooses) are read whole.
-	if prev != nil && ll == hw.LinkEthernet {
+	lookahead := prev != nil && ll == hw.LinkEthernet
+	if lookahead {
 		limit = gidLookahead - 1 // prev empty: GIDs added start at slot 0
 		if n := len(prev.GIDs); n > 0 {
 			limit = prev.GIDs[n-1].Index + gidLookahead
@@ -295,7 +296,7 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 		if g.IsZero() {
 			continue
 		}
-		if limit != math.MaxInt {
+		if lookahead {
 			limit = max(limit, i+gidLookahead)
 		}
 		e := hw.GIDEntry{Index: i, GID: g, Type: hw.GIDTypeIB}
