@@ -31,7 +31,7 @@ type PathRecord struct {
 	PacketLifeTime         uint8
 	Preference             uint8
 	// GIDType selects among identical GIDs of different RoCE types; zero
-	// takes the first table entry with the SGID.
+	// prefers RoCE v2 (hw.PortAttr.GIDIndex).
 	GIDType hw.GIDType
 }
 

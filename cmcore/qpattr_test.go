@@ -2,6 +2,7 @@ package cmcore
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -366,5 +367,96 @@ func TestPassiveDatapathDLIDAcrossPathMig(t *testing.T) {
 	must(t, id.SendDREQ(nil))
 	if dst := h.lastDst(); dst.LID != src.LID {
 		t.Errorf("DREQ after a PATH_MIG and back sent to LID %#x, want the packet's %#x", dst.LID, src.LID)
+	}
+}
+
+// A passive RoCE connection's QP sends from the GID entry its REQ arrived
+// on (cm_req_handler takes the packet's sgid_attr), not the first entry
+// with the address: a VLAN netdev repeats its parent's link-local GID, and
+// an entry added since the port's snapshot would otherwise fall back to
+// RoCE v1. Its MADs carry the REQ's traffic class and flow label, not the
+// packet's (zero for RoCE v2 over IPv4).
+func TestPassiveRoCEUsesTheArrivalEntry(t *testing.T) {
+	g := ipv4GID(9)
+	for _, c := range []struct {
+		name  string
+		snap  []hw.GIDEntry
+		fresh []hw.GIDEntry // the table read again, if it differs
+		at    uint8         // the entry umad reports the REQ arrived on
+	}{
+		{"VLAN", []hw.GIDEntry{
+			{Index: 1, GID: g, Type: hw.GIDTypeRoCEv1}, {Index: 2, GID: g, Type: hw.GIDTypeRoCEv2}, // eth0
+			{Index: 3, GID: g, Type: hw.GIDTypeRoCEv1}, {Index: 4, GID: g, Type: hw.GIDTypeRoCEv2}, // eth0.100
+		}, nil, 4},
+		{"RoCE v1 on VLAN", []hw.GIDEntry{
+			{Index: 1, GID: g, Type: hw.GIDTypeRoCEv1}, {Index: 2, GID: g, Type: hw.GIDTypeRoCEv2},
+			{Index: 3, GID: g, Type: hw.GIDTypeRoCEv1}, {Index: 4, GID: g, Type: hw.GIDTypeRoCEv2},
+		}, nil, 3},
+		{"entry newer than the snapshot", nil, []hw.GIDEntry{
+			{Index: 1, GID: g, Type: hw.GIDTypeRoCEv1}, {Index: 2, GID: g, Type: hw.GIDTypeRoCEv2},
+		}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.roce(c.snap...)
+			if c.fresh != nil {
+				f := h.port.attr
+				f.GIDs = append(slices.Clone(f.GIDs), c.fresh...)
+				h.port.fresh = &f
+			}
+			l := h.newID()
+			must(t, l.Listen(0x1234, 0))
+			req := peerREQ(0x1234)
+			req.Primary.LocalGID, req.Primary.RemoteGID = peerGID, g
+			req.Primary.LocalLID, req.Primary.RemoteLID = 0, 0
+			req.Primary.TrafficClass, req.Primary.FlowLabel = 106, 0x12345
+			src := peerAddr
+			src.LID = 0
+			src.GRH = &hw.GRH{GID: peerGID, SGIDIndex: c.at, HopLimit: 0xff}
+			h.injectFrom(src, 9, req)
+			evs := h.takeEvents()
+			if len(evs) != 1 || evs[0].Type != EventREQReceived {
+				t.Fatalf("events %v, sent %v", evs, h.sent())
+			}
+			id := evs[0].ID
+			a, _, err := id.InitQPAttr(QPStateRTR)
+			must(t, err)
+			if a.AH.GRH.SGIDIndex != c.at {
+				t.Errorf("RTR sends from GID index %d, want %d, the REQ's", a.AH.GRH.SGIDIndex, c.at)
+			}
+			must(t, id.SendREP(&REPParams{QPN: localQPN}))
+			dst := h.lastDst()
+			if dst.GRH == nil || dst.GRH.SGIDIndex != c.at || dst.GRH.GID != peerGID {
+				t.Fatalf("REP sent to %+v %+v, want from GID index %d to %v", dst, dst.GRH, c.at, peerGID)
+			}
+			if dst.GRH.TrafficClass != 106 || dst.GRH.FlowLabel != 0x12345 {
+				t.Errorf("REP traffic class %d, flow label %#x; want the REQ's 106, 0x12345", dst.GRH.TrafficClass, dst.GRH.FlowLabel)
+			}
+			if src.GRH.TrafficClass != 0 {
+				t.Errorf("the received packet's address was changed")
+			}
+		})
+	}
+}
+
+// A path that names no GID type goes out as RoCE v2 where the address has
+// both entries (rdma_cm's default), and as RoCE v1 where it has only that.
+func TestActiveRoCEPrefersV2(t *testing.T) {
+	v4, v1only := ipv4GID(1), ipv4GID(2)
+	h := newHarness(t)
+	h.roce(hw.GIDEntry{Index: 1, GID: v4, Type: hw.GIDTypeRoCEv1}, hw.GIDEntry{Index: 2, GID: v4, Type: hw.GIDTypeRoCEv2},
+		hw.GIDEntry{Index: 5, GID: v1only, Type: hw.GIDTypeRoCEv1})
+	for _, c := range []struct {
+		gid  hw.GID
+		want uint8
+	}{{v4, 2}, {v1only, 5}} {
+		id := h.newID()
+		p := testREQParams()
+		p.Primary = rocePath(c.gid)
+		p.Primary.GIDType = 0 // what ucm's path conversion gives
+		must(t, id.SendREQ(p))
+		if dst := h.lastDst(); dst.GRH == nil || dst.GRH.SGIDIndex != c.want {
+			t.Errorf("REQ from %v sent from %+v, want GID index %d", c.gid, dst.GRH, c.want)
+		}
 	}
 }

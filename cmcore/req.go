@@ -72,7 +72,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	// 7-8. Paths and the QP's address vectors.
 	attr, _ := hw.AttrOf(in.p.hw)
 	primary := cm.pathFromREQ(in, &attr, m, &m.Primary, true)
-	av, _, err := cm.avFromPath(&primary)
+	av, pt, err := cm.avFromPath(&primary)
 	if err != nil {
 		// The ARI is our GID at index 0, none if that slot is empty
 		// (cm_req_handler's rdma_query_gid of index 0).
@@ -88,6 +88,19 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 	}
 	if m.Primary.LocalACKTimeout > 0 {
 		av.Timeout = m.Primary.LocalACKTimeout
+	}
+	if g := in.src.GRH; g != nil && attr.LinkLayer == hw.LinkEthernet && pt == in.p {
+		// The QP sends from the GID entry the REQ arrived on, as
+		// cm_req_handler takes the packet's sgid_attr: one address sits in
+		// several entries (one per RoCE type and per VLAN netdev), and only
+		// the packet's names the type and VLAN the peer used. The MADs keep
+		// the packet's source but take the path's traffic class and flow
+		// label (the kernel's av), not the packet's: RoCE v2 over IPv4
+		// reports those as 0.
+		av.GRH.SGIDIndex = g.SGIDIndex
+		src := *g
+		src.TrafficClass, src.FlowLabel = av.GRH.TrafficClass, av.GRH.FlowLabel
+		id.dst.GRH = &src
 	}
 	id.av = av
 	// The QP sends to the LID the REQ names for the peer, the MADs to the

@@ -119,14 +119,19 @@ type PortAttr struct {
 }
 
 // GIDIndex returns the table index of gid, preferring typ when the same GID
-// appears with several types.
+// appears with several types. A zero typ prefers RoCE v2, as rdma_cm does
+// (cma_get_default_gid_type): devices such as mlx5 list each address as
+// RoCE v1 first, and v1 does not cross a router.
 func (a *PortAttr) GIDIndex(gid GID, typ GIDType) (int, bool) {
+	if typ == 0 {
+		typ = GIDTypeRoCEv2
+	}
 	found := -1
 	for _, e := range a.GIDs {
 		if e.GID != gid {
 			continue
 		}
-		if e.Type == typ || typ == 0 {
+		if e.Type == typ {
 			return e.Index, true
 		}
 		if found < 0 {

@@ -23,3 +23,36 @@ func TestPKeyIndex(t *testing.T) {
 		}
 	}
 }
+
+// GIDIndex takes the asked type, else the first entry with the GID; with no
+// type asked it prefers RoCE v2, as rdma_cm does: mlx5 and bnxt_re list
+// each address as RoCE v1 first.
+func TestGIDIndex(t *testing.T) {
+	g, h := GID{0xfe, 0x80, 15: 1}, GID{15: 7}
+	a := PortAttr{GIDs: []GIDEntry{
+		{Index: 0, GID: g, Type: GIDTypeRoCEv1},
+		{Index: 1, GID: g, Type: GIDTypeRoCEv2},
+		{Index: 4, GID: h, Type: GIDTypeRoCEv1},
+	}}
+	for _, tc := range []struct {
+		gid  GID
+		typ  GIDType
+		want int
+		ok   bool
+	}{
+		{g, 0, 1, true},
+		{g, GIDTypeRoCEv1, 0, true},
+		{g, GIDTypeRoCEv2, 1, true},
+		{h, 0, 4, true},             // only RoCE v1 has it
+		{h, GIDTypeRoCEv2, 4, true}, // the type asked is not there: the first
+		{GID{1}, 0, -1, false},
+	} {
+		if got, ok := a.GIDIndex(tc.gid, tc.typ); got != tc.want || ok != tc.ok {
+			t.Errorf("GIDIndex(%v, %v) = %d, %v; want %d, %v", tc.gid, tc.typ, got, ok, tc.want, tc.ok)
+		}
+	}
+	ib := PortAttr{GIDs: []GIDEntry{{Index: 0, GID: h, Type: GIDTypeIB}, {Index: 3, GID: h, Type: GIDTypeIB}}}
+	if got, ok := ib.GIDIndex(h, 0); got != 0 || !ok {
+		t.Errorf("InfiniBand GIDIndex = %d, %v; want the first entry, 0", got, ok)
+	}
+}
