@@ -73,6 +73,8 @@ type CM struct {
 	events     []queuedEvent // undelivered from evHead on
 	evHead     int
 	delivering bool          // some goroutine is draining events
+	waiting    int           // receivers held by throttle
+	room       sync.Cond     // wakes them; L is &mu
 	released   func(ctx any) // OnReleased
 
 	stats counters
@@ -108,6 +110,7 @@ func New(dev hw.Device, opts Options) *CM {
 		remoteQPNs: newIndex(keyRemoteQPN),
 		sidr:       make(map[sidrKey]*ID),
 	}
+	cm.room.L = &cm.mu
 	if cm.clk == nil {
 		cm.clk = clock.Real{}
 	}
@@ -181,6 +184,7 @@ func (cm *CM) Close() error {
 		}
 	}
 	cm.events, cm.evHead = nil, 0
+	cm.room.Broadcast()
 	released := cm.released
 	cm.mu.Unlock()
 	for _, ctx := range lingering {
@@ -210,7 +214,7 @@ func (cm *CM) Device() hw.Device { return cm.dev }
 func (cm *CM) Count() (ids, events int) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
-	return cm.ids.byID.len(), len(cm.events) - cm.evHead
+	return cm.ids.byID.len(), cm.backlog()
 }
 
 func (cm *CM) recvLoop(ctx context.Context, p *port) {

@@ -24,7 +24,50 @@ func (cm *CM) queue(ev *Event, owner *ID) {
 		freeEvent(ev)
 		return
 	}
+	if cm.evHead > 0 && len(cm.events) == cap(cm.events) && cm.evHead >= len(cm.events)/2 {
+		// Slide the backlog down rather than grow: while the queue is
+		// never empty the array would otherwise keep a slot for every
+		// event since it last was.
+		n := copy(cm.events, cm.events[cm.evHead:])
+		clear(cm.events[n:])
+		cm.events, cm.evHead = cm.events[:n], 0
+	}
 	cm.events = append(cm.events, queuedEvent{ev: ev, owner: owner})
+}
+
+func (cm *CM) backlog() int { return len(cm.events) - cm.evHead }
+
+// maxBacklog bounds the undelivered events the receive path adds to.
+// One goroutine at a time delivers; without a bound, another port's
+// receiver could queue a REQ flood faster than a slow handler takes it,
+// one new id and one event per REQ held outside every ucm limit for as
+// long as the flood lasts. A receiver that finds the backlog full waits
+// (throttle), reading nothing: its MADs wait in the kernel's queue, as
+// they do while a handler runs (hw.Deliverer).
+const maxBacklog = 1024
+
+// throttle holds the receiving goroutine while another one delivers and
+// the backlog is full, until that drain ends, then takes over what is
+// left. Held receivers add nothing until that drain ends, so a flood
+// faster than its delivery cannot keep the goroutine that happened to be
+// draining (another port's receiver, a timer, a client's command) at it
+// for much more than maxBacklog events.
+func (cm *CM) throttle() {
+	cm.mu.Lock()
+	if !cm.delivering || cm.backlog() < maxBacklog {
+		cm.mu.Unlock()
+		return
+	}
+	cm.waiting++
+	for !cm.closed && cm.delivering && cm.backlog() > maxBacklog/2 {
+		cm.room.Wait()
+	}
+	cm.waiting--
+	take := !cm.closed && !cm.delivering && cm.backlog() > 0
+	cm.mu.Unlock()
+	if take {
+		cm.deliver()
+	}
 }
 
 // deliver drains the event queue on the calling goroutine unless another
@@ -76,6 +119,9 @@ func (cm *CM) deliver() {
 	clear(cm.events[:cm.evHead])
 	cm.events, cm.evHead = cm.events[:0], 0
 	cm.delivering = false
+	if cm.waiting > 0 {
+		cm.room.Broadcast()
+	}
 	cm.mu.Unlock()
 }
 

@@ -142,7 +142,10 @@
 // for a handler to return, and delivery never waits either: a goroutine
 // that finds another draining a CM's events leaves them to it, so a
 // handler calling into a second CM runs that CM's handlers nested in its
-// own or leaves them to that CM's drainer. What remains is the handlers'
+// own or leaves them to that CM's drainer. The one wait is a port's
+// receiver's, between two MADs, while another goroutine drains a full
+// backlog (maxBacklog); no handler runs on a receiver's behalf then, and
+// endpoints never receive inside a Send. What remains is the handlers'
 // own business: one that blocks (on a lock, a channel) stalls its CM's
 // delivery, so handlers must not block.
 package cmcore

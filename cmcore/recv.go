@@ -15,7 +15,9 @@ type rx struct {
 }
 
 // handleMAD decodes one received MAD and runs the §3.4 row for it. Bad
-// MADs are dropped: nothing from the wire can panic or block the CM.
+// MADs are dropped: nothing from the wire can panic or block the CM. The
+// receiver itself may wait before its next MAD while the backlog of
+// events is full (throttle).
 func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	cm.stats.received.Add(1)
 	var at time.Time
@@ -34,7 +36,7 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	in := rx{p: p, src: r.Src, tid: h.TID}
 	var t txn
 	cm.mu.Lock()
-	nev := len(cm.events)
+	nev := cm.backlog()
 	if !cm.closed {
 		switch m := m.(type) {
 		case *wire.REQ:
@@ -63,13 +65,14 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	}
 	if cm.obs == nil {
 		cm.unlock(&t)
+		cm.throttle()
 		return
 	}
 	// Observed before the answers it caused are sent. A row that neither
 	// answered nor raised an event ignored it. (r goes to the observer by
 	// a copy and never into t: it must not escape the receive loop.)
 	var reason string
-	if t.n == 0 && len(cm.events) == nev {
+	if t.n == 0 && cm.backlog() == nev {
 		reason = "ignored"
 	}
 	deliver, closed := cm.release()
@@ -80,6 +83,7 @@ func (cm *CM) handleMAD(p *port, r *hw.Received) {
 	if deliver {
 		cm.deliver()
 	}
+	cm.throttle()
 }
 
 // issueREJ is cm_issue_rej: a REJ built from a received message without an
