@@ -2,6 +2,7 @@ package cmcore
 
 import (
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,7 +68,9 @@ func (t *listenTable) find(sid uint64) *ID {
 func (t *listenTable) remove(id *ID) {
 	for i, cur := range t.ids {
 		if cur == id {
-			t.ids = append(t.ids[:i], t.ids[i+1:]...)
+			// slices.Delete zeroes the freed slot: a destroyed listener
+			// must not stay reachable (with its ucm file) from the array.
+			t.ids = slices.Delete(t.ids, i, i+1)
 			return
 		}
 	}

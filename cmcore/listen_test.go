@@ -144,3 +144,26 @@ func TestCommIDsCyclicAndScrambled(t *testing.T) {
 		t.Errorf("first comm ID %#x is not counter XOR operand %#x", first, h.cm.ids.operand)
 	}
 }
+
+// Destroyed listeners leave nothing behind in the table's array, where
+// they would keep their handler's context (ucm's file) reachable.
+func TestListenTableForgetsDestroyed(t *testing.T) {
+	h := newHarness(t)
+	var ids []*ID
+	for i := range 8 {
+		id := h.newID()
+		must(t, id.Listen(uint64(0x100+i), 0))
+		ids = append(ids, id)
+	}
+	for _, id := range ids[2:] {
+		id.Destroy()
+	}
+	h.cm.mu.Lock()
+	defer h.cm.mu.Unlock()
+	all := h.cm.listen.ids[:cap(h.cm.listen.ids)]
+	for i, id := range all[len(h.cm.listen.ids):] {
+		if id != nil {
+			t.Errorf("slot %d past the table still holds a destroyed listener", len(h.cm.listen.ids)+i)
+		}
+	}
+}
