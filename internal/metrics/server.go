@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/netutil"
+	"golang.org/x/sys/unix"
 )
 
 // Path is where the metrics are served.
@@ -29,6 +31,44 @@ func CheckAddr(addr string) error {
 		return fmt.Errorf("--metrics-listen %q: port %q is not a number from 0 to 65535", addr, port)
 	}
 	return nil
+}
+
+// freebind lets the endpoint bind an address the host does not have yet
+// (IP_FREEBIND, which Linux honours for IPv6 sockets too): the unit
+// starts ucmd before the network, as it must hold the CM class before
+// rdma-load-modules loads ib_cm, and a management address may come up
+// later. A failed bind there would fail the start, and with it the
+// ordering that keeps ib_cm off the ports. Connections arrive once the
+// address does. Best effort: where the option is refused, a bind to a
+// configured address still works.
+func freebind(_, _ string, c syscall.RawConn) error {
+	return c.Control(func(fd uintptr) {
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+	})
+}
+
+// warnAddr says what an operator should know about the address bound: an
+// endpoint without authentication on every address, or on one this host
+// does not have (yet).
+func warnAddr(log *slog.Logger, a net.Addr) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return
+	}
+	if ta.IP.IsUnspecified() {
+		log.Warn("the metrics endpoint listens on every address and has no authentication; bind a loopback or management address", "addr", a.String())
+		return
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok && n.IP.Equal(ta.IP) {
+			return
+		}
+	}
+	log.Warn("the metrics address is not on this host yet; the endpoint answers once it is", "addr", a.String())
 }
 
 // Server serves m's Handler at Path on one TCP address.
@@ -73,10 +113,12 @@ func listen(addr string, m *Metrics, log *slog.Logger, lim limits) (*Server, err
 	if err := CheckAddr(addr); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	lc := net.ListenConfig{Control: freebind}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
+	warnAddr(log, ln.Addr())
 	ln = netutil.LimitListener(ln, lim.conns)
 	idle := &idleConns{max: lim.conns, grace: lim.grace, open: make(map[net.Conn]connIdle)}
 	mux := http.NewServeMux()

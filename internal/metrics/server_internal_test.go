@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,6 +234,34 @@ func TestServerEvictsSilentConnections(t *testing.T) {
 		s.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if n, err := s.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 			t.Errorf("silent connection %d: read %d bytes, %v; want it closed (EOF)", i, n, err)
+		}
+	}
+}
+
+// The endpoint binds an address the host does not have yet (the unit
+// starts ucmd before the network) and says so; on every address it warns
+// that the endpoint has no authentication.
+func TestListenAddressNotYetConfigured(t *testing.T) {
+	m := New(status.ProviderFunc(func() status.Snapshot { return status.Snapshot{} }))
+	for _, c := range []struct{ addr, warn string }{
+		{"192.0.2.10:0", "not on this host yet"}, // TEST-NET-1: no host has it
+		{"[2001:db8::10]:0", "not on this host yet"},
+		{":0", "every address"},
+		{"127.0.0.1:0", ""},
+	} {
+		var logged strings.Builder
+		log := slog.New(slog.NewTextHandler(&logged, nil))
+		s, err := listen(c.addr, m, log, defaultLimits)
+		if err != nil {
+			if strings.Contains(c.addr, "[") && errors.Is(err, syscall.EAFNOSUPPORT) {
+				continue // no IPv6 here
+			}
+			t.Errorf("listen %s: %v", c.addr, err)
+			continue
+		}
+		s.Close()
+		if c.warn == "" && logged.Len() > 0 || !strings.Contains(logged.String(), c.warn) {
+			t.Errorf("listen %s logged %q, want a warning with %q", c.addr, logged.String(), c.warn)
 		}
 	}
 }
