@@ -6,7 +6,7 @@
 #   make deb [VERSION=...]                        bin/ucmd_<version>_<arch>.deb (dpkg-deb)
 #   make deb-test                                 the package in the test VM:
 #                                                 install, upgrade, remove, purge
-# Installing enables nothing: systemctl daemon-reload; systemctl enable --now ucmd.
+# Installing enables nothing: systemctl daemon-reload; systemctl enable ucmd; reboot.
 
 PREFIX      ?= /usr/local
 DESTDIR     ?=
@@ -66,7 +66,7 @@ install:
 	@# a configuration file is the administrator's: never overwritten
 	@if [ ! -e $(DESTDIR)$(SYSCONFDIR)/default/ucmd ]; then \
 		install -D -m 0644 dist/ucmd.default $(DESTDIR)$(SYSCONFDIR)/default/ucmd; fi
-	@echo "installed under $(DESTDIR)$(PREFIX); nothing enabled: systemctl daemon-reload && systemctl enable --now ucmd"
+	@echo "installed under $(DESTDIR)$(PREFIX); nothing enabled: systemctl daemon-reload && systemctl enable ucmd, then reboot (see README, Installing)"
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/ucmd $(DESTDIR)$(UNITDIR)/ucmd.service $(DESTDIR)$(UDEVRULESDIR)/90-ucmd.rules \
@@ -96,7 +96,7 @@ deb: pkg
 	  echo ' ucmd brings back the legacy ib_ucm device for libibcm programs without a'; \
 	  echo ' kernel module: it serves /dev/infiniband/ucmN through CUSE and runs the'; \
 	  echo ' InfiniBand connection manager itself over umad (InfiniBand and RoCE).'; \
-	  echo ' Installing it enables nothing: systemctl enable --now ucmd.'; \
+	  echo ' Installing it enables nothing: systemctl enable ucmd, then reboot.'; \
 	} > $(DEBROOT)/DEBIAN/control
 	dpkg-deb --root-owner-group -Zxz --build $(DEBROOT) $(BIN)/ucmd_$(VERSION)_$(DEBARCH).deb
 

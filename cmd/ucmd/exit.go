@@ -14,9 +14,13 @@ import (
 // SIGABRT of systemd's watchdog: those must restart); and exec's as env(1) and
 // chroot(1): 125 when ucmd itself failed, 126 when PROGRAM was found but
 // cannot run, 127 when it was not found. A wrapper or a batch system can
-// then tell ucmd's failure from the program's own exit status 1.
+// then tell ucmd's failure from the program's own exit status 1. And 69
+// (EX_UNAVAILABLE) when serve finds the kernel's CM on every port it
+// could serve: restarting cannot help until an administrator unloads it
+// or reboots, so the unit stops there too (RestartPreventExitStatus).
 const (
 	exitUsage       = 64
+	exitUnavailable = 69
 	exitExecFailed  = 125
 	exitCannotRun   = 126
 	exitNotFound    = 127

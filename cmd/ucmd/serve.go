@@ -163,7 +163,9 @@ func (f *serveFlags) validate() error {
 			return fmt.Errorf("--device %q: not an RDMA device name (such as mlx5_0 or rxe0; see /sys/class/infiniband)", d)
 		}
 	}
-	return nil
+	// A group that does not exist is a flag's error (64), found before
+	// ucmd looks at the machine.
+	return daemon.CheckStatusGroup(f.statusGroup)
 }
 
 func (f *serveFlags) config(g *globalFlags, logTo io.Writer) (daemon.Config, error) {
@@ -316,6 +318,9 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 			cfg.Logger.Info("stopped while starting", "why", err)
 			sdnotify.Notify(sdnotify.Stopping)
 			return nil
+		}
+		if daemon.KernelCMInTheWay(err) {
+			return withStatus(exitUnavailable, err)
 		}
 		return err
 	}

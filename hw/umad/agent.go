@@ -124,9 +124,21 @@ func unloadAdvice(sysRoot string) string {
 			"(modprobe -r rdma_ucm rdma_cm ib_cm, plus ib_ipoib, ib_srp, ib_srpt, ib_iser, ib_isert, " +
 			"nvme_rdma, nvmet_rdma, rpcrdma if loaded)"
 	}
-	return "unload the kernel CM and its users first: modprobe -r " + strings.Join(mods, " ") +
-		" (loaded at boot before ucmd? an initramfs with dracut's rdma module may have loaded it: " +
-		"see \"An initramfs that loads the RDMA stack\" in ucmd's README)"
+	advice := "unload the kernel CM and its users first: modprobe -r " + strings.Join(mods, " ")
+	if down := slices.DeleteFunc(slices.Clone(mods), func(m string) bool { return !disruptive[m] }); len(down) > 0 {
+		advice += " (which takes down what " + strings.Join(down, ", ") + " serve: IPoIB interfaces, RDMA " +
+			"storage; a remote login over them goes too)"
+	}
+	return advice + "; or leave them running: systemctl enable ucmd and reboot, and ucmd.service starts " +
+		"before rdma-core loads ib_cm (loaded at boot before ucmd all the same? an initramfs with dracut's " +
+		"rdma module may have loaded it: see \"An initramfs that loads the RDMA stack\" in ucmd's README)"
+}
+
+// disruptive are the ib_cm users whose unloading takes down more than
+// rdma_cm's connections: network interfaces and storage.
+var disruptive = map[string]bool{
+	"ib_ipoib": true, "ib_srp": true, "ib_srpt": true, "ib_iser": true, "ib_isert": true,
+	"nvme_rdma": true, "nvmet_rdma": true, "rpcrdma": true, "svcrdma": true, "xprtrdma": true,
 }
 
 // cmHolders returns ib_cm and every module that (transitively) holds it,

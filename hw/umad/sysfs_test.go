@@ -408,6 +408,8 @@ func TestUnloadAdvice(t *testing.T) {
 		"modprobe -r ib_ipoib ib_isert rdma_ucm rdma_cm ib_cm",
 		"rxe0 port 1", "/dev/infiniband/umad0", "class 0x7", "methods [0x3]",
 		"An initramfs that loads the RDMA stack",
+		"takes down what ib_ipoib, ib_isert serve",
+		"systemctl enable ucmd and reboot",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)

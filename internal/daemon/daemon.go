@@ -358,6 +358,18 @@ func (d *Daemon) MetricsAddr() net.Addr {
 	return d.metSrv.Addr()
 }
 
+// KernelCMInTheWay reports whether err (from Start) means another agent,
+// the kernel's ib_cm as a rule, holds the CM class of the ports ucmd
+// would have served.
+func KernelCMInTheWay(err error) bool { return errors.Is(err, hw.ErrCMClassInUse) }
+
+// CheckStatusGroup checks a --status-group value: "", a number, or a
+// group the system knows.
+func CheckStatusGroup(group string) error {
+	_, err := statusOptions(group)
+	return err
+}
+
 // statusOptions makes the status socket readable by the group named (a
 // name or a number), or leaves it root-only for "". A number is the gid
 // itself, whether /etc/group lists it or not: ucmd is built without cgo,

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -410,6 +411,11 @@ func TestDaemonRefusesWithKernelCM(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "modprobe -r") || !strings.Contains(string(out), "ib_cm") {
 		t.Errorf("the error does not say what to unload:\n%s", out)
+	}
+	// 69, which the unit's RestartPreventExitStatus lists: restarting
+	// cannot help.
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 69 {
+		t.Errorf("ucmd serve with ib_cm loaded: %v, want exit status 69", err)
 	}
 }
 
