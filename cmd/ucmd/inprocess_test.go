@@ -721,6 +721,7 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"serve", "--rescan", "1ms"}, exitUsage},
 		{[]string{"serve", "--sim-devices", "3"}, exitUsage}, // the default fabric is umad
 		{[]string{"serve", "--fabric", "sim", "--status-group", "ucmd-no-such-group"}, exitUsage},
+		{[]string{"status", "--runtime-dir", "run/ucmd"}, exitUsage},
 		{[]string{"status", "--no-such-flag"}, exitUsage},
 		{[]string{"trace", "--ladder", "--json"}, exitUsage},
 		{[]string{"trace", "--ladder", "-q", "-w", filepath.Join(dir, "x.pcapng")}, exitUsage},

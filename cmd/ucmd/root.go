@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 
@@ -70,6 +71,12 @@ manager itself over the kernel's umad interface. Without a command it serves
 		if g.runtimeDir == "" {
 			// Empty, the sockets would land in the working directory.
 			return usage(fmt.Errorf(`--runtime-dir "": want a directory (default %s)`, defaultRuntimeDir))
+		}
+		if !filepath.IsAbs(g.runtimeDir) {
+			// A relative one would be another directory for every
+			// working directory: status, trace and exec would not find
+			// the daemon's sockets and class tree.
+			return usage(fmt.Errorf("--runtime-dir %q: want an absolute path (default %s)", g.runtimeDir, defaultRuntimeDir))
 		}
 		return nil
 	}

@@ -652,7 +652,18 @@ func (d *Daemon) devices() ([]hw.Device, error) {
 		return nil, fmt.Errorf("--device: RDMA device %q %s (devices with umad ports: %s; is ib_umad loaded? see /sys/class/infiniband_mad)%w", want, what, strings.Join(have, ", "), quiet{errNoDevice})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no RDMA device with umad ports found: load ib_umad (modprobe ib_umad), or use --fabric sim%w", quiet{errNoDevice})
+		var names []string
+		all, _ := umad.Discover(d.cfg.UMAD)
+		for _, dev := range all {
+			names = append(names, dev.Name())
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("no RDMA device on this host (/sys/class/infiniband lists none): load the HCA's driver "+
+				"(mlx5_ib, say) or make a Soft-RoCE device (rdma link add rxe0 type rxe netdev eth0); "+
+				"--fabric sim serves a simulated fabric instead%w", quiet{errNoDevice})
+		}
+		return nil, fmt.Errorf("no RDMA device with umad ports found (%s have none): load ib_umad (modprobe ib_umad); "+
+			"iWARP devices have no IB CM%w", strings.Join(names, ", "), quiet{errNoDevice})
 	}
 	return out, nil
 }

@@ -47,13 +47,21 @@ func TestDeviceErrors(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(empty, "class/infiniband_mad"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	noUMAD := t.TempDir() // a device, but ib_umad not loaded
+	if err := os.MkdirAll(filepath.Join(noUMAD, "class/infiniband/mlx5_0/ports/1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(noUMAD, "class/infiniband/mlx5_0/node_guid"), []byte("0002:c903:0010:1234\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		cfg  Config
 		want string
 	}{
 		{Config{Fabric: "ib"}, `unknown fabric "ib"`},
 		{Config{Fabric: FabricSim, SimDevices: 0}, "--sim-devices"},
-		{Config{Fabric: FabricUMAD, UMAD: umad.Options{SysfsRoot: empty}}, "modprobe ib_umad"},
+		{Config{Fabric: FabricUMAD, UMAD: umad.Options{SysfsRoot: empty}}, "no RDMA device on this host"},
+		{Config{Fabric: FabricUMAD, UMAD: umad.Options{SysfsRoot: noUMAD}}, "(mlx5_0 have none): load ib_umad (modprobe ib_umad)"},
 		{Config{Fabric: FabricUMAD, Devices: []string{"mlx5_9"}, UMAD: umad.Options{SysfsRoot: empty}}, `"mlx5_9" not found`},
 	} {
 		d := &Daemon{cfg: tc.cfg}
