@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -185,7 +186,7 @@ built.`,
 			} else if len(results) > 1 {
 				printStormTable(out, results)
 			}
-			return runErr
+			return benchErr(runErr)
 		},
 	}
 	f := cmd.Flags()
@@ -320,7 +321,7 @@ connection, are refused before any node is built.`,
 					printListener(out, res)
 				}
 			}
-			return runErr
+			return benchErr(runErr)
 		},
 	}
 	f := cmd.Flags()
@@ -372,4 +373,13 @@ func reqInterval(t storm.Timeouts) time.Duration {
 		return time.Millisecond
 	}
 	return 2*ms(t.PacketLifeTime) + ms(t.RemoteCMResponseTimeout)
+}
+
+// benchErr gives a storm's error about its settings, the flags', the
+// command line's exit status.
+func benchErr(err error) error {
+	if errors.Is(err, storm.ErrSettings) {
+		return usage(err)
+	}
+	return err
 }

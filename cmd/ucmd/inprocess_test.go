@@ -722,6 +722,11 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"serve", "--sim-devices", "3"}, exitUsage}, // the default fabric is umad
 		{[]string{"serve", "--fabric", "sim", "--status-group", "ucmd-no-such-group"}, exitUsage},
 		{[]string{"status", "--runtime-dir", "run/ucmd"}, exitUsage},
+		{[]string{"bench", "storm", "--nodes", "0"}, exitUsage},
+		{[]string{"bench", "storm", "--loss", "2"}, exitUsage},
+		{[]string{"bench", "storm", "--pattern", "star"}, exitUsage},
+		{[]string{"bench", "listener", "--accept-rate", "-5"}, exitUsage},
+		{[]string{"bench", "listener", "--mra", "sometimes"}, exitUsage},
 		{[]string{"status", "--no-such-flag"}, exitUsage},
 		{[]string{"trace", "--ladder", "--json"}, exitUsage},
 		{[]string{"trace", "--ladder", "-q", "-w", filepath.Join(dir, "x.pcapng")}, exitUsage},

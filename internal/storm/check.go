@@ -14,6 +14,10 @@ import (
 // could end).
 type checks []error
 
+// ErrSettings is wrapped by every error about a storm's settings, as
+// opposed to its run: the command line's mistake (ucmd bench exits 64).
+var ErrSettings = errors.New("bad settings")
+
 func (c *checks) nonNegative(flag string, d time.Duration) {
 	if d < 0 {
 		*c = append(*c, fmt.Errorf("--%s %v: cannot be negative", flag, d))
@@ -46,7 +50,18 @@ func (c checks) err() error {
 	if len(c) == 0 {
 		return nil
 	}
-	return fmt.Errorf("storm: %w", errors.Join(c...))
+	return fmt.Errorf("storm: %w%w", errors.Join(c...), quietErr{ErrSettings})
+}
+
+// quietErr wraps an error without adding to the message.
+type quietErr struct{ err error }
+
+func (q quietErr) Error() string { return "" }
+func (q quietErr) Unwrap() error { return q.err }
+
+// settings is an error about a storm's settings.
+func settings(format string, args ...any) error {
+	return fmt.Errorf("storm: "+format+"%w", append(args, quietErr{ErrSettings})...)
 }
 
 // fabric checks the settings both storms give the simulated fabric.

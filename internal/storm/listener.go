@@ -140,7 +140,7 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 		cfg.Senders = 100
 	}
 	if cfg.Senders+1 > MaxNodes {
-		return nil, fmt.Errorf("storm: at most %d senders (one unicast LID each, and one for the listener), not %d", MaxNodes-1, cfg.Senders)
+		return nil, settings("at most %d senders (one unicast LID each, and one for the listener), not %d", MaxNodes-1, cfg.Senders)
 	}
 	if err := checkMemory(fmt.Sprintf("%d REQs at one listener", cfg.Requests), uint64(cfg.Requests), memAvailable()); err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func RunListener(ctx context.Context, cfg ListenerConfig) (*ListenerResult, erro
 	switch cfg.MRA {
 	case MRAOff, MRADelayed, MRAImmediate, MRACM:
 	default:
-		return nil, fmt.Errorf("storm: unknown MRA mode %q (want off, delayed, immediate or cm)", cfg.MRA)
+		return nil, settings("unknown MRA mode %q (want off, delayed, immediate or cm)", cfg.MRA)
 	}
 	if cfg.MRAServiceTimeout == 0 {
 		cfg.MRAServiceTimeout = 24

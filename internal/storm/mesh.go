@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	if cfg.Nodes < 2 || cfg.Nodes > MaxNodes {
-		return nil, fmt.Errorf("storm: need 2 to %d nodes (one unicast LID each), not %d", MaxNodes, cfg.Nodes)
+		return nil, settings("need 2 to %d nodes (one unicast LID each), not %d", MaxNodes, cfg.Nodes)
 	}
 	if cfg.Pattern == "" {
 		cfg.Pattern = AllToAll
@@ -320,7 +320,7 @@ func (m *mesh) plan() error {
 			}
 		}
 	default:
-		return fmt.Errorf("storm: unknown pattern %q (want %s or %s)", m.cfg.Pattern, AllToAll, RingOnDemand)
+		return settings("unknown pattern %q (want %s or %s)", m.cfg.Pattern, AllToAll, RingOnDemand)
 	}
 	return nil
 }
