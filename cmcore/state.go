@@ -31,6 +31,15 @@ var stateNames = [...]string{
 	"DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "SIDR_REQ_SENT", "SIDR_REQ_RCVD",
 }
 
+// States lists every state, in number order.
+func States() []State {
+	out := make([]State, len(stateNames))
+	for i := range out {
+		out[i] = State(i)
+	}
+	return out
+}
+
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]

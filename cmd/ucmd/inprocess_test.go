@@ -722,6 +722,7 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"serve", "--sim-devices", "3"}, exitUsage}, // the default fabric is umad
 		{[]string{"serve", "--fabric", "sim", "--status-group", "ucmd-no-such-group"}, exitUsage},
 		{[]string{"status", "--runtime-dir", "run/ucmd"}, exitUsage},
+		{[]string{"status", "state", "establised"}, exitUsage},
 		{[]string{"bench", "storm", "--nodes", "0"}, exitUsage},
 		{[]string{"bench", "storm", "--loss", "2"}, exitUsage},
 		{[]string{"bench", "storm", "--pattern", "star"}, exitUsage},

@@ -49,6 +49,9 @@ and the refusals are the whole daemon's, whatever the filter.`,
 			if err != nil {
 				return err
 			}
+			if err := filter.CheckDevice(snap); err != nil {
+				return usage(err)
+			}
 			snap = filter.Apply(snap)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())

@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ucmd/ucmd/cmcore"
 	"github.com/ucmd/ucmd/internal/pace"
 )
 
@@ -463,7 +465,12 @@ func ParseFilter(args []string) (Filter, error) {
 			}
 			f.PID = n
 		case "state":
+			// A misspelt state would select nothing and read as "no
+			// such connections".
 			f.State = strings.ToUpper(v)
+			if !slices.ContainsFunc(cmcore.States(), func(s cmcore.State) bool { return s.String() == f.State }) {
+				return f, fmt.Errorf("state %q: not a CM state (%s)", v, stateList())
+			}
 		case "uid":
 			n, err := strconv.ParseUint(v, 10, 32)
 			if err != nil {
@@ -477,6 +484,44 @@ func ParseFilter(args []string) (Filter, error) {
 	return f, nil
 }
 
+func stateList() string {
+	var names []string
+	for _, s := range cmcore.States() {
+		names = append(names, s.String())
+	}
+	return strings.ToLower(strings.Join(names, ", "))
+}
+
+// names reports whether f's device is d.
+func (f Filter) names(d Device) bool {
+	return f.Dev == d.Name || f.Dev == d.Node || f.Dev == filepath.Base(d.Node)
+}
+
+// CheckDevice fails when f names a device s does not have, served or
+// not: a typo would otherwise print empty tables.
+func (f Filter) CheckDevice(s Snapshot) error {
+	if f.Dev == "" {
+		return nil
+	}
+	var have []string
+	for _, d := range s.Devices {
+		if f.names(d) {
+			return nil
+		}
+		have = append(have, d.Name+" ("+filepath.Base(d.Node)+")")
+	}
+	for _, u := range s.Unserved {
+		if f.Dev == u.Name {
+			return nil
+		}
+		have = append(have, u.Name+" (not served)")
+	}
+	if len(have) == 0 {
+		have = append(have, "none")
+	}
+	return fmt.Errorf("dev %q: no such device or node (ucmd has %s)", f.Dev, strings.Join(have, ", "))
+}
+
 // Apply returns the part of s that f selects: the devices named, their
 // files of the process and of the user, the ids in the state (and with
 // State set, only the files that hold such an id), and the user's line
@@ -485,7 +530,7 @@ func (f Filter) Apply(s Snapshot) Snapshot {
 	out := s
 	out.Devices = nil
 	for _, d := range s.Devices {
-		if f.Dev != "" && f.Dev != d.Name && f.Dev != d.Node && f.Dev != filepath.Base(d.Node) {
+		if f.Dev != "" && !f.names(d) {
 			continue
 		}
 		nd := d

@@ -234,6 +234,7 @@ func TestFilter(t *testing.T) {
 		{args: []string{"dev"}, wantErrStr: "needs a value"},
 		{args: []string{"pid", "x"}, wantErrStr: "not a process id"},
 		{args: []string{"qpn", "1"}, wantErrStr: "unknown filter"},
+		{args: []string{"state", "establised"}, wantErrStr: `state "establised": not a CM state (idle, listen, req_sent`},
 	} {
 		f, err := ParseFilter(tc.args)
 		if tc.wantErrStr != "" {
@@ -276,6 +277,21 @@ func TestSocketGroup(t *testing.T) {
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Gid) != gid {
 		t.Fatalf("socket group: %+v", fi.Sys())
+	}
+}
+
+// A device filter that names nothing the daemon has is an error, not
+// empty tables.
+func TestFilterCheckDevice(t *testing.T) {
+	s := sample()
+	s.Unserved = []Unserved{{Name: "mlx5_1"}}
+	for _, dev := range []string{"", "ucm0", "/dev/infiniband/ucm0", "mlx5_1"} {
+		if err := (Filter{Dev: dev}).CheckDevice(s); err != nil {
+			t.Errorf("dev %q: %v", dev, err)
+		}
+	}
+	if err := (Filter{Dev: "ucm9"}).CheckDevice(s); err == nil || !strings.Contains(err.Error(), `dev "ucm9": no such device or node (ucmd has `) || !strings.Contains(err.Error(), "mlx5_1 (not served)") {
+		t.Errorf("dev ucm9: %v", err)
 	}
 }
 
