@@ -137,6 +137,21 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
+	// The capture file first: a path that cannot be written fails before
+	// "tracing" is printed.
+	var capture *trace.Capture
+	var capFile *os.File
+	if tf.write != "" {
+		capFile, err = createCapture(tf.write, os.Getenv)
+		if err != nil {
+			return fmt.Errorf("trace -w: %w", err)
+		}
+		defer capFile.Close()
+		capture = trace.NewCapture(capFile)
+		if tf.ibLink == "infiniband" {
+			capture.IBLinkType = trace.LinkTypeInfiniBand
+		}
+	}
 	var src *trace.Stream
 	var match *trace.Matcher
 	if tf.read != "" {
@@ -167,19 +182,6 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 		src.Close()
 	}()
 
-	var capture *trace.Capture
-	var capFile *os.File
-	if tf.write != "" {
-		capFile, err = os.OpenFile(tf.write, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return fmt.Errorf("trace -w: %w", err)
-		}
-		defer capFile.Close()
-		capture = trace.NewCapture(capFile)
-		if tf.ibLink == "infiniband" {
-			capture.IBLinkType = trace.LinkTypeInfiniBand
-		}
-	}
 	out := bufio.NewWriter(cmd.OutOrStdout())
 	defer out.Flush()
 	enc := json.NewEncoder(out)
@@ -274,4 +276,26 @@ func deviceName(ctx context.Context, runDir, dev string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("trace filter dev %s: no such node", dev)
+}
+
+// createCapture creates the capture file, readable by its owner only (it
+// holds the MADs' private data). Under sudo the owner is the user who ran
+// sudo, as for a file the user made: the capture is theirs to open in
+// Wireshark, which they do not run as root.
+func createCapture(path string, getenv func(string) string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		uid, uerr := strconv.Atoi(getenv("SUDO_UID"))
+		gid, gerr := strconv.Atoi(getenv("SUDO_GID"))
+		if uerr == nil && gerr == nil && uid > 0 {
+			if err := f.Chown(uid, gid); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("give %s to the sudo user (uid %d): %w", path, uid, err)
+			}
+		}
+	}
+	return f, nil
 }

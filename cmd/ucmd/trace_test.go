@@ -234,3 +234,33 @@ func TestTraceSIGHUP(t *testing.T) {
 		t.Errorf("summary: %q", errOut.String())
 	}
 }
+
+// A capture file that cannot be made fails the trace before it connects
+// (no "tracing" line, no daemon needed to find out); under sudo the file
+// is the sudo user's, mode 0600.
+func TestTraceCaptureFile(t *testing.T) {
+	_, env := fakeMachine(t)
+	out, err := runIn(t, env, "trace", "--runtime-dir", t.TempDir(), "-w", filepath.Join(t.TempDir(), "no", "such", "dir", "x.pcapng"))
+	if err == nil || !strings.Contains(err.Error(), "trace -w") || strings.Contains(out, "tracing") {
+		t.Errorf("trace -w into a missing directory: %v\n%s", err, out)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("the sudo user's capture needs root to chown")
+	}
+	path := filepath.Join(t.TempDir(), "cm.pcapng")
+	sudo := map[string]string{"SUDO_UID": "65534", "SUDO_GID": "65533"}
+	f, err := createCapture(path, func(k string) string { return sudo[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if sys.Uid != 65534 || sys.Gid != 65533 || st.Mode().Perm() != 0o600 {
+		t.Errorf("capture owned by %d:%d mode %v, want 65534:65533 0600", sys.Uid, sys.Gid, st.Mode().Perm())
+	}
+}
