@@ -38,6 +38,12 @@ sudo (SUDO_USER); without sudo, or with --user root, PROGRAM runs as root.
 Users are found in /etc/passwd, else through getent(1) (LDAP, sssd), else,
 for the sudo user, as sudo names them (SUDO_UID, SUDO_GID).
 
+The rest of PROGRAM's environment is what ucmd exec got, which under sudo
+is sudo's reset one: PATH is secure_path, and LD_LIBRARY_PATH and the paths
+of loaded environment modules are gone. Pass what PROGRAM needs through
+env(1), as in the last example, or keep it with sudo's --preserve-env=LIST
+where sudoers allows.
+
 The exit status is PROGRAM's; as env(1)'s, 127 when PROGRAM was not found,
 126 when it cannot be run, 125 when ucmd exec itself failed.
 
@@ -48,7 +54,8 @@ processes start with SIGPIPE ignored (IgnoreSIGPIPE=yes); --ignore-sigpipe
 starts PROGRAM so.`,
 		Example: `  sudo ucmd exec -- dapltest -T S -D ofa-v2-ib0     # runs as you (SUDO_USER)
   sudo ucmd exec --user mpi -- ./my_libibcm_app --port 1
-  ucmd exec --runtime-dir /run/ucmd-test -- cat /sys/class/infiniband_cm/ucm0/ibdev   # as root`,
+  ucmd exec --runtime-dir /run/ucmd-test -- cat /sys/class/infiniband_cm/ucm0/ibdev   # as root
+  sudo ucmd exec -- env PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" mpi_app   # your paths`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Exit statuses as env(1)'s: 127 PROGRAM not found, 126 not

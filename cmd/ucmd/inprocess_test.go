@@ -777,3 +777,15 @@ func TestUDevModeConflict(t *testing.T) {
 		t.Errorf("--mode 0600 with an /etc rule of MODE 0600: %q", why)
 	}
 }
+
+// A build with cgo cannot drop CAP_SYS_MODULE from every thread, and the
+// warning says so and how to build ucmd instead.
+func TestServeSaysCgoKeepsCapability(t *testing.T) {
+	f, env := fakeMachine(t)
+	env.dropCap = func(uintptr) (bool, error) { return true, syscall.ENOTSUP }
+	f.Preflight = func() error { return errors.New("stop here") }
+	out, _ := runIn(t, env, "serve", "--fabric", "sim", "--runtime-dir", t.TempDir())
+	if !strings.Contains(out, "keeping CAP_SYS_MODULE: this ucmd was built with cgo") || !strings.Contains(out, "CGO_ENABLED=0") {
+		t.Errorf("serve's log:\n%s", out)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -260,7 +261,9 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if drop == nil {
 		drop = dropCapability
 	}
-	if held, err := drop(unix.CAP_SYS_MODULE); err != nil {
+	if held, err := drop(unix.CAP_SYS_MODULE); errors.Is(err, syscall.ENOTSUP) {
+		cfg.Logger.Warn("keeping CAP_SYS_MODULE: this ucmd was built with cgo, where Go cannot change every thread's capabilities; build it with CGO_ENABLED=0, as make build and the package do")
+	} else if err != nil {
 		cfg.Logger.Warn("could not drop CAP_SYS_MODULE", "err", err)
 	} else if held {
 		cfg.Logger.Debug("dropped CAP_SYS_MODULE")
