@@ -123,6 +123,8 @@ type Port struct {
 	mu        sync.Mutex
 	attr      hw.PortAttr   // the last snapshot read
 	attrTime  time.Time     // when it was read; zero: never
+	fullTime  time.Time     // when the tables were last read whole
+	fullRead  chan struct{} // non-nil while AttrFresh reads them; closed when it ends
 	refreshed chan struct{} // non-nil while a background refresh runs; closed when it ends
 	refreshes int           // background refreshes started
 	reads     uint64        // sysfs reads started, background or not
@@ -189,20 +191,32 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 	return a, nil
 }
 
-// AttrFresh implements hw.FreshAttr: the snapshot if it was read less
-// than maxAge ago, else one read now (a refresh under way is waited for,
-// not doubled).
+// AttrFresh implements hw.FreshAttr: the snapshot if its tables were read
+// whole less than maxAge ago, else a whole read now (one under way is
+// waited for, not doubled). Whole: its callers ask because the snapshot
+// lacked something, and a background refresh reads a RoCE GID table only
+// a little past its highest entry (sysfs.gids), where a GID added behind
+// slots still held by deleted ones can sit further.
 func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
 	p.mu.Lock()
-	switch {
-	case p.attrTime.IsZero():
-		p.mu.Unlock()
-		return p.refresh()
-	case time.Since(p.attrTime) >= maxAge:
-		done := p.refreshing()
-		p.mu.Unlock()
-		<-done
-		p.mu.Lock()
+	if p.fullTime.IsZero() || time.Since(p.fullTime) >= maxAge {
+		if done := p.fullRead; done != nil {
+			p.mu.Unlock()
+			<-done
+			p.mu.Lock()
+		} else {
+			done := make(chan struct{})
+			p.fullRead = done
+			p.mu.Unlock()
+			_, err := p.refresh()
+			p.mu.Lock()
+			p.fullRead = nil
+			close(done)
+			if err != nil {
+				p.mu.Unlock()
+				return hw.PortAttr{}, err
+			}
+		}
 	}
 	a := p.attr
 	p.mu.Unlock()
@@ -228,7 +242,8 @@ func (p *Port) refreshLocked() chan struct{} {
 	p.reads++
 	read := p.reads
 	p.refreshes++
-	if p.refreshes%fullRefreshEvery == 0 {
+	full := p.refreshes%fullRefreshEvery == 0
+	if full {
 		prev = hw.PortAttr{} // now and then, everything
 	}
 	go func() {
@@ -246,6 +261,9 @@ func (p *Port) refreshLocked() chan struct{} {
 		p.refreshed = nil
 		if err == nil {
 			p.store(a, read)
+			if full {
+				p.fullTime = time.Now()
+			}
 		} else {
 			// Keep serving the last snapshot; retry after maxAge.
 			p.attrTime = time.Now()
@@ -275,6 +293,7 @@ func (p *Port) refresh() (hw.PortAttr, error) {
 	}
 	p.mu.Lock()
 	p.store(a, read)
+	p.fullTime = time.Now()
 	p.mu.Unlock()
 	return a, nil
 }

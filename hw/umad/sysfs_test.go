@@ -228,8 +228,8 @@ func TestAttrReadAgainAfterIdle(t *testing.T) {
 	}
 }
 
-// AttrFresh serves a snapshot younger than its bound as it is, and reads
-// an older one again first.
+// AttrFresh serves a snapshot whose tables were read whole within its
+// bound as it is, and reads them again first otherwise.
 func TestAttrFresh(t *testing.T) {
 	root := tree(t, fakeSysfs())
 	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
@@ -245,7 +245,7 @@ func TestAttrFresh(t *testing.T) {
 		t.Errorf("AttrFresh(1m) of a snapshot just read: %d GIDs, want the snapshot's 3", len(a.GIDs))
 	}
 	p.mu.Lock()
-	p.attrTime = p.attrTime.Add(-2 * time.Minute)
+	p.fullTime = p.fullTime.Add(-2 * time.Minute)
 	p.mu.Unlock()
 	if a, _ := p.AttrFresh(time.Minute); len(a.GIDs) != 4 {
 		t.Errorf("AttrFresh(1m) of a snapshot 2m old: %d GIDs, want the 4 sysfs has now", len(a.GIDs))
@@ -548,6 +548,37 @@ func TestRefreshReadsPastTheHighestSlot(t *testing.T) {
 	}
 	if full.PKeys[0] != 0x7fff {
 		t.Errorf("full read: P_Key %#x, want 0x7fff", full.PKeys[0])
+	}
+}
+
+// AttrFresh, asked because a GID was not found, reads a RoCE table whole:
+// a GID added behind slots that deleted GIDs still hold (eight of them: a
+// netdev's four addresses on a port with both RoCE types, removed while
+// connections use them) lies past what a background refresh reads.
+func TestAttrFreshReadsWhole(t *testing.T) {
+	files := fakeSysfs()
+	for i := 4; i < 1024; i++ {
+		files["class/infiniband/rxe0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
+	}
+	root := tree(t, files)
+	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := devs[1].ports[0] // rxe0
+	if a, _ := p.Attr(); len(a.GIDs) != 3 {
+		t.Fatalf("GIDs %v, want 3", a.GIDs)
+	}
+	gid := hw.GID{10: 0xff, 11: 0xff, 12: 10, 15: 12}
+	if err := os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/12"), []byte("0000:0000:0000:0000:0000:ffff:0a00:000c\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.AttrFresh(time.Nanosecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i, ok := a.GIDIndex(gid, 0); !ok || i != 12 {
+		t.Errorf("AttrFresh: %v at index %d (%v), want 12; GIDs %v", gid, i, ok, a.GIDs)
 	}
 }
 
