@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ucmd/ucmd/hw"
@@ -60,7 +61,28 @@ func (s sysfs) gidSource(dev string, port int, index uint8) (gid hw.GID, typ hw.
 	if ifindex, err = strconv.Atoi(v); err != nil || ifindex <= 0 {
 		return gid, 0, 0, fmt.Errorf("net/%s/ifindex %q", nd, v)
 	}
+	// sysfs names the GID's netdev, which may be another namespace's (a
+	// container's macvlan, listed in the shared RDMA namespace mode) and
+	// share its name with one of ours (eth0): resolving on ours would run
+	// neighbour discovery on the wrong link, and fail the send. A MAC in
+	// the GID (a link-local EUI-64 one) tells; an address does not, where
+	// a wrong netdev's route lookup refuses the foreign source address.
+	if mac, ok := eui64MAC(gid); ok {
+		if v, err = readTrim(s.path("net", nd, "address")); err == nil && !strings.EqualFold(v, mac) {
+			return gid, 0, 0, fmt.Errorf("gid_attrs/ndevs/%s: netdev %s here has MAC %s, not the GID's %s: another namespace's", i, nd, v, mac)
+		}
+	}
 	return gid, typ, ifindex, nil
+}
+
+// eui64MAC is the MAC a link-local GID was made from (the modified EUI-64
+// interface identifier of RFC 4291: ff:fe in the middle, the U/L bit
+// flipped), if it is one.
+func eui64MAC(g hw.GID) (string, bool) {
+	if !linkLocal(g) || g[11] != 0xff || g[12] != 0xfe {
+		return "", false
+	}
+	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", g[8]^0x02, g[9], g[10], g[13], g[14], g[15]), true
 }
 
 // ipOf is a RoCE GID's IP address (rdma_gid2ip): IPv4-mapped GIDs are

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -140,7 +141,15 @@ func TestGIDSource(t *testing.T) {
 		port + "gid_attrs/types/5":   "RoCE v2",
 		port + "gid_attrs/ndevs/5":   "..",
 		"class/net/veth0/ifindex":    "7",
+		"class/net/veth0/address":    "02:00:00:00:00:01",
 		"class/net/elsewhere/ifname": "no ifindex: another namespace's",
+		// A container's macvlan named eth0, listed in the shared RDMA
+		// namespace mode, and the host's own eth0 of that name.
+		port + "gids/6":            "fe80:0000:0000:0000:00aa:bbff:fecc:ddee",
+		port + "gid_attrs/types/6": "RoCE v2",
+		port + "gid_attrs/ndevs/6": "eth0",
+		"class/net/eth0/ifindex":   "2",
+		"class/net/eth0/address":   "52:54:00:12:34:56",
 	})
 	s := sysfs{root: root}
 	gid, typ, ifindex, err := s.gidSource("rxe0", 1, 3)
@@ -157,6 +166,9 @@ func TestGIDSource(t *testing.T) {
 		if _, _, _, err := s.gidSource("rxe0", 1, i); err == nil {
 			t.Errorf("GID index %d: no error", i)
 		}
+	}
+	if _, _, ifindex, err := s.gidSource("rxe0", 1, 6); err == nil || !strings.Contains(err.Error(), "another namespace's") {
+		t.Errorf("a container's eth0 resolved on the host's (ifindex %d): %v", ifindex, err)
 	}
 
 	// RoCE v1 to a link-local GID: the MAC is in the GID, nothing to ask.
