@@ -1,6 +1,7 @@
 package abi_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -11,11 +12,15 @@ import (
 
 // A device layer decodes each write() and answers with the kernel's errno.
 func ExampleParseCommand() {
-	// NOTIFY(COMM_EST) for id 42, as libibcm writes it.
-	write := []byte{
-		0x04, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, // cmd 4, in 8, out 0
-		0x2a, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, // id 42, event 4
-	}
+	// NOTIFY(COMM_EST) for id 42, as libibcm writes it: the header's
+	// cmd (u32), in and out (u16), then id and event (u32), in the host's
+	// byte order (04 00 00 00 08 00 00 00 2a 00 00 00 04 00 00 00 on x86).
+	ne := binary.NativeEndian
+	write := ne.AppendUint32(nil, 4)
+	write = ne.AppendUint16(write, 8)
+	write = ne.AppendUint16(write, 0)
+	write = ne.AppendUint32(write, 42)
+	write = ne.AppendUint32(write, 4)
 	h, cmd, err := abi.ParseCommand(write)
 	var errno unix.Errno
 	if errors.As(err, &errno) {

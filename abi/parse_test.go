@@ -309,8 +309,8 @@ func TestDecoderReuse(t *testing.T) {
 		}
 	}
 	// ABI 4's ESTABLISH fills the NOTIFY struct too.
-	d.Parse(writeOf(CmdNotify, NotifySize, 0, []byte{9, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}))
-	_, got, err := d.Parse(writeOf(CmdEstablish, EstablishSize, 0, []byte{7, 0, 0, 0}))
+	d.Parse(writeOf(CmdNotify, NotifySize, 0, ne.AppendUint32(ne.AppendUint32(nil, 9), 0xffffffff)))
+	_, got, err := d.Parse(writeOf(CmdEstablish, EstablishSize, 0, ne.AppendUint32(nil, 7)))
 	if want := (&Notify{ID: 7, Event: IBEventCommEst}); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("ESTABLISH after a NOTIFY = %+v, %v; want %+v", got, err, want)
 	}

@@ -1,6 +1,7 @@
 package cusetest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"runtime"
@@ -19,6 +20,11 @@ import (
 func reply(unique uint64, status int32, body ...byte) []byte {
 	b := wire.AppendOutHeader(nil, fuse.OutHeader{Length: uint32(16 + len(body)), Status: status, Unique: unique})
 	return append(b, body...)
+}
+
+// writeOut is a fuse_write_out body (size, padding) in the host's order.
+func writeOut(size uint32) []byte {
+	return binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, size), 0)
 }
 
 // bareKernel is a Kernel with no server: requests go into a socket only
@@ -54,7 +60,7 @@ func TestKernelFlagsViolations(t *testing.T) {
 		{"positive error", func() []byte { return reply(write(), 1) }, "outside"},
 		{"error with body", func() []byte { return reply(write(), -5, 1, 2) }, "error reply with"},
 		{"wrong size", func() []byte { return reply(write(), 0, 1, 0, 0, 0) }, "want 8"},
-		{"wrote more", func() []byte { return reply(write(), 0, 2, 0, 0, 0, 0, 0, 0, 0) }, "claims 2 of 1"},
+		{"wrote more", func() []byte { return reply(write(), 0, writeOut(2)...) }, "claims 2 of 1"},
 		{"never sent", func() []byte { return reply(1<<40, 0) }, "never sent"},
 		{"interrupt ENOSYS", func() []byte { return reply(k.Interrupt(1<<41).Unique, -int32(unix.ENOSYS)) }, "only EAGAIN"},
 		{"notify code", func() []byte { return reply(0, 2, make([]byte, 8)...) }, "notification code"},
@@ -70,16 +76,16 @@ func TestKernelFlagsViolations(t *testing.T) {
 	// A well-formed reply is delivered, and a second one is flagged.
 	k.violations = nil
 	p := f.WriteAsync(c, []byte("x"))
-	k.receive(reply(p.Unique, 0, 1, 0, 0, 0, 0, 0, 0, 0))
+	k.receive(reply(p.Unique, 0, writeOut(1)...))
 	if r, ok := p.WaitFor(0); !ok || r.Size() != 1 || r.Errno != 0 {
 		t.Fatalf("reply = %+v, %v", r, ok)
 	}
-	k.receive(reply(p.Unique, 0, 1, 0, 0, 0, 0, 0, 0, 0))
+	k.receive(reply(p.Unique, 0, writeOut(1)...))
 	if v := k.Violations(); len(v) != 1 || !strings.Contains(v[0], "twice") {
 		t.Errorf("violations %q, want a double answer", v)
 	}
 	// A poll wake-up is delivered.
-	k.receive(reply(0, wire.FUSE_NOTIFY_POLL, 7, 0, 0, 0, 0, 0, 0, 0))
+	k.receive(reply(0, wire.FUSE_NOTIFY_POLL, binary.NativeEndian.AppendUint64(nil, 7)...))
 	if kh := <-k.Notifications(); kh != 7 {
 		t.Errorf("notification for kh %d, want 7", kh)
 	}
@@ -237,7 +243,7 @@ func TestWaitSaysWhereARequestIsStuck(t *testing.T) {
 	// Answered after the timeout.
 	p = f.WriteAsync(c, []byte("x"))
 	take()
-	rec.onLog = func(string) { k.receive(reply(p.Unique, 0, 1, 0, 0, 0, 0, 0, 0, 0)) }
+	rec.onLog = func(string) { k.receive(reply(p.Unique, 0, writeOut(1)...)) }
 	if msg = wait(p); !strings.Contains(msg, "after the timeout (late, not lost)") {
 		t.Errorf("late reply: %q", msg)
 	}
