@@ -1,7 +1,8 @@
 # dist/install.mk — included from the top-level Makefile.
 #   make pkg                                      build what install copies (as yourself)
 #   make install [PREFIX=/usr/local] [DESTDIR=]   static binary, unit, udev rule,
-#                                                 man pages, completions; builds nothing
+#                                                 man pages, completions, the
+#                                                 LD_PRELOAD shim; builds nothing
 #   make uninstall                                the same files, removed
 #   make deb [VERSION=...]                        bin/ucmd_<version>_<arch>.deb (dpkg-deb)
 #   make deb-test                                 the package in the test VM:
@@ -17,6 +18,7 @@ UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+LIBDIR      ?= $(PREFIX)/lib/ucmd
 SYSCONFDIR  ?= /etc
 DOCDIR      ?= $(PREFIX)/share/doc/ucmd
 VERSION     ?= $(shell git log -1 --format='0.0~git%cd.%h' --date=format:%Y%m%d%H%M%S 2>/dev/null || echo 0.0)
@@ -42,15 +44,19 @@ completions: $(PKG)/ucmd
 	$(PKG)/ucmd completion zsh > $(PKG)/completions/_ucmd
 	$(PKG)/ucmd completion fish > $(PKG)/completions/ucmd.fish
 
-pkg: $(PKG)/ucmd man completions
+# $(PKG)/libucmd-sysfs.so: the LD_PRELOAD shim for libibcm programs started
+# without ucmd exec (dist/preload; its rule is in test/clients/clients.mk;
+# needs gcc).
+pkg: $(PKG)/ucmd man completions $(PKG)/libucmd-sysfs.so
 
 # install copies what pkg built and builds nothing: `sudo make install`
 # rebuilt as root, fetched the Go toolchain into root's cache and left
 # root's files in bin/, where the next `make` as yourself failed.
 install:
-	@if [ ! -x $(PKG)/ucmd ] || [ ! -d $(PKG)/man ] || [ ! -d $(PKG)/completions ]; then \
+	@if [ ! -x $(PKG)/ucmd ] || [ ! -d $(PKG)/man ] || [ ! -d $(PKG)/completions ] || [ ! -f $(PKG)/libucmd-sysfs.so ]; then \
 		echo "make install: nothing built to install: run 'make pkg' first (as yourself), then 'sudo make install'" >&2; exit 1; fi
 	install -D -m 0755 $(PKG)/ucmd $(DESTDIR)$(SBINDIR)/ucmd
+	install -D -m 0644 $(PKG)/libucmd-sysfs.so $(DESTDIR)$(LIBDIR)/libucmd-sysfs.so
 	install -d -m 0755 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man8
 	sed 's|/usr/local/sbin/ucmd|$(SBINDIR)/ucmd|' dist/ucmd.service > $(DESTDIR)$(UNITDIR)/ucmd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/ucmd.service
@@ -69,7 +75,7 @@ install:
 	@echo "installed under $(DESTDIR)$(PREFIX); nothing enabled: systemctl daemon-reload && systemctl enable ucmd, then reboot (see README, Installing)"
 
 uninstall:
-	rm -f $(DESTDIR)$(SBINDIR)/ucmd $(DESTDIR)$(UNITDIR)/ucmd.service $(DESTDIR)$(UDEVRULESDIR)/90-ucmd.rules \
+	rm -f $(DESTDIR)$(SBINDIR)/ucmd $(DESTDIR)$(LIBDIR)/libucmd-sysfs.so $(DESTDIR)$(UNITDIR)/ucmd.service $(DESTDIR)$(UDEVRULESDIR)/90-ucmd.rules \
 		$(DESTDIR)$(MANDIR)/man8/ucmd.8 $(DESTDIR)$(MANDIR)/man8/ucmd-*.8 \
 		$(DESTDIR)$(BASHCOMPDIR)/ucmd $(DESTDIR)$(ZSHCOMPDIR)/_ucmd $(DESTDIR)$(FISHCOMPDIR)/ucmd.fish
 	rm -rf $(DESTDIR)$(DOCDIR)
@@ -90,6 +96,7 @@ deb: pkg
 	{ echo 'Package: ucmd'; echo 'Version: $(VERSION)'; echo 'Architecture: $(DEBARCH)'; \
 	  echo 'Maintainer: ucmd developers <ucmd@localhost>'; echo 'Section: net'; echo 'Priority: optional'; \
 	  echo "Installed-Size: $$(du -sk --exclude=DEBIAN $(DEBROOT) | cut -f1)"; \
+	  echo "Depends: libc6 (>= $$(objdump -T $(PKG)/libucmd-sysfs.so | grep -o 'GLIBC_[0-9.]*' | sort -V | tail -1 | cut -d_ -f2))"; \
 	  echo 'Recommends: kmod'; echo 'Suggests: rdma-core'; \
 	  echo 'Homepage: https://github.com/ucmd/ucmd'; \
 	  echo 'Description: userspace /dev/infiniband/ucmN (the removed ib_ucm driver) over CUSE'; \

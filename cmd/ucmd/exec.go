@@ -52,7 +52,7 @@ even where ucmd exec was started with it ignored: the Go runtime replaces an
 inherited SIG_IGN, and ucmd cannot tell it was there. A systemd service's
 processes start with SIGPIPE ignored (IgnoreSIGPIPE=yes); --ignore-sigpipe
 starts PROGRAM so.`,
-		Example: `  sudo ucmd exec -- dapltest -T S -D ofa-v2-ib0     # runs as you (SUDO_USER)
+		Example: `  sudo ucmd exec -- cmpost 10.0.0.2     # runs as you (SUDO_USER)
   sudo ucmd exec --user mpi -- ./my_libibcm_app --port 1
   ucmd exec --runtime-dir /run/ucmd-test -- cat /sys/class/infiniband_cm/ucm0/ibdev   # as root
   sudo ucmd exec -- env PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" mpi_app   # your paths`,

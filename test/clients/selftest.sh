@@ -1,6 +1,7 @@
 #!/bin/sh
 # ucmclient self-test: no RDMA hardware and no ucmd needed.
-#   test/clients/selftest.sh [path/to/ucmclient]   (default: build into a temp dir)
+#   test/clients/selftest.sh [path/to/ucmclient [path/to/libucmd-sysfs.so]]
+#   (default: build into a temp dir)
 # Checks: the ABI layouts (compile-time asserts, by building), the exact wire
 # image of every command, argument parsing, libibcm-style discovery
 # (SYSFS_PATH for abi_version; /sys/class/infiniband_cm/ucmN/ibdev in a private
@@ -14,6 +15,13 @@ if [ $# -ge 1 ]; then
 else
 	bin=$tmp/ucmclient
 	"$here/build.sh" "$bin" || { echo "FAIL: build"; exit 1; }
+fi
+if [ $# -ge 2 ]; then
+	shim=$2
+else
+	shim=$tmp/libucmd-sysfs.so
+	gcc -O2 -Wall -Wextra -Werror -std=gnu11 -shared -fPIC -o "$shim" "$here/../../dist/preload/ucmd-sysfs.c" -ldl ||
+		{ echo "FAIL: build the shim"; exit 1; }
 fi
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
@@ -153,6 +161,24 @@ NS
 else
 	echo "skip ibdev scan in a mount namespace (needs root, unshare and mount)"
 fi
+
+# 5b. The same scan through the LD_PRELOAD shim (dist/preload), which needs
+#     no namespace and no privileges: /sys/class/infiniband_cm is read from
+#     $UCMD_CLASS_DIR/infiniband_cm, every other path as it is.
+mkdir -p "$tmp/class/infiniband_cm/ucm0" "$tmp/class/infiniband_cm/ucm2"
+echo 5 > "$tmp/class/infiniband_cm/abi_version"
+echo other0 > "$tmp/class/infiniband_cm/ucm0/ibdev"
+echo shim2 > "$tmp/class/infiniband_cm/ucm2/ibdev"
+run "shim: ibdev scan finds ucm2" 1 "shim2 is ucm2" \
+	env LD_PRELOAD="$shim" UCMD_CLASS_DIR="$tmp/class" "$bin" -l 0x1000 --no-verbs -d shim2 -v
+run "shim: abi_version read through it" 1 "/sys/class/infiniband_cm/abi_version: ABI version 5" \
+	env LD_PRELOAD="$shim" UCMD_CLASS_DIR="$tmp/class" "$bin" -l 0x1000 --no-verbs -d shim2 -v
+run "shim: a device it does not list" 1 "no ucm device for absent9" \
+	env LD_PRELOAD="$shim" UCMD_CLASS_DIR="$tmp/class" "$bin" -l 0x1000 --no-verbs -d absent9
+run "shim: other paths untouched" 0 "" \
+	env LD_PRELOAD="$shim" UCMD_CLASS_DIR="$tmp/class" cat "$tmp/class/infiniband_cm/abi_version"
+run "shim: /sys/class/infiniband_cmx is not the class" 1 "No such file" \
+	env LD_PRELOAD="$shim" UCMD_CLASS_DIR="$tmp/class" cat /sys/class/infiniband_cmx/abi_version
 
 # 6. The whole client (no verbs) against the LD_PRELOAD ucm mock: event loop,
 #    uid/id dispatch, events_reported accounting, private data, timeouts.

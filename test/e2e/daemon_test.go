@@ -377,6 +377,40 @@ func TestDaemonRCClients(t *testing.T) {
 	d.wantNoFiles(t)
 }
 
+// The LD_PRELOAD shim (dist/preload) shows the class tree to a legacy
+// client started without ucmd exec, as an MPI launcher starts its ranks:
+// the pair finds its nodes the libibcm way and connects an RC QP.
+func TestDaemonPreloadDiscovery(t *testing.T) {
+	shim := os.Getenv("UCMD_PRELOAD")
+	if shim == "" {
+		shim, _ = filepath.Abs("../../bin/libucmd-sysfs.so")
+	}
+	if _, err := os.Stat(shim); err != nil {
+		t.Fatalf("the shim is not built (make bin/libucmd-sysfs.so): %v", err)
+	}
+	d := startDaemon(t)
+	bin := ucmclientBin(t)
+	env := append(os.Environ(), "LD_PRELOAD="+shim, "UCMD_CLASS_DIR="+filepath.Join(d.run, "class"))
+	server := exec.Command(bin, "-l", "0x1081", "-d", "rxe1", "-n", "1")
+	server.Env = env
+	srv := startBackground(t, "server", server)
+	d.waitListening(t, 1)
+	client := exec.Command(bin, "-c", "-s", "0x1081", "-d", "rxe0", "-g", "fe80::ff:fe00:2", "-n", "1", "-v")
+	client.Env = env
+	out, cerr := client.CombinedOutput()
+	serr := srv.wait(60 * time.Second)
+	if cerr != nil || serr != nil {
+		t.Fatalf("client: %v\n%s\nserver: %v\n%s", cerr, out, serr, srv.out.String())
+	}
+	if !strings.Contains(string(out), "rxe0 is ucm0") {
+		t.Errorf("the client did not find rxe0 through the class tree:\n%s", out)
+	}
+	if _, err := os.Stat("/sys/class/infiniband_cm"); !os.IsNotExist(err) {
+		t.Errorf("/sys/class/infiniband_cm exists outside the shim: %v", err)
+	}
+	d.wantNoFiles(t)
+}
+
 // startSimPair runs ucmd on two simulated devices, and returns their GIDs.
 func startSimPair(t *testing.T) (d *daemon, gid0, gid1 string) {
 	t.Helper()

@@ -52,6 +52,8 @@ CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./test/e2e
 test/clients/build.sh "$OUT/ucmclient"
 # and its static 32-bit build (no libibverbs; gcc-multilib from make vm-setup)
 test/clients/build.sh -m32 "$OUT/ucmclient32"
+# the LD_PRELOAD discovery shim (dist/preload)
+make --no-print-directory "$OUT/libucmd-sysfs.so"
 
 cd "$REPO/test/e2e" # where `go test` would run the package's tests
 vm_timeout=${E2E_TIMEOUT:-900}
@@ -61,7 +63,8 @@ rc=0
 # the run dir keeps the guest console, the output and $UCMD_VM_SCRATCH
 # shellcheck disable=SC2086 # E2E_FLAGS is a list of flags
 "$HERE/run.sh" -r -o "$OUT/run" -t "$vm_timeout" -- \
-  env UCMD_BIN="$OUT/ucmd" UCMCLIENT_BIN="$OUT/ucmclient" UCMCLIENT32_BIN="$OUT/ucmclient32" "$OUT/e2e.test" -test.v -test.count=1 \
+  env UCMD_BIN="$OUT/ucmd" UCMCLIENT_BIN="$OUT/ucmclient" UCMCLIENT32_BIN="$OUT/ucmclient32" UCMD_PRELOAD="$OUT/libucmd-sysfs.so" \
+  "$OUT/e2e.test" -test.v -test.count=1 \
   -test.timeout="${test_timeout}s" ${E2E_FLAGS:-} || rc=$?
 
 # On the host, with an independent decoder: tshark reads the capture

@@ -36,13 +36,14 @@ for f in /lib/systemd/system/ucmd.service /lib/udev/rules.d/90-ucmd.rules /etc/d
   /usr/share/man/man8/ucmd.8.gz /usr/share/man/man8/ucmd-serve.8.gz /usr/share/man/man8/ucmd-exec.8.gz \
   /usr/share/bash-completion/completions/ucmd /usr/share/zsh/vendor-completions/_ucmd \
   /usr/share/fish/vendor_completions.d/ucmd.fish /usr/share/doc/ucmd/copyright \
-  /usr/share/doc/ucmd/docs/ucm-abi.md /usr/share/doc/ucmd/docs/ib-cm.md /usr/share/doc/ucmd/docs/design.md; do
+  /usr/share/doc/ucmd/docs/ucm-abi.md /usr/share/doc/ucmd/docs/ib-cm.md /usr/share/doc/ucmd/docs/design.md \
+  /usr/lib/ucmd/libucmd-sysfs.so; do
   [ -s "$f" ] || fail "missing $f"
 done
 grep -q '^ExecStart=/usr/sbin/ucmd serve' /lib/systemd/system/ucmd.service || fail "unit's ExecStart is not /usr/sbin/ucmd"
 grep -q '^/etc/default/ucmd$' /var/lib/dpkg/info/ucmd.conffiles || fail "/etc/default/ucmd is not a conffile"
 zcat /usr/share/man/man8/ucmd-exec.8.gz | grep -q 'SUDO_USER' || fail "ucmd-exec(8) lacks the --user text"
-ok "files: unit (ExecStart=/usr/sbin/ucmd), udev rule, conffile, man pages, completions, docs"
+ok "files: unit (ExecStart=/usr/sbin/ucmd), udev rule, conffile, man pages, completions, docs, the LD_PRELOAD shim"
 if command -v systemd-analyze >/dev/null; then
   v=$(systemd-analyze verify /lib/systemd/system/ucmd.service 2>&1) || fail "systemd-analyze verify: $v"
   ok "systemd-analyze verify ucmd.service: clean"
@@ -98,7 +99,7 @@ ln -s /lib/systemd/system/ucmd.service /etc/systemd/system/multi-user.target.wan
 out=$(dpkg -r ucmd 2>&1) || fail "dpkg -r: $out"
 c=$(calls)
 case $c in "stop ucmd.service;"*daemon-reload*) ;; *) fail "remove asked systemctl for: $c" ;; esac
-for f in /usr/sbin/ucmd /lib/systemd/system/ucmd.service /lib/udev/rules.d/90-ucmd.rules; do
+for f in /usr/sbin/ucmd /lib/systemd/system/ucmd.service /lib/udev/rules.d/90-ucmd.rules /usr/lib/ucmd/libucmd-sysfs.so; do
   [ ! -e $f ] || fail "remove left $f"
 done
 [ -e /etc/default/ucmd ] || fail "remove deleted the conffile"
