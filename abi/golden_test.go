@@ -13,7 +13,8 @@ import (
 // the exact bytes it has in C. The values follow one pattern so that any
 // wrong offset, width or byte order shows: the byte at offset o of the struct
 // is o+1, reserved bytes are zero. Host-order fields are written for a
-// little-endian host (x86_64, arm64), the only hosts ucmd runs on.
+// little-endian host (x86_64, arm64); on a big-endian one (s390x, make
+// cross) these tests skip and the others check the byte order.
 type goldenCase struct {
 	name     string // the kernel's struct name
 	size     int    // sizeof, as compiled by gcc for x86_64 and i386

@@ -28,7 +28,8 @@ export PATH=$PATH:/usr/sbin:/sbin # depmod
 PKGS=(qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils rdma-core
   ibverbs-utils infiniband-diags rdmacm-utils libibumad-dev libibverbs-dev librdmacm-dev fuse3
   libfuse3-dev pkg-config gcc libc6-dev gcc-multilib util-linux coreutils shellcheck
-  tshark) # tshark: the host-side decode of ucmd trace's capture (make e2e)
+  tshark   # tshark: the host-side decode of ucmd trace's capture (make e2e)
+  qemu-user) # qemu-s390x: the tests on a big-endian host (make cross)
 
 log() { echo "vm-setup: $*" >&2; }
 die() { echo "vm-setup: error: $*" >&2; exit 1; }
