@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ucmd/ucmd/internal/status"
 	"github.com/ucmd/ucmd/internal/trace"
@@ -138,7 +140,7 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 	defer stop()
 
 	// The capture file first: a path that cannot be written fails before
-	// "tracing" is printed.
+	// "tracing" is printed. It is emptied once the trace has started.
 	var capture *trace.Capture
 	var capFile *os.File
 	if tf.write != "" {
@@ -147,10 +149,6 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 			return fmt.Errorf("trace -w: %w", err)
 		}
 		defer capFile.Close()
-		capture = trace.NewCapture(capFile)
-		if tf.ibLink == "infiniband" {
-			capture.IBLinkType = trace.LinkTypeInfiniBand
-		}
 	}
 	var src *trace.Stream
 	var match *trace.Matcher
@@ -175,6 +173,15 @@ func runTrace(cmd *cobra.Command, g *globalFlags, tf *traceFlags, args []string)
 			return err
 		}
 		fmt.Fprintln(cmd.ErrOrStderr(), "ucmd trace: tracing, Ctrl-C to stop")
+	}
+	if capFile != nil {
+		if err := capFile.Truncate(0); err != nil {
+			return fmt.Errorf("trace -w: %w", err)
+		}
+		capture = trace.NewCapture(capFile)
+		if tf.ibLink == "infiniband" {
+			capture.IBLinkType = trace.LinkTypeInfiniBand
+		}
 	}
 	// The signal (or the command's context) ends the stream.
 	go func() {
@@ -278,24 +285,38 @@ func deviceName(ctx context.Context, runDir, dev string) (string, error) {
 	return "", fmt.Errorf("trace filter dev %s: no such node", dev)
 }
 
-// createCapture creates the capture file, readable by its owner only (it
-// holds the MADs' private data). Under sudo the owner is the user who ran
-// sudo, as for a file the user made: the capture is theirs to open in
-// Wireshark, which they do not run as root.
+// createCapture opens the capture file, readable by its owner only (it
+// holds the MADs' private data), not yet truncated: a trace that fails to
+// start leaves an earlier capture as it was. Under sudo it is opened as
+// the user who ran sudo would open it, with their fsuid and fsgid on a
+// thread of its own: the file is theirs to open in Wireshark, and a path
+// they could not write (a symlink to another's file, say) fails as it
+// would for them, where root opening it and then giving it away would
+// hand them any file.
 func createCapture(path string, getenv func(string) string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
+	uid, uerr := strconv.Atoi(getenv("SUDO_UID"))
+	gid, gerr := strconv.Atoi(getenv("SUDO_GID"))
+	if os.Geteuid() != 0 || uerr != nil || gerr != nil || uid <= 0 || gid < 0 {
+		return os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
 	}
-	if os.Geteuid() == 0 {
-		uid, uerr := strconv.Atoi(getenv("SUDO_UID"))
-		gid, gerr := strconv.Atoi(getenv("SUDO_GID"))
-		if uerr == nil && gerr == nil && uid > 0 {
-			if err := f.Chown(uid, gid); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("give %s to the sudo user (uid %d): %w", path, uid, err)
-			}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		// Never unlocked: the thread, its fs ids changed, ends with
+		// the goroutine instead of serving others.
+		runtime.LockOSThread()
+		unix.Setfsgid(gid)
+		unix.Setfsuid(uid)
+		if got, _ := unix.SetfsuidRetUid(-1); got != uid {
+			ch <- opened{nil, fmt.Errorf("setfsuid(%d) did not take", uid)}
+			return
 		}
-	}
-	return f, nil
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+		ch <- opened{f, err}
+	}()
+	r := <-ch
+	return r.f, r.err
 }

@@ -236,21 +236,40 @@ func TestTraceSIGHUP(t *testing.T) {
 }
 
 // A capture file that cannot be made fails the trace before it connects
-// (no "tracing" line, no daemon needed to find out); under sudo the file
-// is the sudo user's, mode 0600.
+// (no "tracing" line, no daemon needed to find out), and a trace that
+// fails to start leaves an earlier capture as it was. Under sudo the file
+// is opened as the sudo user would: theirs, mode 0600, and never another's
+// file through a symlink.
 func TestTraceCaptureFile(t *testing.T) {
 	_, env := fakeMachine(t)
 	out, err := runIn(t, env, "trace", "--runtime-dir", t.TempDir(), "-w", filepath.Join(t.TempDir(), "no", "such", "dir", "x.pcapng"))
 	if err == nil || !strings.Contains(err.Error(), "trace -w") || strings.Contains(out, "tracing") {
 		t.Errorf("trace -w into a missing directory: %v\n%s", err, out)
 	}
+	earlier := filepath.Join(t.TempDir(), "earlier.pcapng")
+	if err := os.WriteFile(earlier, []byte("an earlier capture"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runIn(t, env, "trace", "--runtime-dir", t.TempDir(), "-w", earlier); err == nil {
+		t.Error("trace with no daemon succeeded")
+	}
+	if b, _ := os.ReadFile(earlier); string(b) != "an earlier capture" {
+		t.Errorf("a trace that did not start left the earlier capture as %q", b)
+	}
 
 	if os.Geteuid() != 0 {
-		t.Skip("the sudo user's capture needs root to chown")
+		t.Skip("the sudo user's capture needs root")
 	}
-	path := filepath.Join(t.TempDir(), "cm.pcapng")
-	sudo := map[string]string{"SUDO_UID": "65534", "SUDO_GID": "65533"}
-	f, err := createCapture(path, func(k string) string { return sudo[k] })
+	home := t.TempDir()
+	if err := os.Chown(home, 65534, 65533); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(home), 0o755); err != nil { // the test's own, 0700
+		t.Fatal(err)
+	}
+	sudo := func(k string) string { return map[string]string{"SUDO_UID": "65534", "SUDO_GID": "65533"}[k] }
+	path := filepath.Join(home, "cm.pcapng")
+	f, err := createCapture(path, sudo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +281,23 @@ func TestTraceCaptureFile(t *testing.T) {
 	sys := st.Sys().(*syscall.Stat_t)
 	if sys.Uid != 65534 || sys.Gid != 65533 || st.Mode().Perm() != 0o600 {
 		t.Errorf("capture owned by %d:%d mode %v, want 65534:65533 0600", sys.Uid, sys.Gid, st.Mode().Perm())
+	}
+	// A symlink in the user's directory to root's file: refused, the file
+	// neither given away nor emptied.
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(home, "link.pcapng")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := createCapture(link, sudo); err == nil {
+		f.Close()
+		t.Error("a capture through a symlink to root's file was opened")
+	}
+	st, _ = os.Stat(secret)
+	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 0 || st.Size() != 6 {
+		t.Errorf("root's file is now %d's, %d bytes", sys.Uid, st.Size())
 	}
 }
