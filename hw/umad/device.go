@@ -120,10 +120,15 @@ type Port struct {
 	sys  sysfs
 	opts Options
 
-	mu        sync.Mutex
-	attr      hw.PortAttr   // the last snapshot read
-	attrTime  time.Time     // when it was read; zero: never
-	fullTime  time.Time     // when the tables were last read whole
+	mu       sync.Mutex
+	attr     hw.PortAttr // the last snapshot read
+	attrTime time.Time   // when it was read; zero: never
+	// whole is the last snapshot whose tables were read whole, kept apart
+	// from attr, which a later partial refresh replaces; wholeTime is
+	// when it was read, wholeRead which read it is.
+	whole     hw.PortAttr
+	wholeTime time.Time
+	wholeRead uint64
 	fullRead  chan struct{} // non-nil while AttrFresh reads them; closed when it ends
 	refreshed chan struct{} // non-nil while a background refresh runs; closed when it ends
 	refreshes int           // background refreshes started
@@ -199,7 +204,7 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 // slots still held by deleted ones can sit further.
 func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
 	p.mu.Lock()
-	if p.fullTime.IsZero() || time.Since(p.fullTime) >= maxAge {
+	if p.wholeTime.IsZero() || time.Since(p.wholeTime) >= maxAge {
 		if done := p.fullRead; done != nil {
 			p.mu.Unlock()
 			<-done
@@ -218,7 +223,7 @@ func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
 			}
 		}
 	}
-	a := p.attr
+	a := p.whole
 	p.mu.Unlock()
 	return a, nil
 }
@@ -262,7 +267,7 @@ func (p *Port) refreshLocked() chan struct{} {
 		if err == nil {
 			p.store(a, read)
 			if full {
-				p.fullTime = time.Now()
+				p.storeWhole(a, read)
 			}
 		} else {
 			// Keep serving the last snapshot; retry after maxAge.
@@ -293,7 +298,7 @@ func (p *Port) refresh() (hw.PortAttr, error) {
 	}
 	p.mu.Lock()
 	p.store(a, read)
-	p.fullTime = time.Now()
+	p.storeWhole(a, read)
 	p.mu.Unlock()
 	return a, nil
 }
@@ -304,6 +309,14 @@ func (p *Port) refresh() (hw.PortAttr, error) {
 func (p *Port) store(a hw.PortAttr, read uint64) {
 	if read > p.attrRead {
 		p.attr, p.attrRead, p.attrTime = a, read, time.Now()
+	}
+}
+
+// storeWhole is store for the snapshots read whole, which AttrFresh
+// serves. p.mu is held.
+func (p *Port) storeWhole(a hw.PortAttr, read uint64) {
+	if read > p.wholeRead {
+		p.whole, p.wholeRead, p.wholeTime = a, read, time.Now()
 	}
 }
 

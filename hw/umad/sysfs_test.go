@@ -245,7 +245,7 @@ func TestAttrFresh(t *testing.T) {
 		t.Errorf("AttrFresh(1m) of a snapshot just read: %d GIDs, want the snapshot's 3", len(a.GIDs))
 	}
 	p.mu.Lock()
-	p.fullTime = p.fullTime.Add(-2 * time.Minute)
+	p.wholeTime = p.wholeTime.Add(-2 * time.Minute)
 	p.mu.Unlock()
 	if a, _ := p.AttrFresh(time.Minute); len(a.GIDs) != 4 {
 		t.Errorf("AttrFresh(1m) of a snapshot 2m old: %d GIDs, want the 4 sysfs has now", len(a.GIDs))
@@ -579,6 +579,58 @@ func TestAttrFreshReadsWhole(t *testing.T) {
 	}
 	if i, ok := a.GIDIndex(gid, 0); !ok || i != 12 {
 		t.Errorf("AttrFresh: %v at index %d (%v), want 12; GIDs %v", gid, i, ok, a.GIDs)
+	}
+}
+
+// A partial background refresh that stores after AttrFresh's whole read
+// replaces the port's snapshot, but not what AttrFresh serves until its
+// bound: the whole read's tables.
+func TestAttrFreshKeepsItsWholeRead(t *testing.T) {
+	files := fakeSysfs()
+	for i := 4; i < 1024; i++ {
+		files["class/infiniband/rxe0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
+	}
+	root := tree(t, files)
+	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := devs[1].ports[0] // rxe0
+	if _, err := p.Attr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/12"), []byte("0000:0000:0000:0000:0000:ffff:0a00:000c\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gid := hw.GID{10: 0xff, 11: 0xff, 12: 10, 15: 12}
+	p.mu.Lock()
+	p.wholeTime = p.wholeTime.Add(-2 * time.Minute) // past AttrFresh's bound
+	p.mu.Unlock()
+	raced := false
+	afterAttrRead = func(background bool) {
+		if background || raced {
+			return
+		}
+		raced = true
+		// The whole read is done; a partial refresh starts and stores
+		// before it.
+		p.mu.Lock()
+		done := p.refreshLocked()
+		p.mu.Unlock()
+		<-done
+	}
+	t.Cleanup(func() { afterAttrRead = nil })
+	for i := range 2 {
+		a, err := p.AttrFresh(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := a.GIDIndex(gid, 0); !ok {
+			t.Errorf("AttrFresh %d: %v missing (GIDs %v)", i+1, gid, a.GIDs)
+		}
+	}
+	if !raced {
+		t.Fatal("the whole read never ran")
 	}
 }
 
