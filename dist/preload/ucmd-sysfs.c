@@ -17,12 +17,18 @@
  * absolute path, fopen and their 64-bit and fortified variants, the calls
  * libibverbs' ibv_read_sysfs_file and libibcm make) opens the same path
  * under $UCMD_CLASS_DIR/infiniband_cm instead (default /run/ucmd/class, the
- * tree of `ucmd serve --runtime-dir /run/ucmd`). Nothing else changes. A
- * statically linked program, or one that reads sysfs through raw system
- * calls, needs `ucmd exec`.
+ * tree of `ucmd serve --runtime-dir /run/ucmd`; a relative value is
+ * ignored). Nothing else changes: stat, opendir, a relative openat and
+ * glibc's own opens see the real sysfs. A statically linked program, or
+ * one that reads sysfs through raw system calls, needs `ucmd exec`.
  */
+/* This file defines open and open64 both: glibc must not rename one to
+ * the other (32-bit builds with large-file or 64-bit time flags). */
+#undef _FILE_OFFSET_BITS
+#undef _TIME_BITS
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -40,7 +46,7 @@ static const char *mapped(const char *path, char *buf, size_t size)
 	if (path == NULL || strncmp(path, prefix, n) != 0 || (path[n] != '\0' && path[n] != '/'))
 		return path;
 	const char *dir = getenv("UCMD_CLASS_DIR");
-	if (dir == NULL || dir[0] == '\0')
+	if (dir == NULL || dir[0] != '/')
 		dir = "/run/ucmd/class";
 	int w = snprintf(buf, size, "%s/infiniband_cm%s", dir, path + n);
 	if (w < 0 || (size_t)w >= size)
@@ -48,10 +54,21 @@ static const char *mapped(const char *path, char *buf, size_t size)
 	return buf;
 }
 
-/* next is the function the shim stands in front of. */
-static void *next(const char *name)
+/* next returns the function the shim stands in front of, looked up once
+ * into *cache (by any thread: each stores the same pointer), or NULL with
+ * errno ENOSYS. */
+static void *next(void **cache, const char *name)
 {
-	return dlsym(RTLD_NEXT, name);
+	void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+	if (f == NULL) {
+		f = dlsym(RTLD_NEXT, name);
+		if (f == NULL) {
+			errno = ENOSYS;
+			return NULL;
+		}
+		__atomic_store_n(cache, f, __ATOMIC_RELEASE);
+	}
+	return f;
 }
 
 /* mode is open's third argument, present when the flags ask for one. */
@@ -65,58 +82,63 @@ static void *next(const char *name)
 		}                                                              \
 	} while (0)
 
-#define OPEN(name)                                                                   \
-	int name(const char *path, int flags, ...)                                   \
-	{                                                                            \
-		static int (*real)(const char *, int, ...);                          \
-		char buf[PATH_MAX];                                                  \
-		mode_t mode = 0;                                                     \
-		MODE_ARG(flags, mode);                                               \
-		if (real == NULL)                                                    \
-			real = (int (*)(const char *, int, ...))next(#name);         \
-		return real(mapped(path, buf, sizeof(buf)), flags, mode);            \
+#define OPEN(name)                                                            \
+	int name(const char *path, int flags, ...)                            \
+	{                                                                     \
+		static void *cache;                                           \
+		char buf[PATH_MAX];                                           \
+		mode_t mode = 0;                                              \
+		MODE_ARG(flags, mode);                                        \
+		int (*real)(const char *, int, ...) = next(&cache, #name);    \
+		if (real == NULL)                                             \
+			return -1;                                            \
+		return real(mapped(path, buf, sizeof(buf)), flags, mode);     \
 	}
 
-#define OPENAT(name)                                                                 \
-	int name(int dirfd, const char *path, int flags, ...)                        \
-	{                                                                            \
-		static int (*real)(int, const char *, int, ...);                     \
-		char buf[PATH_MAX];                                                  \
-		mode_t mode = 0;                                                     \
-		MODE_ARG(flags, mode);                                               \
-		if (real == NULL)                                                    \
-			real = (int (*)(int, const char *, int, ...))next(#name);    \
-		return real(dirfd, mapped(path, buf, sizeof(buf)), flags, mode);     \
+#define OPENAT(name)                                                              \
+	int name(int dirfd, const char *path, int flags, ...)                     \
+	{                                                                         \
+		static void *cache;                                               \
+		char buf[PATH_MAX];                                               \
+		mode_t mode = 0;                                                  \
+		MODE_ARG(flags, mode);                                            \
+		int (*real)(int, const char *, int, ...) = next(&cache, #name);   \
+		if (real == NULL)                                                 \
+			return -1;                                                \
+		return real(dirfd, mapped(path, buf, sizeof(buf)), flags, mode); \
 	}
 
-#define OPEN_2(name)                                                                 \
-	int name(const char *path, int flags)                                        \
-	{                                                                            \
-		static int (*real)(const char *, int);                               \
-		char buf[PATH_MAX];                                                  \
-		if (real == NULL)                                                    \
-			real = (int (*)(const char *, int))next(#name);              \
-		return real(mapped(path, buf, sizeof(buf)), flags);                  \
+#define OPEN_2(name)                                                   \
+	int name(const char *path, int flags)                          \
+	{                                                              \
+		static void *cache;                                    \
+		char buf[PATH_MAX];                                    \
+		int (*real)(const char *, int) = next(&cache, #name);  \
+		if (real == NULL)                                      \
+			return -1;                                     \
+		return real(mapped(path, buf, sizeof(buf)), flags);    \
 	}
 
-#define OPENAT_2(name)                                                               \
-	int name(int dirfd, const char *path, int flags)                             \
-	{                                                                            \
-		static int (*real)(int, const char *, int);                          \
-		char buf[PATH_MAX];                                                  \
-		if (real == NULL)                                                    \
-			real = (int (*)(int, const char *, int))next(#name);         \
-		return real(dirfd, mapped(path, buf, sizeof(buf)), flags);           \
+#define OPENAT_2(name)                                                     \
+	int name(int dirfd, const char *path, int flags)                   \
+	{                                                                  \
+		static void *cache;                                        \
+		char buf[PATH_MAX];                                        \
+		int (*real)(int, const char *, int) = next(&cache, #name); \
+		if (real == NULL)                                          \
+			return -1;                                         \
+		return real(dirfd, mapped(path, buf, sizeof(buf)), flags); \
 	}
 
-#define FOPEN(name)                                                                  \
-	FILE *name(const char *path, const char *how)                                \
-	{                                                                            \
-		static FILE *(*real)(const char *, const char *);                    \
-		char buf[PATH_MAX];                                                  \
-		if (real == NULL)                                                    \
-			real = (FILE * (*)(const char *, const char *)) next(#name); \
-		return real(mapped(path, buf, sizeof(buf)), how);                    \
+#define FOPEN(name)                                                             \
+	FILE *name(const char *path, const char *how)                           \
+	{                                                                       \
+		static void *cache;                                             \
+		char buf[PATH_MAX];                                             \
+		FILE *(*real)(const char *, const char *) = next(&cache, #name); \
+		if (real == NULL)                                               \
+			return NULL;                                            \
+		return real(mapped(path, buf, sizeof(buf)), how);               \
 	}
 
 /* The prototypes fcntl.h and stdio.h declare are the ones defined here. */
