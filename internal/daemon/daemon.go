@@ -332,7 +332,10 @@ func (d *Daemon) serveAtStart(ctx context.Context, devs []hw.Device) error {
 		if d.cfg.Rescan <= 0 || ctx.Err() != nil {
 			return err
 		}
-		if first == nil {
+		// The error returned when none is served: the first, unless a
+		// later one is not the kernel CM's, which a restart may cure
+		// (KernelCMInTheWay then would stop the unit's restarts).
+		if first == nil || KernelCMInTheWay(first) && !KernelCMInTheWay(err) {
 			first = err
 		}
 		if d.pending == nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ucmd/ucmd/conformance"
 	"github.com/ucmd/ucmd/cuse"
+	"github.com/ucmd/ucmd/hw"
 	"github.com/ucmd/ucmd/hw/umad"
 	"github.com/ucmd/ucmd/internal/daemon"
 	"github.com/ucmd/ucmd/internal/daemon/daemontest"
@@ -499,5 +500,32 @@ func TestCloseClosesServersTogether(t *testing.T) {
 	d.Close()
 	if got := overlapping.Load(); got != n {
 		t.Errorf("%d of %d servers' closes overlapped the others', want all", got, n)
+	}
+}
+
+// Start's error says the kernel CM is in the way (ucmd serve exits 69,
+// which the unit does not restart) only when it is for every device: a
+// device that failed otherwise may serve after a restart.
+func TestStartErrorKernelCMOnlyWhenAllAre(t *testing.T) {
+	f := daemontest.New(t)
+	taken := fmt.Errorf("register: %w", hw.ErrCMClassInUse)
+	for _, c := range []struct {
+		name   string
+		refuse func(cuse.Config) error
+		kernel bool
+	}{
+		{"one taken, one busy", func(c cuse.Config) error {
+			if c.DevName == "infiniband/ucm0" {
+				return taken
+			}
+			return syscall.EBUSY
+		}, false},
+		{"both taken", func(cuse.Config) error { return taken }, true},
+	} {
+		f.Refuse = c.refuse
+		_, err := daemon.Start(t.Context(), f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 2, Rescan: time.Hour, RuntimeDir: t.TempDir(), Logger: quiet()}))
+		if err == nil || daemon.KernelCMInTheWay(err) != c.kernel {
+			t.Errorf("%s: Start: %v, kernel CM in the way %v, want %v", c.name, err, daemon.KernelCMInTheWay(err), c.kernel)
+		}
 	}
 }
