@@ -133,3 +133,38 @@ func TestQueueSlidesDown(t *testing.T) {
 		t.Errorf("backlog %d after sliding, want 10", b)
 	}
 }
+
+// A handler that panics (recovered up the stack, as the CUSE server
+// recovers its requests) leaves the CM delivering the events after it.
+func TestHandlerPanicLeavesDeliveryGoing(t *testing.T) {
+	h := newHarness(t)
+	var got []uint32
+	l := h.cm.CreateID(func(ev *Event) Outcome {
+		if ev.Type != EventREQReceived {
+			return Keep
+		}
+		if ev.ID.remoteID == 0x1000 {
+			panic("a handler's bug")
+		}
+		got = append(got, ev.ID.remoteID)
+		return Destroy
+	})
+	must(t, l.Listen(0x1234, 0))
+	req := func(i int) {
+		m := peerREQ(0x1234)
+		m.LocalCommID, m.LocalQPN = uint32(0x1000+i), uint32(0x1000+i)
+		h.inject(uint64(i), m)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the handler's panic did not reach its caller")
+			}
+		}()
+		req(0)
+	}()
+	req(1)
+	if len(got) != 1 || got[0] != 0x1001 {
+		t.Errorf("after a handler's panic, delivered %#x, want the next REQ's 0x1001", got)
+	}
+}

@@ -47,8 +47,10 @@ func (cm *CM) backlog() int { return len(cm.events) - cm.evHead }
 const maxBacklog = 1024
 
 // throttle holds the receiving goroutine while another one delivers and
-// the backlog is full, until that drain ends, then takes over what is
-// left. Held receivers add nothing until that drain ends, so a flood
+// the backlog is full, until that drain ends (the drainer wakes it then,
+// and Close does), then takes over what is left. A wake-up that finds a
+// new drainer already at work goes on waiting unless the backlog is down
+// to half. Held receivers add nothing until that drain ends, so a flood
 // faster than its delivery cannot keep the goroutine that happened to be
 // draining (another port's receiver, a timer, a client's command) at it
 // for much more than maxBacklog events.
@@ -104,7 +106,7 @@ func (cm *CM) deliver() {
 		cm.mu.Unlock()
 		out := Keep
 		if h != nil {
-			out = h(q.ev)
+			out = cm.runHandler(h, q.ev)
 		}
 		cm.mu.Lock()
 		// The handler may have destroyed ev.ID itself (then the outcome
@@ -123,6 +125,25 @@ func (cm *CM) deliver() {
 		cm.room.Broadcast()
 	}
 	cm.mu.Unlock()
+}
+
+// runHandler calls h. A handler that panics (a bug, which the CUSE
+// server recovers from on its request's goroutine) must not leave the CM
+// marked as delivering: nothing would deliver its events again, and once
+// the backlog is full its receivers would wait for good.
+func (cm *CM) runHandler(h Handler, ev *Event) Outcome {
+	returned := false
+	defer func() {
+		if !returned {
+			cm.mu.Lock()
+			cm.delivering = false
+			cm.room.Broadcast()
+			cm.mu.Unlock()
+		}
+	}()
+	out := h(ev)
+	returned = true
+	return out
 }
 
 // destroyUnlocked destroys id from the drain loop: the MADs go out with
