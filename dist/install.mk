@@ -46,8 +46,14 @@ completions: $(PKG)/ucmd
 
 # $(PKG)/libucmd-sysfs.so: the LD_PRELOAD shim for libibcm programs started
 # without ucmd exec (dist/preload; its rule is in test/clients/clients.mk;
-# needs gcc).
-pkg: $(PKG)/ucmd man completions $(PKG)/libucmd-sysfs.so
+# needs gcc). The static binary cross-builds with GOARCH; the shim needs
+# that architecture's C compiler (UCMCLIENT_CC).
+pkg: pkg-arch $(PKG)/ucmd man completions $(PKG)/libucmd-sysfs.so
+
+.PHONY: pkg-arch
+pkg-arch:
+	@host=$$($(GO) env GOHOSTARCH); if [ "$(DEBARCH)" != "$$host" ] && [ "$(UCMCLIENT_CC)" = gcc ]; then \
+		echo "make pkg for $(DEBARCH) on a $$host host: the LD_PRELOAD shim needs a C compiler for $(DEBARCH): UCMCLIENT_CC=..." >&2; exit 1; fi
 
 # install copies what pkg built and builds nothing: `sudo make install`
 # rebuilt as root, fetched the Go toolchain into root's cache and left
