@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ucmd/ucmd/cmcore/wire"
 )
 
 // A REQ flood from one port while another goroutine is stuck delivering
@@ -48,11 +50,7 @@ func TestREQFloodBacklogBounded(t *testing.T) {
 		return Destroy
 	})
 	must(t, l.Listen(0x1234, 0))
-	req := func(i int) {
-		m := peerREQ(0x1234)
-		m.LocalCommID, m.LocalQPN = uint32(0x1000+i), uint32(0x1000+i)
-		h.inject(uint64(i), m)
-	}
+	req := func(i int) { h.inject(uint64(i), nthREQ(i)) }
 	go func() { req(0); close(drainerDone) }()
 	<-stalled
 	flooded := make(chan struct{})
@@ -109,6 +107,14 @@ func TestREQFloodBacklogBounded(t *testing.T) {
 	}
 }
 
+// nthREQ is the ith of a run of REQs for service 0x1234, each from its own
+// comm id and QP (0x1000+i), so that none is a duplicate or stale.
+func nthREQ(i int) *wire.REQ {
+	m := peerREQ(0x1234)
+	m.LocalCommID, m.LocalQPN = uint32(0x1000+i), uint32(0x1000+i)
+	return m
+}
+
 // A queue that is never empty (events arriving as fast as they are
 // delivered) keeps an array the size of its backlog, not a slot for every
 // event since it last was empty.
@@ -150,11 +156,7 @@ func TestHandlerPanicLeavesDeliveryGoing(t *testing.T) {
 		return Destroy
 	})
 	must(t, l.Listen(0x1234, 0))
-	req := func(i int) {
-		m := peerREQ(0x1234)
-		m.LocalCommID, m.LocalQPN = uint32(0x1000+i), uint32(0x1000+i)
-		h.inject(uint64(i), m)
-	}
+	req := func(i int) { h.inject(uint64(i), nthREQ(i)) }
 	func() {
 		defer func() {
 			if recover() == nil {

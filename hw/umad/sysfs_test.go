@@ -231,15 +231,7 @@ func TestAttrReadAgainAfterIdle(t *testing.T) {
 // AttrFresh serves a snapshot whose tables were read whole within its
 // bound as it is, and reads them again first otherwise.
 func TestAttrFresh(t *testing.T) {
-	root := tree(t, fakeSysfs())
-	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := devs[1].ports[0] // rxe0
-	if a, _ := p.Attr(); len(a.GIDs) != 3 {
-		t.Fatalf("GIDs %v, want 3", a.GIDs)
-	}
+	root, p := readRXE0(t, fakeSysfs())
 	os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/2"), []byte("0000:0000:0000:0000:0000:ffff:0a00:0002\n"), 0o644)
 	if a, _ := p.AttrFresh(time.Minute); len(a.GIDs) != 3 {
 		t.Errorf("AttrFresh(1m) of a snapshot just read: %d GIDs, want the snapshot's 3", len(a.GIDs))
@@ -556,23 +548,7 @@ func TestRefreshReadsPastTheHighestSlot(t *testing.T) {
 // netdev's four addresses on a port with both RoCE types, removed while
 // connections use them) lies past what a background refresh reads.
 func TestAttrFreshReadsWhole(t *testing.T) {
-	files := fakeSysfs()
-	for i := 4; i < 1024; i++ {
-		files["class/infiniband/rxe0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
-	}
-	root := tree(t, files)
-	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := devs[1].ports[0] // rxe0
-	if a, _ := p.Attr(); len(a.GIDs) != 3 {
-		t.Fatalf("GIDs %v, want 3", a.GIDs)
-	}
-	gid := hw.GID{10: 0xff, 11: 0xff, 12: 10, 15: 12}
-	if err := os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/12"), []byte("0000:0000:0000:0000:0000:ffff:0a00:000c\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	p, gid := behindHeldSlots(t)
 	a, err := p.AttrFresh(time.Nanosecond)
 	if err != nil {
 		t.Fatal(err)
@@ -582,27 +558,43 @@ func TestAttrFreshReadsWhole(t *testing.T) {
 	}
 }
 
-// A partial background refresh that stores after AttrFresh's whole read
-// replaces the port's snapshot, but not what AttrFresh serves until its
-// bound: the whole read's tables.
-func TestAttrFreshKeepsItsWholeRead(t *testing.T) {
-	files := fakeSysfs()
-	for i := 4; i < 1024; i++ {
-		files["class/infiniband/rxe0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
-	}
+// readRXE0 makes a fake sysfs of files and returns its root and rxe0's
+// port, its snapshot read (three GIDs).
+func readRXE0(t *testing.T, files map[string]string) (string, *Port) {
+	t.Helper()
 	root := tree(t, files)
 	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := devs[1].ports[0] // rxe0
-	if _, err := p.Attr(); err != nil {
-		t.Fatal(err)
+	if a, _ := p.Attr(); len(a.GIDs) != 3 {
+		t.Fatalf("GIDs %v, want 3", a.GIDs)
 	}
+	return root, p
+}
+
+// behindHeldSlots is rxe0 of a fake sysfs, its snapshot read, then an
+// address added at GID slot 12, behind eight empty slots (4 to 11) that
+// deleted GIDs hold; it returns the port and that GID.
+func behindHeldSlots(t *testing.T) (*Port, hw.GID) {
+	t.Helper()
+	files := fakeSysfs()
+	for i := 4; i < 1024; i++ {
+		files["class/infiniband/rxe0/ports/1/gids/"+strconv.Itoa(i)] = zeroGID
+	}
+	root, p := readRXE0(t, files)
 	if err := os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/12"), []byte("0000:0000:0000:0000:0000:ffff:0a00:000c\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gid := hw.GID{10: 0xff, 11: 0xff, 12: 10, 15: 12}
+	return p, hw.GID{10: 0xff, 11: 0xff, 12: 10, 15: 12}
+}
+
+// A partial background refresh that stores after AttrFresh's whole read
+// replaces the port's snapshot, but not what AttrFresh serves until its
+// bound: the whole read's tables.
+func TestAttrFreshKeepsItsWholeRead(t *testing.T) {
+	p, gid := behindHeldSlots(t)
 	p.mu.Lock()
 	p.wholeTime = p.wholeTime.Add(-2 * time.Minute) // past AttrFresh's bound
 	p.mu.Unlock()
