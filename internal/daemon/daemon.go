@@ -203,6 +203,7 @@ type served struct {
 	major uint32 // of its device number; 0 if not known
 	dev   hw.Device
 	cm    *cmcore.CM
+	gate  *observerGate // its CM's observer
 	ucm   *ucm.Device
 	srv   Channel
 	done  chan struct{} // closed when srv.Serve has returned
@@ -704,7 +705,8 @@ func warmPorts(devs []hw.Device) {
 // On error nothing of it is left.
 func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 	log := d.log.With("dev", dev.Name(), "node", fmt.Sprintf("ucm%d", i))
-	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA, Observer: d.observer(), OnReceiveError: d.kickRescan})
+	gate := &observerGate{obs: d.observer()}
+	cm := cmcore.New(dev, cmcore.Options{Logger: log, AutoMRA: d.cfg.AutoMRA, Observer: gate, OnReceiveError: d.kickRescan})
 	if err := cm.Start(); err != nil {
 		cm.Close()
 		return fmt.Errorf("start the CM on %s: %w", dev.Name(), err)
@@ -716,6 +718,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 		// A device not served keeps no series (its CM is closed by then).
 		defer func() {
 			if !up {
+				gate.off.Store(true)
 				d.metrics.Forget(dev.Name())
 			}
 		}()
@@ -741,7 +744,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 		cm.Close()
 		return fmt.Errorf("register /dev/%s: %w", name, cuseHint(err))
 	}
-	s := &served{index: i, node: filepath.Join(d.cfg.DevDir, name), dev: dev, cm: cm, ucm: u, srv: srv, done: make(chan struct{})}
+	s := &served{index: i, node: filepath.Join(d.cfg.DevDir, name), dev: dev, cm: cm, gate: gate, ucm: u, srv: srv, done: make(chan struct{})}
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -789,7 +792,31 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 func (s *served) stop() error {
 	err := s.srv.Close()
 	<-s.done
-	return errors.Join(err, s.cm.Close())
+	err = errors.Join(err, s.cm.Close())
+	s.gate.off.Store(true)
+	return err
+}
+
+// observerGate hands a device's CM MADs to the daemon's observers until
+// the device is let go: cmcore.Close does not wait for a send still in the
+// kernel (umad resolving a peer's MAC, up to a second), whose observation
+// would come after the metrics forgot the device and make its series again,
+// for good.
+type observerGate struct {
+	obs cmcore.Observer
+	off atomic.Bool
+}
+
+func (g *observerGate) ObserveMAD(ev *cmcore.MADEvent) {
+	if !g.off.Load() {
+		g.obs.ObserveMAD(ev)
+	}
+}
+
+// WantsTime implements cmcore.TimeObserver for the observers behind.
+func (g *observerGate) WantsTime() bool {
+	t, ok := g.obs.(cmcore.TimeObserver)
+	return !g.off.Load() && (!ok || t.WantsTime())
 }
 
 // servedNow is a copy of the devices served, by index.

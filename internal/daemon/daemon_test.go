@@ -268,3 +268,24 @@ func TestCheckRuntimeDir(t *testing.T) {
 		t.Errorf("after the check: %v entries, %v; want an empty directory", len(ents), err)
 	}
 }
+
+type countingObserver struct{ n int }
+
+func (c *countingObserver) ObserveMAD(*cmcore.MADEvent) { c.n++ }
+
+// A device's CM observations reach the observers until the device is let
+// go, and none after: a late one (a send the CM's Close did not wait for)
+// would make a forgotten device's metrics series again.
+func TestObserverGate(t *testing.T) {
+	c := &countingObserver{}
+	g := &observerGate{obs: c}
+	g.ObserveMAD(&cmcore.MADEvent{})
+	if c.n != 1 || !g.WantsTime() {
+		t.Fatalf("an open gate passed %d events, wants time %v", c.n, g.WantsTime())
+	}
+	g.off.Store(true)
+	g.ObserveMAD(&cmcore.MADEvent{})
+	if c.n != 1 || g.WantsTime() {
+		t.Errorf("a closed gate passed %d events, wants time %v", c.n, g.WantsTime())
+	}
+}
