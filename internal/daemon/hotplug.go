@@ -320,6 +320,7 @@ func (d *Daemon) retire(s *served, reason string) {
 		attrs = append(attrs, "err", err)
 	}
 	d.nums.gone(s.major)
+	d.trace.Forget(s.dev.Name())
 	if d.metrics != nil {
 		d.metrics.Forget(s.dev.Name())
 	}

@@ -75,6 +75,9 @@ type Hub struct {
 
 	omu     sync.Mutex
 	otables map[string]*ownerCache // by device, shared by the subscribers
+	// forgot counts Forget's calls: a subscriber that sees it move drops
+	// its own caches of devices.
+	forgot atomic.Uint64
 
 	pmu  sync.Mutex  // held for an owner read: one at a time
 	pace pace.Spacer // spaces the owner reads of every device (ownerTable)
@@ -91,6 +94,17 @@ func NewHub(owners OwnersFunc, log *slog.Logger) *Hub {
 	}
 	return &Hub{owners: owners, log: log, subs: make(map[*sub]struct{}), asking: make(map[net.Conn]struct{}),
 		otables: make(map[string]*ownerCache)}
+}
+
+// Forget drops what the hub and its subscribers keep of the device named
+// (its owner table, its ports' attributes): the daemon calls it when the
+// device is retired, which a trace left running for weeks may see many
+// times (Soft-RoCE devices made again under new names).
+func (h *Hub) Forget(dev string) {
+	h.omu.Lock()
+	delete(h.otables, dev)
+	h.omu.Unlock()
+	h.forgot.Add(1)
 }
 
 // record is one observed MAD, copied out of the CM's event.

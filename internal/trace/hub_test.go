@@ -588,3 +588,31 @@ func TestHubOwnerReadsBoundedAcrossSubscriptions(t *testing.T) {
 		t.Errorf("%d owner reads in %v for 50 one-MAD subscriptions, want at most %d", n, elapsed, most)
 	}
 }
+
+// A retired device's owner table and port attributes are dropped (Forget),
+// from the hub at once and from each subscriber's caches at its next MAD:
+// a trace left running while devices come and go kept them all.
+func TestHubForget(t *testing.T) {
+	gone, _ := roceDev()
+	gone.name = "rxe7"
+	cur, _ := roceDev()
+	h := NewHub(func(string) []Owner { return nil }, nil)
+	done, stop := h.Subscribe(Request{}, io.Discard)
+	defer func() { stop(); <-done }()
+	var rs resolver
+	rs.port(h, &record{seq: 1, time: t0, dev: gone, port: 1}, func(*hw.PortAttr) bool { return true })
+	h.ownerTable(gone.Name(), 1)
+	h.Forget(gone.Name())
+	h.omu.Lock()
+	n := len(h.otables)
+	h.omu.Unlock()
+	if n != 0 {
+		t.Errorf("%d owner tables after Forget, want none", n)
+	}
+	rs.event(h, &record{seq: 2, time: t0, dev: cur, port: 1})
+	for k := range rs.ports {
+		if k.dev == gone.Name() {
+			t.Errorf("a subscriber still keeps %s's port after Forget", k.dev)
+		}
+	}
+}

@@ -22,6 +22,9 @@ type resolver struct {
 	// seen remembers what was resolved, so that a connection's last MADs
 	// (its id destroyed, in timewait) still name its process.
 	seen map[commKey]Owner
+	// forgot is the hub's Forget count the caches above were made under:
+	// a device retired since may be in them. They are rebuilt on demand.
+	forgot uint64
 }
 
 type portKey struct {
@@ -87,6 +90,9 @@ func gidString(g hw.GID) string {
 
 // event builds the Event of r and decodes its MAD.
 func (rs *resolver) event(h *Hub, r *record) (Event, Message) {
+	if f := h.forgot.Load(); f != rs.forgot {
+		rs.ports, rs.tables, rs.forgot = nil, nil, f
+	}
 	ev := Event{
 		Time: r.time, Dev: r.dev.Name(), Port: r.port, Dir: r.dir.String(), Reason: r.reason,
 		MAD:    append([]byte(nil), r.mad[:]...),
