@@ -124,13 +124,14 @@ func unloadAdvice(sysRoot string) string {
 			"(modprobe -r rdma_ucm rdma_cm ib_cm, plus ib_ipoib, ib_srp, ib_srpt, ib_iser, ib_isert, " +
 			"nvme_rdma, nvmet_rdma, rpcrdma if loaded)"
 	}
-	advice := "unload the kernel CM and its users first: modprobe -r " + strings.Join(mods, " ")
+	// The command stands alone, followed by " (": tests and people copy it.
+	advice := "unload the kernel CM and its users first: modprobe -r " + strings.Join(mods, " ") + " ("
 	if down := slices.DeleteFunc(slices.Clone(mods), func(m string) bool { return !disruptive[m] }); len(down) > 0 {
-		advice += " (which takes down what " + strings.Join(down, ", ") + " serve: IPoIB interfaces, RDMA " +
-			"storage; a remote login over them goes too)"
+		advice += "which takes down what " + strings.Join(down, ", ") + " serve, IPoIB interfaces and RDMA " +
+			"storage, and a remote login over them; "
 	}
-	return advice + "; or leave them running: systemctl enable ucmd and reboot, and ucmd.service starts " +
-		"before rdma-core loads ib_cm (loaded at boot before ucmd all the same? an initramfs with dracut's " +
+	return advice + "or leave them running: systemctl enable ucmd and reboot, and ucmd.service starts " +
+		"before rdma-core loads ib_cm; loaded at boot before ucmd all the same? an initramfs with dracut's " +
 		"rdma module may have loaded it: see \"An initramfs that loads the RDMA stack\" in ucmd's README)"
 }
 
