@@ -129,11 +129,18 @@ type Port struct {
 	whole     hw.PortAttr
 	wholeTime time.Time
 	wholeRead uint64
-	fullRead  chan struct{} // non-nil while AttrFresh reads them; closed when it ends
+	fullRead  *fullRead     // AttrFresh's read under way, or nil
 	refreshed chan struct{} // non-nil while a background refresh runs; closed when it ends
 	refreshes int           // background refreshes started
 	reads     uint64        // sysfs reads started, background or not
 	attrRead  uint64        // which of them attr is: a read stores only over an older one
+}
+
+// fullRead is AttrFresh's read of the tables whole; callers that come
+// while it runs wait for it and take its result.
+type fullRead struct {
+	done chan struct{}
+	err  error // the read's, set before done closes
 }
 
 // afterAttrRead, when set by a test, runs between a sysfs read of the
@@ -204,28 +211,28 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 // slots still held by deleted ones can sit further.
 func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
 	p.mu.Lock()
-	if p.wholeTime.IsZero() || time.Since(p.wholeTime) >= maxAge {
-		if done := p.fullRead; done != nil {
-			p.mu.Unlock()
-			<-done
-			p.mu.Lock()
-		} else {
-			done := make(chan struct{})
-			p.fullRead = done
-			p.mu.Unlock()
-			_, err := p.refresh()
-			p.mu.Lock()
-			p.fullRead = nil
-			close(done)
-			if err != nil {
-				p.mu.Unlock()
-				return hw.PortAttr{}, err
-			}
-		}
+	defer p.mu.Unlock()
+	if !p.wholeTime.IsZero() && time.Since(p.wholeTime) < maxAge {
+		return p.whole, nil
 	}
-	a := p.whole
-	p.mu.Unlock()
-	return a, nil
+	r := p.fullRead
+	if r == nil {
+		r = &fullRead{done: make(chan struct{})}
+		p.fullRead = r
+		p.mu.Unlock()
+		_, r.err = p.refresh()
+		p.mu.Lock()
+		p.fullRead = nil
+		close(r.done)
+	} else {
+		p.mu.Unlock()
+		<-r.done
+		p.mu.Lock()
+	}
+	if r.err != nil {
+		return hw.PortAttr{}, r.err
+	}
+	return p.whole, nil
 }
 
 // refreshing returns the channel of the background refresh under way,
@@ -265,10 +272,7 @@ func (p *Port) refreshLocked() chan struct{} {
 		defer p.mu.Unlock()
 		p.refreshed = nil
 		if err == nil {
-			p.store(a, read)
-			if full {
-				p.storeWhole(a, read)
-			}
+			p.store(a, read, full)
 		} else {
 			// Keep serving the last snapshot; retry after maxAge.
 			p.attrTime = time.Now()
@@ -297,26 +301,22 @@ func (p *Port) refresh() (hw.PortAttr, error) {
 		return hw.PortAttr{}, err
 	}
 	p.mu.Lock()
-	p.store(a, read)
-	p.storeWhole(a, read)
+	p.store(a, read, true)
 	p.mu.Unlock()
 	return a, nil
 }
 
 // store keeps a, the attributes of sysfs read number read, unless a read
 // started later has already been stored: a background refresh that ends
-// after a Refresh must not put its older tables back. p.mu is held.
-func (p *Port) store(a hw.PortAttr, read uint64) {
+// after a Refresh must not put its older tables back. A read of the tables
+// whole is also kept apart for AttrFresh, by the same rule. p.mu is held.
+func (p *Port) store(a hw.PortAttr, read uint64, whole bool) {
+	now := time.Now()
 	if read > p.attrRead {
-		p.attr, p.attrRead, p.attrTime = a, read, time.Now()
+		p.attr, p.attrRead, p.attrTime = a, read, now
 	}
-}
-
-// storeWhole is store for the snapshots read whole, which AttrFresh
-// serves. p.mu is held.
-func (p *Port) storeWhole(a hw.PortAttr, read uint64) {
-	if read > p.wholeRead {
-		p.whole, p.wholeRead, p.wholeTime = a, read, time.Now()
+	if whole && read > p.wholeRead {
+		p.whole, p.wholeRead, p.wholeTime = a, read, now
 	}
 }
 

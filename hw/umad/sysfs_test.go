@@ -626,6 +626,22 @@ func TestAttrFreshKeepsItsWholeRead(t *testing.T) {
 	}
 }
 
+// A caller that joins AttrFresh's whole read takes that read's result: its
+// error when it failed, not a snapshot older than its bound.
+func TestAttrFreshJoinerTakesTheReadsError(t *testing.T) {
+	_, p := readRXE0(t, fakeSysfs())
+	failed := errors.New("read gids: no such device")
+	r := &fullRead{done: make(chan struct{}), err: failed}
+	close(r.done)
+	p.mu.Lock()
+	p.wholeTime = p.wholeTime.Add(-2 * time.Minute) // past AttrFresh's bound
+	p.fullRead = r                                  // another caller's read, ended in failed
+	p.mu.Unlock()
+	if a, err := p.AttrFresh(time.Minute); !errors.Is(err, failed) {
+		t.Errorf("AttrFresh joining a failed read: %d GIDs, error %v; want %v", len(a.GIDs), err, failed)
+	}
+}
+
 // An InfiniBand port's GID table is not filled from its lowest free slot
 // (an SM puts alias GUIDs at the indexes it chooses): a refresh reads it
 // whole.
