@@ -718,7 +718,7 @@ func (d *Daemon) serve(ctx context.Context, i int, dev hw.Device) error {
 		// A device not served keeps no series (its CM is closed by then).
 		defer func() {
 			if !up {
-				gate.off.Store(true)
+				gate.close()
 				d.metrics.Forget(dev.Name())
 			}
 		}()
@@ -793,7 +793,7 @@ func (s *served) stop() error {
 	err := s.srv.Close()
 	<-s.done
 	err = errors.Join(err, s.cm.Close())
-	s.gate.off.Store(true)
+	s.gate.close()
 	return err
 }
 
@@ -801,22 +801,35 @@ func (s *served) stop() error {
 // the device is let go: cmcore.Close does not wait for a send still in the
 // kernel (umad resolving a peer's MAC, up to a second), whose observation
 // would come after the metrics forgot the device and make its series again,
-// for good.
+// for good. An observation under way when the gate closes is waited for,
+// so that none lands after the device's series are forgotten.
 type observerGate struct {
 	obs cmcore.Observer
-	off atomic.Bool
+	mu  sync.RWMutex // held for reading by each observation
+	off bool
 }
 
 func (g *observerGate) ObserveMAD(ev *cmcore.MADEvent) {
-	if !g.off.Load() {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if !g.off {
 		g.obs.ObserveMAD(ev)
 	}
 }
 
 // WantsTime implements cmcore.TimeObserver for the observers behind.
 func (g *observerGate) WantsTime() bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	t, ok := g.obs.(cmcore.TimeObserver)
-	return !g.off.Load() && (!ok || t.WantsTime())
+	return !g.off && (!ok || t.WantsTime())
+}
+
+// close ends the observations, once those under way have.
+func (g *observerGate) close() {
+	g.mu.Lock()
+	g.off = true
+	g.mu.Unlock()
 }
 
 // servedNow is a copy of the devices served, by index.

@@ -283,9 +283,47 @@ func TestObserverGate(t *testing.T) {
 	if c.n != 1 || !g.WantsTime() {
 		t.Fatalf("an open gate passed %d events, wants time %v", c.n, g.WantsTime())
 	}
-	g.off.Store(true)
+	g.close()
 	g.ObserveMAD(&cmcore.MADEvent{})
 	if c.n != 1 || g.WantsTime() {
 		t.Errorf("a closed gate passed %d events, wants time %v", c.n, g.WantsTime())
 	}
+}
+
+// Closing the gate waits for an observation that passed it before: the
+// device's series are forgotten right after, and it would make them again.
+func TestObserverGateWaitsForObservation(t *testing.T) {
+	in, release := make(chan struct{}), make(chan struct{})
+	c := &countingObserver{}
+	g := &observerGate{obs: blockingObserver{in: in, release: release, next: c}}
+	go g.ObserveMAD(&cmcore.MADEvent{})
+	<-in // the observation passed the gate and is under way
+	closed := make(chan struct{})
+	go func() {
+		g.close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("close returned while an observation was under way")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if c.n != 1 {
+		t.Errorf("observations made: %d, want 1", c.n)
+	}
+}
+
+// blockingObserver signals in and waits for release before passing an
+// event on.
+type blockingObserver struct {
+	in, release chan struct{}
+	next        cmcore.Observer
+}
+
+func (b blockingObserver) ObserveMAD(ev *cmcore.MADEvent) {
+	close(b.in)
+	<-b.release
+	b.next.ObserveMAD(ev)
 }
