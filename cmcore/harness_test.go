@@ -2,6 +2,7 @@ package cmcore
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,8 +60,10 @@ type fakePort struct {
 	dep       *deliverEP
 	// fresh, if set, is what AttrFresh returns (the port's tables read
 	// again, newer than attr); freshReads counts the calls.
-	fresh      *hw.PortAttr
-	freshReads int
+	fresh       *hw.PortAttr
+	freshReads  int
+	entryChecks int    // EntriesHold calls
+	checking    func() // if set, runs inside EntriesHold
 }
 
 type deliverEP struct {
@@ -79,6 +82,20 @@ func (p *fakePort) AttrFresh(time.Duration) (hw.PortAttr, error) {
 		return *p.fresh, nil
 	}
 	return p.attr, nil
+}
+
+// EntriesHold checks the entries against the tables as they are now:
+// fresh if set, else attr.
+func (p *fakePort) EntriesHold(g hw.GIDEntry, pkeyIndex int, pkey uint16) bool {
+	p.entryChecks++
+	if p.checking != nil {
+		p.checking()
+	}
+	now := &p.attr
+	if p.fresh != nil {
+		now = p.fresh
+	}
+	return slices.Contains(now.GIDs, g) && pkeyIndex < len(now.PKeys) && now.PKeys[pkeyIndex] == pkey
 }
 func (p *fakePort) OpenMAD(hw.Registration) (hw.Endpoint, error) {
 	p.ep = &fakeEP{closed: make(chan struct{}), fail: make(chan error, 1)}
@@ -148,8 +165,9 @@ func newHarness(t *testing.T) *harness {
 }
 
 // newHarnessOn is newHarness, with a port whose endpoint is a
-// hw.Deliverer if deliverer is set.
-func newHarnessOn(t *testing.T, deliverer bool) *harness {
+// hw.Deliverer if deliverer is set, and ports 2 and on with the
+// attributes more.
+func newHarnessOn(t *testing.T, deliverer bool, more ...hw.PortAttr) *harness {
 	t.Helper()
 	h := &harness{t: t, clk: clock.NewFake(time.Unix(1_000_000, 0))}
 	dev := &fakeDev{guid: localGUID}
@@ -159,6 +177,9 @@ func newHarnessOn(t *testing.T, deliverer bool) *harness {
 		PKeys: []uint16{0xffff, 0x8001},
 	}}
 	dev.ports = []*fakePort{h.port}
+	for i, a := range more {
+		dev.ports = append(dev.ports, &fakePort{dev: dev, num: i + 2, attr: a})
+	}
 	h.cm = New(dev, Options{Clock: h.clk, CommIDOperand: 0x1000})
 	if err := h.cm.Start(); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package cmcore
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -93,17 +94,30 @@ func (av *AddressVector) madAddress() hw.Address {
 // a pointer to the GID entry and never needed the number.)
 //
 // The ports' snapshots may be seconds old (hw.FreshAttr), where the
-// kernel's caches follow every change at once: when the path does not fit
+// kernel's caches follow every change at once. When the path does not fit
 // them, it is tried again on snapshots no older than freshAttrAge, so that
-// a GID or P_Key added a moment ago is found. The retry reads sysfs at
-// most once per freshAttrAge and port, however many paths miss.
+// a GID or P_Key added a moment ago is found; that retry reads sysfs at
+// most once per freshAttrAge and port, however many paths miss. When it
+// fits, the two entries it takes are read again (hw.FreshAttr's
+// EntriesHold): one that moved or went since (an SM rewrote the P_Key
+// table, an address left its netdev) would send the MADs and the QP from
+// another GID or partition, or fail every send until the final timeout.
+// Then the tables are read whole at once: only a real change costs that,
+// never a peer's choice of GID or P_Key.
 func (cm *CM) avFromPath(p *PathRecord) (AddressVector, *port, error) {
-	av, pt, err := cm.avFromPathWith(p, hw.AttrOf)
-	if err == nil || !slices.ContainsFunc(cm.ports, func(pt *port) bool { _, ok := pt.hw.(hw.FreshAttr); return ok }) {
-		return av, pt, err
+	av, pt, err := cm.avFromPathWith(p, hw.AttrOf, true)
+	if err != nil && !errors.Is(err, errEntryMoved) && slices.ContainsFunc(cm.ports, func(pt *port) bool { _, ok := pt.hw.(hw.FreshAttr); return ok }) {
+		av, pt, err = cm.avFromPathWith(p, freshAttr, true)
 	}
-	return cm.avFromPathWith(p, freshAttr)
+	if errors.Is(err, errEntryMoved) {
+		return cm.avFromPathWith(p, attrNow, false)
+	}
+	return av, pt, err
 }
+
+// errEntryMoved: a snapshot's GID or P_Key entry no longer holds what it
+// says.
+var errEntryMoved = errors.New("cmcore: a port's table changed since its snapshot")
 
 // freshAttrAge is how old a snapshot avFromPath's retry takes.
 const freshAttrAge = time.Second
@@ -117,7 +131,17 @@ func freshAttr(p hw.Port) (hw.PortAttr, error) {
 	return hw.AttrOf(p)
 }
 
-func (cm *CM) avFromPathWith(p *PathRecord, attrOf func(hw.Port) (hw.PortAttr, error)) (AddressVector, *port, error) {
+// attrNow is a port's tables read now, if its snapshots can lag.
+func attrNow(p hw.Port) (hw.PortAttr, error) {
+	if f, ok := p.(hw.FreshAttr); ok {
+		return f.AttrFresh(0)
+	}
+	return hw.AttrOf(p)
+}
+
+// avFromPathWith is avFromPath on the snapshots attrOf gives; with check,
+// it returns errEntryMoved when the entries it found there no longer hold.
+func (cm *CM) avFromPathWith(p *PathRecord, attrOf func(hw.Port) (hw.PortAttr, error), check bool) (AddressVector, *port, error) {
 	var far error
 	for _, pt := range cm.ports {
 		attr, err := attrOf(pt.hw)
@@ -135,6 +159,12 @@ func (cm *CM) avFromPathWith(p *PathRecord, attrOf func(hw.Port) (hw.PortAttr, e
 		pkIdx, ok := attr.PKeyIndex(p.PKey)
 		if !ok {
 			return AddressVector{}, nil, fmt.Errorf("cmcore: P_Key %#04x not in port %d's table: %w", p.PKey, pt.num, unix.ENOENT)
+		}
+		if f, ok := pt.hw.(hw.FreshAttr); ok && check {
+			e := attr.GIDs[slices.IndexFunc(attr.GIDs, func(e hw.GIDEntry) bool { return e.Index == gidIdx })]
+			if !f.EntriesHold(e, pkIdx, p.PKey) {
+				return AddressVector{}, nil, errEntryMoved
+			}
 		}
 		av := AddressVector{
 			PortNum:    uint8(pt.num),

@@ -2,6 +2,8 @@ package cmcore
 
 import (
 	"bytes"
+	"errors"
+	"golang.org/x/sys/unix"
 	"slices"
 	"testing"
 
@@ -241,6 +243,131 @@ func TestSendREQFindsAGIDNewerThanTheSnapshot(t *testing.T) {
 	}
 	if h.port.freshReads != 1 {
 		t.Errorf("%d fresh reads, want 1", h.port.freshReads)
+	}
+}
+
+// The snapshot's entries a connection takes are checked against the
+// tables as they are: a P_Key an SM moved, an address that left its slot,
+// since the snapshot, are taken where they are now (one read of the
+// tables), or refused as the kernel's current cache would refuse them.
+func TestPathEntriesMovedSinceTheSnapshot(t *testing.T) {
+	moved := hw.GID{0xfe, 0x80, 15: 0x42}
+	for _, c := range []struct {
+		name    string
+		path    func(*PathRecord)
+		now     func(*hw.PortAttr) // the tables now, from the snapshot's
+		pkIdx   uint16
+		gidIdx  uint8
+		wantErr error
+	}{{
+		name:  "P_Key moved",
+		path:  func(p *PathRecord) { p.PKey = 0x8001 },
+		now:   func(a *hw.PortAttr) { a.PKeys = []uint16{0xffff, 0x8002, 0x8001} },
+		pkIdx: 2,
+	}, {
+		name: "GID moved",
+		path: func(p *PathRecord) { p.SGID, p.HopLimit = moved, 2 },
+		now: func(a *hw.PortAttr) {
+			a.GIDs = append(a.GIDs[:1:1], hw.GIDEntry{Index: 3, GID: moved, Type: hw.GIDTypeIB})
+		},
+		gidIdx: 3,
+	}, {
+		name:    "GID gone",
+		path:    func(p *PathRecord) { p.SGID, p.HopLimit = moved, 2 },
+		now:     func(a *hw.PortAttr) { a.GIDs = a.GIDs[:1:1] },
+		wantErr: unix.EINVAL,
+	}, {
+		name:    "P_Key gone",
+		path:    func(p *PathRecord) { p.PKey = 0x8001 },
+		now:     func(a *hw.PortAttr) { a.PKeys = []uint16{0xffff} },
+		wantErr: unix.ENOENT,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.port.attr.GIDs = append(h.port.attr.GIDs, hw.GIDEntry{Index: 1, GID: moved, Type: hw.GIDTypeIB})
+			now := h.port.attr
+			now.GIDs, now.PKeys = slices.Clone(now.GIDs), slices.Clone(now.PKeys)
+			c.now(&now)
+			h.port.fresh = &now
+			id := h.newID()
+			p := testREQParams()
+			c.path(p.Primary)
+			err := id.SendREQ(p)
+			if c.wantErr != nil {
+				if !errors.Is(err, c.wantErr) {
+					t.Fatalf("SendREQ: %v, want %v", err, c.wantErr)
+				}
+				return
+			}
+			must(t, err)
+			dst := h.lastDst()
+			one[*wire.REQ](t, h.sent())
+			qa, _, err := id.InitQPAttr(QPStateInit)
+			must(t, err)
+			if dst.PKeyIndex != c.pkIdx || qa.PKeyIndex != c.pkIdx {
+				t.Errorf("P_Key index: REQ sent on %d, QP's %d; want %d", dst.PKeyIndex, qa.PKeyIndex, c.pkIdx)
+			}
+			if c.gidIdx != 0 && (dst.GRH == nil || dst.GRH.SGIDIndex != c.gidIdx || id.av.GRH.SGIDIndex != c.gidIdx) {
+				t.Errorf("REQ sent with GRH %+v, QP's SGID index %d; want %d", dst.GRH, id.av.GRH.SGIDIndex, c.gidIdx)
+			}
+			if h.port.freshReads != 1 {
+				t.Errorf("%d fresh reads, want 1", h.port.freshReads)
+			}
+		})
+	}
+}
+
+// SendREQ and SendSIDRREQ check the path's entries (sysfs reads) without
+// the CM's lock, which every command and MAD of the device waits for.
+func TestPathLookedUpOutsideTheLock(t *testing.T) {
+	h := newHarness(t)
+	held := 0
+	h.port.checking = func() {
+		if !h.cm.mu.TryLock() {
+			held++
+			return
+		}
+		h.cm.mu.Unlock()
+	}
+	must(t, h.newID().SendREQ(testREQParams()))
+	must(t, h.newID().SendSIDRREQ(&SIDRREQParams{Path: testPath(), ServiceID: 0x1234, TimeoutMs: 100, MaxCMRetries: 1}))
+	if h.port.entryChecks != 2 || held != 0 {
+		t.Errorf("%d entry checks, %d of them under the CM's lock; want 2, 0", h.port.entryChecks, held)
+	}
+}
+
+// A REQ that arrives on one port naming another's GID (a peer's path
+// cached across an SM's new LIDs) reports the port its QP is on, the
+// path's, as cm_format_req_event does: the port INIT_QP_ATTR gives.
+func TestREQEventPortIsThePaths(t *testing.T) {
+	h := newHarnessOn(t, false, hw.PortAttr{
+		LinkLayer: hw.LinkInfiniBand, State: hw.PortActive, LID: localLID + 1,
+		GIDs:  []hw.GIDEntry{{Index: 0, GID: hw.GID{0xfe, 0x80, 15: 0x77}, Type: hw.GIDTypeIB}},
+		PKeys: []uint16{0xffff},
+	})
+	l := h.newID()
+	must(t, l.Listen(0x1234, 0))
+	var r hw.Received
+	must(t, wire.Encode(&r.MAD, 0x77, peerREQ(0x1234))) // names port 1's GID
+	r.Src = peerAddr
+	h.cm.handleMAD(h.cm.ports[1], &r) // arrives on port 2
+	evs := h.takeEvents()
+	if len(evs) != 1 || evs[0].Type != EventREQReceived {
+		t.Fatalf("events %v, want the REQ", evs)
+	}
+	qa, _, err := evs[0].ID.InitQPAttr(QPStateInit)
+	must(t, err)
+	if evs[0].REQ.Port != 1 || qa.PortNum != 1 {
+		t.Errorf("REQ event on port %d, QP on port %d; want both 1, the path's", evs[0].REQ.Port, qa.PortNum)
+	}
+}
+
+// Entries that hold cost no read of the tables.
+func TestPathEntriesHoldNoRead(t *testing.T) {
+	h := newHarness(t)
+	must(t, h.newID().SendREQ(testREQParams()))
+	if h.port.entryChecks != 1 || h.port.freshReads != 0 {
+		t.Errorf("%d entry checks, %d fresh reads; want 1, 0", h.port.entryChecks, h.port.freshReads)
 	}
 }
 

@@ -22,12 +22,13 @@ func (id *ID) SendSIDRREQ(p *SIDRREQParams) error {
 	}
 	cm := id.cm
 	var t txn
-	cm.mu.Lock()
+	// Outside the CM's lock, as the kernel looks it up before its id's:
+	// that may read sysfs.
 	av, pt, err := cm.avFromPath(p.Path)
 	if err != nil {
-		cm.mu.Unlock()
 		return err
 	}
+	cm.mu.Lock()
 	if id.destroyed || id.state != StateIdle {
 		defer cm.mu.Unlock()
 		return errInval("send SIDR_REQ in state %v", id.state)

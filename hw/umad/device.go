@@ -235,6 +235,15 @@ func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
 	return p.whole, nil
 }
 
+// EntriesHold implements hw.FreshAttr. A RoCE port's P_Key table is
+// fixed (the default P_Key): only its GID slot is read, with its type.
+func (p *Port) EntriesHold(g hw.GIDEntry, pkeyIndex int, pkey uint16) bool {
+	p.mu.Lock()
+	ll := p.attr.LinkLayer
+	p.mu.Unlock()
+	return p.sys.entriesHold(p.dev.name, p.num, ll, g, pkeyIndex, pkey)
+}
+
 // refreshing returns the channel of the background refresh under way,
 // starting one if none is: a refresh is joined, never doubled. p.mu is
 // held.

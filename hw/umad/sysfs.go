@@ -322,6 +322,38 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 	return out, nil
 }
 
+// entriesHold reads GID slot g.Index (and its type on RoCE) and, on
+// InfiniBand, P_Key slot pkeyIndex of a port whose link layer is ll, and
+// reports whether they still hold g and pkey. A slot that cannot be read
+// does not.
+func (s sysfs) entriesHold(dev string, num int, ll hw.LinkLayer, g hw.GIDEntry, pkeyIndex int, pkey uint16) bool {
+	dir := s.path("infiniband", dev, "ports", strconv.Itoa(num))
+	v, err := readTrim(filepath.Join(dir, "gids", strconv.Itoa(g.Index)))
+	if err != nil {
+		return false
+	}
+	if got, err := parseGID(v); err != nil || got != g.GID {
+		return false
+	}
+	if ll == hw.LinkEthernet {
+		// As gids reads it: a type that cannot be read (no gid_attrs
+		// before 4.9) is the default.
+		typ := hw.GIDTypeRoCEv1
+		if t, err := readTrim(filepath.Join(dir, "gid_attrs", "types", strconv.Itoa(g.Index))); err == nil {
+			if typ, err = parseGIDType(t, ll); err != nil {
+				return false
+			}
+		}
+		return typ == g.Type
+	}
+	v, err = readTrim(filepath.Join(dir, "pkeys", strconv.Itoa(pkeyIndex)))
+	if err != nil {
+		return false
+	}
+	got, err := parseHex16(v)
+	return err == nil && got == pkey
+}
+
 // gidLookahead is how many slots past the highest GID a refresh reads.
 const gidLookahead = 8
 

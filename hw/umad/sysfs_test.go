@@ -642,6 +642,49 @@ func TestAttrFreshJoinerTakesTheReadsError(t *testing.T) {
 	}
 }
 
+// EntriesHold reads the two entries a connection takes and compares them
+// with the snapshot's: GID and type on RoCE, GID and P_Key on InfiniBand.
+func TestEntriesHold(t *testing.T) {
+	root := tree(t, fakeSysfs())
+	devs, err := Discover(Options{SysfsRoot: root, AttrMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mlx, rxe := devs[0].ports[0], devs[1].ports[0]
+	ib, _ := mlx.Attr()
+	roce, _ := rxe.Attr()
+	write := func(rel, v string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "class/infiniband", rel), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !mlx.EntriesHold(ib.GIDs[0], 1, 0x8001) || !rxe.EntriesHold(roce.GIDs[1], 0, 0xffff) {
+		t.Fatal("entries as read do not hold")
+	}
+	if mlx.EntriesHold(ib.GIDs[0], 1, 0x8002) || mlx.EntriesHold(ib.GIDs[0], 9, 0x8001) {
+		t.Error("another P_Key, or a slot past the table, holds")
+	}
+	write("mlx5_0/ports/1/pkeys/1", "0x8002\n") // the SM rewrote the table
+	if mlx.EntriesHold(ib.GIDs[0], 1, 0x8001) {
+		t.Error("a P_Key the SM replaced still holds")
+	}
+	write("rxe0/ports/1/gid_attrs/types/1", "IB/RoCE v1\n") // the slot reused for the other type
+	if rxe.EntriesHold(roce.GIDs[1], 0, 0xffff) {
+		t.Error("a RoCE v2 entry whose slot now holds RoCE v1 still holds")
+	}
+	write("rxe0/ports/1/gids/1", zeroGID) // the address left its netdev
+	if rxe.EntriesHold(roce.GIDs[1], 0, 0xffff) {
+		t.Error("an emptied GID slot still holds")
+	}
+	if err := os.Remove(filepath.Join(root, "class/infiniband/rxe0/ports/1/gid_attrs/types/3")); err != nil {
+		t.Fatal(err)
+	}
+	if !rxe.EntriesHold(roce.GIDs[2], 0, 0xffff) {
+		t.Error("a RoCE v1 entry with no type to read (a kernel before 4.9) does not hold")
+	}
+}
+
 // An InfiniBand port's GID table is not filled from its lowest free slot
 // (an SM puts alias GUIDs at the indexes it chooses): a refresh reads it
 // whole.
