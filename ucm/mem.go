@@ -45,9 +45,20 @@ func (c *call) done() {
 // enterCopy takes one of the file's user's copy slots and one of every
 // user's (copySlots), what stands between copies that hang and the
 // daemon's threads, waiting for them if all are taken; leaveCopy gives
-// both back. Free slots cost a compare-and-swap each way, each.
+// both back. Free slots cost a compare-and-swap each way, each. A command
+// already answered (interrupted, or its channel aborted while an earlier
+// copy hung) copies no more: its caller has returned from write(2) and
+// may use that memory for something else.
 func (c *call) enterCopy(what string) error {
 	f := c.f
+	select {
+	case <-f.done:
+		return fmt.Errorf("%s: %w", what, errReleased)
+	default:
+	}
+	if err := c.ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	if f.copies.take() {
 		if f.all.take() {
 			return nil
