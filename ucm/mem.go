@@ -45,19 +45,21 @@ func (c *call) done() {
 // enterCopy takes one of the file's user's copy slots and one of every
 // user's (copySlots), what stands between copies that hang and the
 // daemon's threads, waiting for them if all are taken; leaveCopy gives
-// both back. Free slots cost a compare-and-swap each way, each. A command
-// already answered (interrupted, or its channel aborted while an earlier
-// copy hung) copies no more: its caller has returned from write(2) and
-// may use that memory for something else.
+// both back. Free slots cost a compare-and-swap each way, each.
+//
+// A command of a released file copies no more: a file is released while
+// a command is in flight only when the daemon lets its channel go (a
+// shutdown, or a channel aborted while an earlier copy hung), and then
+// the kernel has answered the caller, who may already use that memory for
+// something else. (An interrupt answers nothing by itself: the command
+// decides, and DESTROY_ID completes and copies its answer as the kernel's
+// did.)
 func (c *call) enterCopy(what string) error {
 	f := c.f
 	select {
 	case <-f.done:
 		return fmt.Errorf("%s: %w", what, errReleased)
 	default:
-	}
-	if err := c.ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
 	}
 	if f.copies.take() {
 		if f.all.take() {
