@@ -96,6 +96,14 @@ wait $pid || fail "ucmd exited non-zero on SIGTERM: $(tail -5 /tmp/ucmd.log)"
 # --- remove, purge ---------------------------------------------------------
 mkdir -p /etc/systemd/system/multi-user.target.wants # as `systemctl enable ucmd` would
 ln -s /lib/systemd/system/ucmd.service /etc/systemd/system/multi-user.target.wants/ucmd.service
+# In a chroot or an image build, policy-rc.d forbids stopping services.
+printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+chmod 755 /usr/sbin/policy-rc.d
+/var/lib/dpkg/info/ucmd.prerm remove 2>/dev/null || fail "prerm remove failed under policy-rc.d"
+c=$(calls)
+case $c in *stop*) fail "prerm stopped ucmd although policy-rc.d forbids it: $c" ;; esac
+rm /usr/sbin/policy-rc.d
+ok "remove under a policy-rc.d that forbids it: ucmd not stopped"
 out=$(dpkg -r ucmd 2>&1) || fail "dpkg -r: $out"
 c=$(calls)
 case $c in "stop ucmd.service;"*daemon-reload*) ;; *) fail "remove asked systemctl for: $c" ;; esac
