@@ -63,7 +63,17 @@ import (
 // Differences from the kernel, all narrow: an execve by the opener itself
 // (no fork) keeps the thread group, so ucmd lets the new program use the fd
 // where the kernel refused it; a process that was handed the fd over a
-// UNIX socket is refused as in the kernel. When the opener is not visible
+// UNIX socket is refused as in the kernel. The exec is the gap the kernel's
+// check was written for (CVE-2016-4565: a privileged program made to write
+// to an fd its unprivileged caller opened, so that the driver copies into
+// the privileged program's memory). A setuid or setgid program changes
+// fsuid or fsgid and is refused here too; one that gains file capabilities
+// or an SELinux domain without a new uid or gid is not. Refusing it would
+// cost a system call per command (the process turns non-dumpable at such an
+// exec, which an fstat of /proc/<tgid> shows as root's ownership), and such
+// a program would have to write binary bytes of the attacker's choosing to
+// the fd, beginning with the NUL bytes of a command number: text, however
+// chosen, is refused as an unknown command (EINVAL). When the opener is not visible
 // in ucmd's pid namespace (CUSE reports pid 0) or its group cannot be read,
 // the file has no known thread group and only uid/gid are checked, as
 // before; a writer with pid 0 on a file whose opener was visible is always

@@ -67,7 +67,7 @@ func credDUT(t *testing.T, p *procs) (*fakedut.DUT, *conformance.Client) {
 	return d, c
 }
 
-// Issue 12 point 4: a forked child (or an exec'd program) writing to an
+// Issue 12 point 4: a forked child (or a program it execs) writing to an
 // inherited fd gets EACCES for every command, as with the kernel's
 // ib_safe_file_access, though its uid and gid are the opener's; another
 // thread of the opener may write. Each thread is looked up once.
