@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"golang.org/x/sys/unix"
 
@@ -421,7 +423,9 @@ func checkRuntimeDir(dir string) error {
 // ucmd` next to the service) must stop before it touches them. Without
 // the lock it failed later, at a taken node or umad class, and its
 // cleanup removed the first daemon's class tree, which `ucmd exec`
-// clients read. The lock goes with the process, so a crash leaves none.
+// clients read. The lock goes with the process, so a crash leaves none,
+// once every thread of it has ended: one stuck in a copy into a client's
+// memory cannot be killed (docs/cuse.md §3), and the error says so.
 func lockRuntimeDir(dir string) (*os.File, error) {
 	if dir == "" {
 		return nil, nil
@@ -431,13 +435,77 @@ func lockRuntimeDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("--runtime-dir %s: %w", dir, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
+		defer f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("--runtime-dir %s: another ucmd serves it (ucmd status shows it)", dir)
+			return nil, fmt.Errorf("--runtime-dir %s: another ucmd serves it (%sucmd status shows it)", dir, lockHolder("/proc", f))
 		}
 		return nil, fmt.Errorf("--runtime-dir %s: lock: %w", dir, err)
 	}
 	return f, nil
+}
+
+// lockHolder names the process holding dir's lock, f being dir open, from
+// proc's locks and the holder's entries: "pid 123 (ucmd); ", with, when
+// some of its threads cannot be killed (state D), what holds them and
+// what to do. "" when it cannot tell.
+func lockHolder(proc string, f *os.File) string {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return ""
+	}
+	locks, err := os.ReadFile(filepath.Join(proc, "locks"))
+	if err != nil {
+		return ""
+	}
+	// "1: FLOCK  ADVISORY  WRITE 22110 fe:00:10527096 0 EOF"
+	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	pid := ""
+	for line := range strings.Lines(string(locks)) {
+		fs := strings.Fields(line)
+		if len(fs) >= 6 && fs[1] == "FLOCK" && fs[5] == id {
+			pid = fs[4]
+			break
+		}
+	}
+	if pid == "" {
+		return ""
+	}
+	comm, _ := os.ReadFile(filepath.Join(proc, pid, "comm"))
+	name := strings.Map(func(r rune) rune { // any process may name itself anything
+		if !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, strings.TrimSpace(string(comm)))
+	out := fmt.Sprintf("pid %s (%s); ", pid, name)
+	var stuck []string
+	tasks, _ := os.ReadDir(filepath.Join(proc, pid, "task"))
+	for _, t := range tasks {
+		if b, err := os.ReadFile(filepath.Join(proc, pid, "task", t.Name(), "stat")); err == nil && taskState(b) == 'D' {
+			stuck = append(stuck, t.Name())
+		}
+	}
+	if len(stuck) == 0 {
+		return out
+	}
+	b, _ := os.ReadFile(filepath.Join(proc, pid, "stat"))
+	if s := taskState(b); s != 'Z' && s != 'X' {
+		return out
+	}
+	return out + fmt.Sprintf("it has exited but for threads %s in uninterruptible sleep, as a copy into a client's memory stays "+
+		"when the client's buffer is a file mapping whose FUSE server does not answer (docs/cuse.md §3): "+
+		"ending that FUSE server (fusermount -u its mount, or kill it) lets them go, else only a reboot does; ", strings.Join(stuck, ", "))
+}
+
+// taskState is the state letter of a /proc/<pid>/stat line, 0 if it
+// cannot be read: the field after the command name, which may hold
+// anything but ends at the last ')'.
+func taskState(stat []byte) byte {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return 0
+	}
+	return stat[i+2]
 }
 
 // unlockRuntimeDir lets another daemon have the runtime dir.

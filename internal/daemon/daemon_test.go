@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"golang.org/x/sys/unix"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -326,4 +328,46 @@ func (b blockingObserver) ObserveMAD(ev *cmcore.MADEvent) {
 	close(b.in)
 	<-b.release
 	b.next.ObserveMAD(ev)
+}
+
+// A runtime dir still locked by a daemon that has exited but for threads
+// stuck in a copy (state D) says so, and what lets them go.
+func TestLockHolderStuckThreads(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	proc := t.TempDir()
+	write := func(rel, v string) {
+		t.Helper()
+		p := filepath.Join(proc, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("locks", fmt.Sprintf("1: POSIX  ADVISORY  WRITE 99 00:00:1 0 EOF\n2: FLOCK  ADVISORY  WRITE 4321 %02x:%02x:%d 0 EOF\n",
+		unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino))
+	write("4321/comm", "ucmd\n")
+	write("4321/stat", "4321 (ucmd) Z 1 4321 4321 0 -1\n")
+	write("4321/task/4321/stat", "4321 (ucmd) Z 1\n")
+	write("4321/task/4330/stat", "4330 (ucmd) D 1\n")
+	got := lockHolder(proc, f)
+	for _, want := range []string{"pid 4321 (ucmd); ", "threads 4330 in uninterruptible sleep", "docs/cuse.md §3", "FUSE server"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lockHolder: %q, want %q in it", got, want)
+		}
+	}
+	write("4321/stat", "4321 (ucmd) S 1 4321 4321 0 -1\n") // alive: a thread in D for a moment is normal
+	if got := lockHolder(proc, f); got != "pid 4321 (ucmd); " {
+		t.Errorf("lockHolder of a live daemon: %q", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -321,8 +322,8 @@ func TestSecondDaemonLeavesTheFirstAlone(t *testing.T) {
 	abiVersion := filepath.Join(sysclass.ClassDir(run), "abi_version")
 	for range 2 {
 		_, err := daemon.Start(t.Context(), f.Config(daemon.Config{Fabric: daemon.FabricSim, SimDevices: 1, RuntimeDir: run, Logger: quiet()}))
-		if err == nil || !strings.Contains(err.Error(), "--runtime-dir "+run+": another ucmd serves it") {
-			t.Fatalf("second daemon on the same runtime dir: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "--runtime-dir "+run+": another ucmd serves it (pid "+strconv.Itoa(os.Getpid())+" (") {
+			t.Fatalf("second daemon on the same runtime dir: %v; want it to name this process as the holder", err)
 		}
 		if _, err := os.Stat(abiVersion); err != nil {
 			t.Fatalf("the first daemon's class tree after the second failed: %v", err)
