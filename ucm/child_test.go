@@ -52,6 +52,25 @@ func TestChildEventBeforeDelivery(t *testing.T) {
 	// Destroying a REQ_SENT id sends REJ to the passive side.
 	_, err := e.a.DestroyID(a)
 	must(t, err)
+	// The REJ reaches b's CM asynchronously: wait until it is queued
+	// (on the listener) before GET_EVENT delivers the REQ, or it would be
+	// the delivered child's own event.
+	queuedOnListener := func() int {
+		for _, f := range e.d.Device.Files() {
+			for _, x := range f.IDs {
+				if x.ID == e.listener {
+					return x.QueuedEvents
+				}
+			}
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(wait); queuedOnListener() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the REJ never reached the listener's queue (%d events queued)", queuedOnListener())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	req, err := e.b.Expect(abi.CMREQReceived, wait)
 	must(t, err)
 	rej, err := e.b.Expect(abi.CMREJReceived, wait)
