@@ -64,6 +64,7 @@ type fakePort struct {
 	freshReads  int
 	entryChecks int    // EntriesHold calls
 	checking    func() // if set, runs inside EntriesHold
+	checkErr    error  // if set, what EntriesHold returns
 }
 
 type deliverEP struct {
@@ -86,7 +87,7 @@ func (p *fakePort) AttrFresh(time.Duration) (hw.PortAttr, error) {
 
 // EntriesHold checks the entries against the tables as they are now:
 // fresh if set, else attr.
-func (p *fakePort) EntriesHold(g hw.GIDEntry, pkeyIndex int, pkey uint16) bool {
+func (p *fakePort) EntriesHold(g hw.GIDEntry, pkeyIndex int, pkey uint16) (bool, error) {
 	p.entryChecks++
 	if p.checking != nil {
 		p.checking()
@@ -95,7 +96,10 @@ func (p *fakePort) EntriesHold(g hw.GIDEntry, pkeyIndex int, pkey uint16) bool {
 	if p.fresh != nil {
 		now = p.fresh
 	}
-	return slices.Contains(now.GIDs, g) && pkeyIndex < len(now.PKeys) && now.PKeys[pkeyIndex] == pkey
+	if p.checkErr != nil {
+		return false, p.checkErr
+	}
+	return slices.Contains(now.GIDs, g) && pkeyIndex < len(now.PKeys) && now.PKeys[pkeyIndex] == pkey, nil
 }
 func (p *fakePort) OpenMAD(hw.Registration) (hw.Endpoint, error) {
 	p.ep = &fakeEP{closed: make(chan struct{}), fail: make(chan error, 1)}

@@ -162,9 +162,14 @@ func (cm *CM) avFromPathWith(p *PathRecord, attrOf func(hw.Port) (hw.PortAttr, e
 		}
 		if f, ok := pt.hw.(hw.FreshAttr); ok && check {
 			e := attr.GIDs[slices.IndexFunc(attr.GIDs, func(e hw.GIDEntry) bool { return e.Index == gidIdx })]
-			if !f.EntriesHold(e, pkIdx, p.PKey) {
+			// The table's entry, not the path's P_Key: they may differ
+			// in the membership bit (PKeyIndex).
+			held, err := f.EntriesHold(e, pkIdx, attr.PKeys[pkIdx])
+			if err == nil && !held {
 				return AddressVector{}, nil, errEntryMoved
 			}
+			// Entries that cannot be read say nothing: the snapshot,
+			// as before the check.
 		}
 		av := AddressVector{
 			PortNum:    uint8(pt.num),

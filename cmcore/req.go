@@ -149,7 +149,7 @@ func (cm *CM) recvREQ(t *txn, in *rx, m *wire.REQ) {
 			RetryCount:              m.RetryCount,
 			RNRRetryCount:           m.RNRRetryCount,
 			SRQ:                     m.SRQ,
-			Port:                    uint8(pt.num), // the QP's, not the arrival port (cm_format_req_event)
+			Port:                    uint8(pt.num), // the QP's (cm_format_req_event), which INIT_QP_ATTR gives
 			BTHPKey:                 cm.pkeyAt(in.p, in.src.PKeyIndex),
 		},
 	}, l)

@@ -362,6 +362,31 @@ func TestREQEventPortIsThePaths(t *testing.T) {
 	}
 }
 
+// The entry checked is the table's, not the path's P_Key, which may
+// differ in the membership bit: a peer's limited-member REQ against a
+// full-member table costs no read of the tables, and entries that cannot
+// be read leave the snapshot's lookup as it was.
+func TestPathEntriesCheckedAsTheTableHasThem(t *testing.T) {
+	h := newHarness(t)
+	l := h.newID()
+	must(t, l.Listen(0x1234, 0))
+	for i := range 3 {
+		req := peerREQ(0x1234)
+		req.LocalCommID += uint32(i)
+		req.LocalQPN += uint32(i)
+		req.PartitionKey = 0x7fff // limited member; the table has 0xffff
+		h.inject(0x77+uint64(i), req)
+	}
+	if n := len(h.takeEvents()); n != 3 || h.port.freshReads != 0 {
+		t.Errorf("%d REQs delivered, %d fresh reads; want 3, 0", n, h.port.freshReads)
+	}
+	h.port.checkErr = errors.New("read gids/0: input/output error")
+	must(t, h.newID().SendREQ(testREQParams()))
+	if h.port.freshReads != 0 {
+		t.Errorf("entries that cannot be read: %d fresh reads, want 0", h.port.freshReads)
+	}
+}
+
 // Entries that hold cost no read of the tables.
 func TestPathEntriesHoldNoRead(t *testing.T) {
 	h := newHarness(t)

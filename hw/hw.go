@@ -195,10 +195,11 @@ type FreshAttr interface {
 	AttrFresh(maxAge time.Duration) (PortAttr, error)
 	// EntriesHold reports whether GID table slot g.Index still holds g
 	// (address and type) and P_Key table slot pkeyIndex still holds pkey,
-	// reading only those entries. The CM checks a snapshot's entries so
-	// before a connection takes them: an SM may have rewritten the P_Key
-	// table, an address may have left the netdev, since the snapshot.
-	EntriesHold(g GIDEntry, pkeyIndex int, pkey uint16) bool
+	// reading only those entries; an error when they cannot be read. The
+	// CM checks a snapshot's entries so before a connection takes them: an
+	// SM may have rewritten the P_Key table, an address may have left the
+	// netdev, since the snapshot.
+	EntriesHold(g GIDEntry, pkeyIndex int, pkey uint16) (bool, error)
 }
 
 // AttrOf returns p's attributes for reading only: the tables are shared

@@ -139,8 +139,9 @@ type Port struct {
 // fullRead is AttrFresh's read of the tables whole; callers that come
 // while it runs wait for it and take its result.
 type fullRead struct {
-	done chan struct{}
-	err  error // the read's, set before done closes
+	start time.Time // when it began: it shows the tables as of then
+	done  chan struct{}
+	err   error // the read's, set before done closes
 }
 
 // afterAttrRead, when set by a test, runs between a sysfs read of the
@@ -204,40 +205,48 @@ func (p *Port) AttrShared() (hw.PortAttr, error) {
 }
 
 // AttrFresh implements hw.FreshAttr: the snapshot if its tables were read
-// whole less than maxAge ago, else a whole read now (one under way is
-// waited for, not doubled). Whole: its callers ask because the snapshot
-// lacked something, and a background refresh reads a RoCE GID table only
-// a little past its highest entry (sysfs.gids), where a GID added behind
+// whole in a read begun less than maxAge ago, else a whole read now. One
+// under way is joined if it began late enough, else waited for and not
+// taken: a caller that saw an entry change (maxAge 0) needs a read begun
+// after it looked. Whole: its callers ask because the snapshot lacked
+// something, and a background refresh reads a RoCE GID table only a
+// little past its highest entry (sysfs.gids), where a GID added behind
 // slots still held by deleted ones can sit further.
 func (p *Port) AttrFresh(maxAge time.Duration) (hw.PortAttr, error) {
+	since := time.Now().Add(-maxAge) // a read begun then or later will do
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.wholeTime.IsZero() && time.Since(p.wholeTime) < maxAge {
+	for {
+		if !p.wholeTime.IsZero() && !p.wholeTime.Before(since) {
+			return p.whole, nil
+		}
+		r := p.fullRead
+		if r != nil {
+			p.mu.Unlock()
+			<-r.done
+			p.mu.Lock()
+			if r.start.Before(since) {
+				continue // too old for this caller; look again
+			}
+		} else {
+			r = &fullRead{start: time.Now(), done: make(chan struct{})}
+			p.fullRead = r
+			p.mu.Unlock()
+			_, r.err = p.refreshFrom(r.start)
+			p.mu.Lock()
+			p.fullRead = nil
+			close(r.done)
+		}
+		if r.err != nil {
+			return hw.PortAttr{}, r.err
+		}
 		return p.whole, nil
 	}
-	r := p.fullRead
-	if r == nil {
-		r = &fullRead{done: make(chan struct{})}
-		p.fullRead = r
-		p.mu.Unlock()
-		_, r.err = p.refresh()
-		p.mu.Lock()
-		p.fullRead = nil
-		close(r.done)
-	} else {
-		p.mu.Unlock()
-		<-r.done
-		p.mu.Lock()
-	}
-	if r.err != nil {
-		return hw.PortAttr{}, r.err
-	}
-	return p.whole, nil
 }
 
 // EntriesHold implements hw.FreshAttr. A RoCE port's P_Key table is
 // fixed (the default P_Key): only its GID slot is read, with its type.
-func (p *Port) EntriesHold(g hw.GIDEntry, pkeyIndex int, pkey uint16) bool {
+func (p *Port) EntriesHold(g hw.GIDEntry, pkeyIndex int, pkey uint16) (bool, error) {
 	p.mu.Lock()
 	ll := p.attr.LinkLayer
 	p.mu.Unlock()
@@ -267,6 +276,7 @@ func (p *Port) refreshLocked() chan struct{} {
 	if full {
 		prev = hw.PortAttr{} // now and then, everything
 	}
+	start := time.Now()
 	go func() {
 		defer close(done)
 		var from *hw.PortAttr
@@ -281,7 +291,7 @@ func (p *Port) refreshLocked() chan struct{} {
 		defer p.mu.Unlock()
 		p.refreshed = nil
 		if err == nil {
-			p.store(a, read, full)
+			p.store(a, read, full, start)
 		} else {
 			// Keep serving the last snapshot; retry after maxAge.
 			p.attrTime = time.Now()
@@ -297,7 +307,10 @@ func (p *Port) Refresh() (hw.PortAttr, error) {
 }
 
 // refresh is Refresh, sharing the new snapshot's tables.
-func (p *Port) refresh() (hw.PortAttr, error) {
+func (p *Port) refresh() (hw.PortAttr, error) { return p.refreshFrom(time.Now()) }
+
+// refreshFrom is refresh begun at start.
+func (p *Port) refreshFrom(start time.Time) (hw.PortAttr, error) {
 	p.mu.Lock()
 	p.reads++
 	read := p.reads
@@ -310,7 +323,7 @@ func (p *Port) refresh() (hw.PortAttr, error) {
 		return hw.PortAttr{}, err
 	}
 	p.mu.Lock()
-	p.store(a, read, true)
+	p.store(a, read, true, start)
 	p.mu.Unlock()
 	return a, nil
 }
@@ -318,14 +331,15 @@ func (p *Port) refresh() (hw.PortAttr, error) {
 // store keeps a, the attributes of sysfs read number read, unless a read
 // started later has already been stored: a background refresh that ends
 // after a Refresh must not put its older tables back. A read of the tables
-// whole is also kept apart for AttrFresh, by the same rule. p.mu is held.
-func (p *Port) store(a hw.PortAttr, read uint64, whole bool) {
-	now := time.Now()
+// whole is also kept apart for AttrFresh, by the same rule. Their times
+// are when the read began (start): the tables may have changed behind it
+// since. p.mu is held.
+func (p *Port) store(a hw.PortAttr, read uint64, whole bool, start time.Time) {
 	if read > p.attrRead {
-		p.attr, p.attrRead, p.attrTime = a, read, now
+		p.attr, p.attrRead, p.attrTime = a, read, start
 	}
 	if whole && read > p.wholeRead {
-		p.whole, p.wholeRead, p.wholeTime = a, read, now
+		p.whole, p.wholeRead, p.wholeTime = a, read, start
 	}
 }
 

@@ -324,16 +324,20 @@ func (s sysfs) gids(dir string, ll hw.LinkLayer, prev *hw.PortAttr) ([]hw.GIDEnt
 
 // entriesHold reads GID slot g.Index (and its type on RoCE) and, on
 // InfiniBand, P_Key slot pkeyIndex of a port whose link layer is ll, and
-// reports whether they still hold g and pkey. A slot that cannot be read
-// does not.
-func (s sysfs) entriesHold(dev string, num int, ll hw.LinkLayer, g hw.GIDEntry, pkeyIndex int, pkey uint16) bool {
+// reports whether they still hold g and pkey. An empty GID slot that fails
+// to read (EINVAL on newer kernels, as gids skips it) does not hold; other
+// read errors are returned.
+func (s sysfs) entriesHold(dev string, num int, ll hw.LinkLayer, g hw.GIDEntry, pkeyIndex int, pkey uint16) (bool, error) {
 	dir := s.path("infiniband", dev, "ports", strconv.Itoa(num))
 	v, err := readTrim(filepath.Join(dir, "gids", strconv.Itoa(g.Index)))
+	if errors.Is(err, fs.ErrNotExist) || isEINVAL(err) {
+		return false, nil
+	}
 	if err != nil {
-		return false
+		return false, err
 	}
 	if got, err := parseGID(v); err != nil || got != g.GID {
-		return false
+		return false, nil
 	}
 	if ll == hw.LinkEthernet {
 		// As gids reads it: a type that cannot be read (no gid_attrs
@@ -341,17 +345,20 @@ func (s sysfs) entriesHold(dev string, num int, ll hw.LinkLayer, g hw.GIDEntry, 
 		typ := hw.GIDTypeRoCEv1
 		if t, err := readTrim(filepath.Join(dir, "gid_attrs", "types", strconv.Itoa(g.Index))); err == nil {
 			if typ, err = parseGIDType(t, ll); err != nil {
-				return false
+				return false, nil
 			}
 		}
-		return typ == g.Type
+		return typ == g.Type, nil
 	}
 	v, err = readTrim(filepath.Join(dir, "pkeys", strconv.Itoa(pkeyIndex)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil // the table shrank
+	}
 	if err != nil {
-		return false
+		return false, err
 	}
 	got, err := parseHex16(v)
-	return err == nil && got == pkey
+	return err == nil && got == pkey, nil
 }
 
 // gidLookahead is how many slots past the highest GID a refresh reads.

@@ -631,7 +631,7 @@ func TestAttrFreshKeepsItsWholeRead(t *testing.T) {
 func TestAttrFreshJoinerTakesTheReadsError(t *testing.T) {
 	_, p := readRXE0(t, fakeSysfs())
 	failed := errors.New("read gids: no such device")
-	r := &fullRead{done: make(chan struct{}), err: failed}
+	r := &fullRead{start: time.Now(), done: make(chan struct{}), err: failed}
 	close(r.done)
 	p.mu.Lock()
 	p.wholeTime = p.wholeTime.Add(-2 * time.Minute) // past AttrFresh's bound
@@ -659,29 +659,68 @@ func TestEntriesHold(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !mlx.EntriesHold(ib.GIDs[0], 1, 0x8001) || !rxe.EntriesHold(roce.GIDs[1], 0, 0xffff) {
+	holds := func(p *Port, g hw.GIDEntry, pkIdx int, pkey uint16) bool {
+		t.Helper()
+		ok, err := p.EntriesHold(g, pkIdx, pkey)
+		if err != nil {
+			t.Fatalf("EntriesHold(%v, %d, %#x): %v", g, pkIdx, pkey, err)
+		}
+		return ok
+	}
+	if !holds(mlx, ib.GIDs[0], 1, 0x8001) || !holds(rxe, roce.GIDs[1], 0, 0xffff) {
 		t.Fatal("entries as read do not hold")
 	}
-	if mlx.EntriesHold(ib.GIDs[0], 1, 0x8002) || mlx.EntriesHold(ib.GIDs[0], 9, 0x8001) {
+	if holds(mlx, ib.GIDs[0], 1, 0x8002) || holds(mlx, ib.GIDs[0], 9, 0x8001) {
 		t.Error("another P_Key, or a slot past the table, holds")
 	}
 	write("mlx5_0/ports/1/pkeys/1", "0x8002\n") // the SM rewrote the table
-	if mlx.EntriesHold(ib.GIDs[0], 1, 0x8001) {
+	if holds(mlx, ib.GIDs[0], 1, 0x8001) {
 		t.Error("a P_Key the SM replaced still holds")
 	}
 	write("rxe0/ports/1/gid_attrs/types/1", "IB/RoCE v1\n") // the slot reused for the other type
-	if rxe.EntriesHold(roce.GIDs[1], 0, 0xffff) {
+	if holds(rxe, roce.GIDs[1], 0, 0xffff) {
 		t.Error("a RoCE v2 entry whose slot now holds RoCE v1 still holds")
 	}
 	write("rxe0/ports/1/gids/1", zeroGID) // the address left its netdev
-	if rxe.EntriesHold(roce.GIDs[1], 0, 0xffff) {
+	if holds(rxe, roce.GIDs[1], 0, 0xffff) {
 		t.Error("an emptied GID slot still holds")
 	}
 	if err := os.Remove(filepath.Join(root, "class/infiniband/rxe0/ports/1/gid_attrs/types/3")); err != nil {
 		t.Fatal(err)
 	}
-	if !rxe.EntriesHold(roce.GIDs[2], 0, 0xffff) {
+	if !holds(rxe, roce.GIDs[2], 0, 0xffff) {
 		t.Error("a RoCE v1 entry with no type to read (a kernel before 4.9) does not hold")
+	}
+}
+
+// AttrFresh(0), asked because an entry changed, does not take a whole read
+// that was under way before it was called: that read may show the tables
+// as they were.
+func TestAttrFreshNowTakesNoOlderRead(t *testing.T) {
+	root, p := readRXE0(t, fakeSysfs())
+	if err := os.WriteFile(filepath.Join(root, "class/infiniband/rxe0/ports/1/gids/2"), []byte("0000:0000:0000:0000:0000:ffff:0a00:0002\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &fullRead{start: time.Now().Add(-time.Second), done: make(chan struct{})}
+	p.mu.Lock()
+	p.wholeTime = p.wholeTime.Add(-2 * time.Second)
+	p.fullRead = r // a read begun a second ago, of the three GIDs
+	p.mu.Unlock()
+	got := make(chan hw.PortAttr, 1)
+	go func() {
+		a, err := p.AttrFresh(0)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- a
+	}()
+	time.Sleep(20 * time.Millisecond) // mostly, the call finds the read under way
+	p.mu.Lock()
+	p.fullRead = nil // as the read's own caller does before it closes done
+	p.mu.Unlock()
+	close(r.done)
+	if a := <-got; len(a.GIDs) != 4 {
+		t.Errorf("AttrFresh(0): %d GIDs, want the 4 sysfs has now", len(a.GIDs))
 	}
 }
 

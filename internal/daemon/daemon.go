@@ -437,25 +437,26 @@ func lockRuntimeDir(dir string) (*os.File, error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		defer f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("--runtime-dir %s: another ucmd serves it (%sucmd status shows it)", dir, lockHolder("/proc", f))
+			return nil, fmt.Errorf("--runtime-dir %s: another ucmd serves it (%s)", dir, lockHolder("/proc", f))
 		}
 		return nil, fmt.Errorf("--runtime-dir %s: lock: %w", dir, err)
 	}
 	return f, nil
 }
 
-// lockHolder names the process holding dir's lock, f being dir open, from
-// proc's locks and the holder's entries: "pid 123 (ucmd); ", with, when
-// some of its threads cannot be killed (state D), what holds them and
-// what to do. "" when it cannot tell.
+// lockHolder says who holds dir's lock, f being dir open, from proc's
+// locks and the holder's entries: "pid 123 (ucmd); ucmd status shows it",
+// or, when the holder has exited but for threads that cannot be killed
+// (state D), what holds them and what to do; no pid when it cannot tell.
 func lockHolder(proc string, f *os.File) string {
+	const status = "ucmd status shows it"
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return ""
+		return status
 	}
 	locks, err := os.ReadFile(filepath.Join(proc, "locks"))
 	if err != nil {
-		return ""
+		return status
 	}
 	// "1: FLOCK  ADVISORY  WRITE 22110 fe:00:10527096 0 EOF"
 	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
@@ -467,17 +468,17 @@ func lockHolder(proc string, f *os.File) string {
 			break
 		}
 	}
-	if pid == "" {
-		return ""
+	comm, err := os.ReadFile(filepath.Join(proc, pid, "comm"))
+	if pid == "" || pid == "0" || err != nil { // 0: in a pid namespace we cannot see
+		return status
 	}
-	comm, _ := os.ReadFile(filepath.Join(proc, pid, "comm"))
 	name := strings.Map(func(r rune) rune { // any process may name itself anything
 		if !unicode.IsPrint(r) {
 			return '?'
 		}
 		return r
 	}, strings.TrimSpace(string(comm)))
-	out := fmt.Sprintf("pid %s (%s); ", pid, name)
+	who := fmt.Sprintf("pid %s (%s)", pid, name)
 	var stuck []string
 	tasks, _ := os.ReadDir(filepath.Join(proc, pid, "task"))
 	for _, t := range tasks {
@@ -485,16 +486,13 @@ func lockHolder(proc string, f *os.File) string {
 			stuck = append(stuck, t.Name())
 		}
 	}
-	if len(stuck) == 0 {
-		return out
-	}
 	b, _ := os.ReadFile(filepath.Join(proc, pid, "stat"))
-	if s := taskState(b); s != 'Z' && s != 'X' {
-		return out
+	if s := taskState(b); len(stuck) == 0 || (s != 'Z' && s != 'X') {
+		return who + "; " + status
 	}
-	return out + fmt.Sprintf("it has exited but for threads %s in uninterruptible sleep, as a copy into a client's memory stays "+
+	return who + fmt.Sprintf(" has exited but for threads %s in uninterruptible sleep, as a copy into a client's memory stays "+
 		"when the client's buffer is a file mapping whose FUSE server does not answer (docs/cuse.md §3): "+
-		"ending that FUSE server (fusermount -u its mount, or kill it) lets them go, else only a reboot does; ", strings.Join(stuck, ", "))
+		"ending that FUSE server (fusermount -u its mount, or kill it) lets them go, else only a reboot does", strings.Join(stuck, ", "))
 }
 
 // taskState is the state letter of a /proc/<pid>/stat line, 0 if it
@@ -870,34 +868,40 @@ func (s *served) stop() error {
 // kernel (umad resolving a peer's MAC, up to a second), whose observation
 // would come after the metrics forgot the device and make its series again,
 // for good. An observation under way when the gate closes is waited for,
-// so that none lands after the device's series are forgotten.
+// so that none lands after the device's series are forgotten. Counted, not
+// locked: an observer may call the CM (cmcore.Observer allows it), whose
+// send observes again on the same goroutine, where a read lock taken twice
+// with close waiting would deadlock.
 type observerGate struct {
-	obs cmcore.Observer
-	mu  sync.RWMutex // held for reading by each observation
-	off bool
+	obs    cmcore.Observer
+	off    atomic.Bool
+	inside atomic.Int64 // observations under way
 }
 
 func (g *observerGate) ObserveMAD(ev *cmcore.MADEvent) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if !g.off {
+	// inside before off, as close sets off before it reads inside: one
+	// of the two sees the other (sequentially consistent atomics).
+	g.inside.Add(1)
+	defer g.inside.Add(-1)
+	if !g.off.Load() {
 		g.obs.ObserveMAD(ev)
 	}
 }
 
 // WantsTime implements cmcore.TimeObserver for the observers behind.
 func (g *observerGate) WantsTime() bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
 	t, ok := g.obs.(cmcore.TimeObserver)
-	return !g.off && (!ok || t.WantsTime())
+	return !g.off.Load() && (!ok || t.WantsTime())
 }
 
-// close ends the observations, once those under way have.
+// close ends the observations, once those under way have. Called from
+// an observation, it would wait for itself; none does (the daemon's
+// observers never retire a device).
 func (g *observerGate) close() {
-	g.mu.Lock()
-	g.off = true
-	g.mu.Unlock()
+	g.off.Store(true)
+	for g.inside.Load() != 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // servedNow is a copy of the devices served, by index.

@@ -317,6 +317,43 @@ func TestObserverGateWaitsForObservation(t *testing.T) {
 	}
 }
 
+// An observer may call the CM, whose sends observe again on the same
+// goroutine: with the gate closing meanwhile, the inner observation is
+// dropped and the outer one ends, where a read lock taken twice would
+// deadlock.
+func TestObserverGateReentered(t *testing.T) {
+	in, release := make(chan struct{}), make(chan struct{})
+	c := &countingObserver{}
+	g := &observerGate{}
+	g.obs = blockingObserver{in: in, release: release, next: observerFunc(func(ev *cmcore.MADEvent) {
+		c.ObserveMAD(ev)
+		g.ObserveMAD(ev) // a send from inside the observation
+	})}
+	go g.ObserveMAD(&cmcore.MADEvent{})
+	<-in
+	closed := make(chan struct{})
+	go func() {
+		g.close()
+		close(closed)
+	}()
+	for !g.off.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close never returned: the reentered observation deadlocked")
+	}
+	if c.n != 1 {
+		t.Errorf("observations made: %d, want 1", c.n)
+	}
+}
+
+type observerFunc func(*cmcore.MADEvent)
+
+func (f observerFunc) ObserveMAD(ev *cmcore.MADEvent) { f(ev) }
+
 // blockingObserver signals in and waits for release before passing an
 // event on.
 type blockingObserver struct {
@@ -361,13 +398,17 @@ func TestLockHolderStuckThreads(t *testing.T) {
 	write("4321/task/4321/stat", "4321 (ucmd) Z 1\n")
 	write("4321/task/4330/stat", "4330 (ucmd) D 1\n")
 	got := lockHolder(proc, f)
-	for _, want := range []string{"pid 4321 (ucmd); ", "threads 4330 in uninterruptible sleep", "docs/cuse.md §3", "FUSE server"} {
+	for _, want := range []string{"pid 4321 (ucmd) has exited", "threads 4330 in uninterruptible sleep", "docs/cuse.md §3", "FUSE server"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lockHolder: %q, want %q in it", got, want)
 		}
 	}
 	write("4321/stat", "4321 (ucmd) S 1 4321 4321 0 -1\n") // alive: a thread in D for a moment is normal
-	if got := lockHolder(proc, f); got != "pid 4321 (ucmd); " {
+	if got := lockHolder(proc, f); got != "pid 4321 (ucmd); ucmd status shows it" {
 		t.Errorf("lockHolder of a live daemon: %q", got)
+	}
+	write("locks", "") // the holder in a pid namespace we cannot see, say
+	if got := lockHolder(proc, f); got != "ucmd status shows it" {
+		t.Errorf("lockHolder with no lock listed: %q", got)
 	}
 }
