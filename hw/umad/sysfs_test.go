@@ -674,9 +674,21 @@ func TestEntriesHold(t *testing.T) {
 		t.Error("another P_Key, or a slot past the table, holds")
 	}
 	write("mlx5_0/ports/1/pkeys/1", "0x8002\n") // the SM rewrote the table
+	if !holds(mlx, ib.GIDs[0], 1, 0x8001) {
+		t.Error("entries found to hold a moment ago were read again")
+	}
+	expire := func(p *Port) {
+		p.mu.Lock()
+		for i := range p.checked {
+			p.checked[i].at = p.checked[i].at.Add(-entryCheckAge)
+		}
+		p.mu.Unlock()
+	}
+	expire(mlx)
 	if holds(mlx, ib.GIDs[0], 1, 0x8001) {
 		t.Error("a P_Key the SM replaced still holds")
 	}
+	expire(rxe)
 	write("rxe0/ports/1/gid_attrs/types/1", "IB/RoCE v1\n") // the slot reused for the other type
 	if holds(rxe, roce.GIDs[1], 0, 0xffff) {
 		t.Error("a RoCE v2 entry whose slot now holds RoCE v1 still holds")
