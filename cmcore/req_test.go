@@ -387,6 +387,22 @@ func TestPathEntriesCheckedAsTheTableHasThem(t *testing.T) {
 	}
 }
 
+// An id that cannot send a REQ gets EINVAL for that, whatever its path,
+// as ib_send_cm_req checks the state first: not the path's ENOENT.
+func TestSendREQStateBeforePath(t *testing.T) {
+	h := newHarness(t)
+	id := h.newID()
+	must(t, id.SendREQ(testREQParams()))
+	p := testREQParams()
+	p.Primary.PKey = 0x7777 // in no table: ENOENT from an idle id
+	if err := id.SendREQ(p); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("second SEND_REQ with a P_Key in no table: %v, want EINVAL", err)
+	}
+	if err := h.newID().SendREQ(p); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("SEND_REQ of an idle id with a P_Key in no table: %v, want ENOENT", err)
+	}
+}
+
 // Entries that hold cost no read of the tables.
 func TestPathEntriesHoldNoRead(t *testing.T) {
 	h := newHarness(t)

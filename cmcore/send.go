@@ -48,30 +48,24 @@ func (id *ID) SendREQ(p *REQParams) error {
 	}
 	cm := id.cm
 	var t txn
-	// The state first, as ib_send_cm_req: a path the id cannot take now
-	// is EINVAL for that, whatever the path. The paths are looked up
-	// outside the CM's lock, which the device's every command and MAD
-	// need: that may read sysfs.
+	// The paths are looked up outside the CM's lock, which the device's
+	// every command and MAD need (the lookup may read sysfs), and before
+	// it, so that a busy device's SEND_REQ takes it once. An id that
+	// cannot send a REQ now gets EINVAL for that whatever its paths, as
+	// ib_send_cm_req checks the state first.
+	av, pt, err := cm.avFromPath(p.Primary)
+	var altAV AddressVector
+	if err == nil && p.Alternate != nil {
+		altAV, _, err = cm.avFromPath(p.Alternate)
+	}
 	cm.mu.Lock()
 	if id.destroyed || id.state != StateIdle {
 		defer cm.mu.Unlock()
 		return errInval("send REQ in state %v", id.state)
 	}
-	cm.mu.Unlock()
-	av, pt, err := cm.avFromPath(p.Primary)
 	if err != nil {
+		cm.mu.Unlock()
 		return err
-	}
-	var altAV AddressVector
-	if p.Alternate != nil {
-		if altAV, _, err = cm.avFromPath(p.Alternate); err != nil {
-			return err
-		}
-	}
-	cm.mu.Lock()
-	if id.destroyed || id.state != StateIdle { // a REQ sent meanwhile
-		defer cm.mu.Unlock()
-		return errInval("send REQ in state %v", id.state)
 	}
 	id.port, id.av, id.dst = pt, av, av.madAddress()
 	id.setAltAV(altAV)
